@@ -1,0 +1,158 @@
+"""FileStoreCommit: turn written files into one new snapshot, atomically, with retries.
+
+Order of writes: delta manifest -> base and delta manifest lists -> snapshot-N (created only if
+absent) -> LATEST/EARLIEST hints. Until snapshot-N exists nothing is visible, so a writer killed at
+any point leaves the table at the previous snapshot; its files are unreferenced garbage.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from .errors import CommitConflictError
+from .fileio import FileIO
+from .manifest import ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, merge_entries
+from .paths import bucket_dir, partition_path
+from .schema import TableSchema
+from .snapshot import APPEND, BATCH_COMMIT_IDENTIFIER, Snapshot, SnapshotManager
+from . import binary_row
+
+
+@dataclass
+class CommitResult:
+    snapshot: Snapshot
+    attempts: int
+
+
+class FileStoreCommit:
+    def __init__(self, io: FileIO, table_path: str, schema: TableSchema, commit_user: str | None = None):
+        self.io = io
+        self.table_path = table_path.rstrip("/")
+        self.schema = schema
+        self.commit_user = commit_user or str(uuid.uuid4())
+        self.snapshots = SnapshotManager(io, self.table_path)
+        self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)
+        self.manifest_lists = ManifestList(io, self.table_path)
+        # Test hook: called after data and manifests are written, before the snapshot (to simulate a kill).
+        self.before_snapshot: Callable[[], None] | None = None
+
+    def live_entries(self, snapshot: Snapshot | None) -> dict[tuple, ManifestEntry]:
+        if snapshot is None:
+            return {}
+        metas = self.manifest_lists.read(snapshot.base_manifest_list) + self.manifest_lists.read(
+            snapshot.delta_manifest_list)
+        entries: list[ManifestEntry] = []
+        for m in metas:
+            entries.extend(self.manifests.read(m.file_name))
+        return merge_entries(entries)
+
+    def commit(self, entries: Sequence[ManifestEntry], kind: str = APPEND,
+               expected_latest: int | None | type(...) = ..., index_manifest: str | None | type(...) = ...
+               ) -> CommitResult | None:
+        """Commit ADD/DELETE entries as one snapshot of `kind`.
+
+        expected_latest: when given, fail with CommitConflictError if the latest snapshot id is not
+        this one (a caller whose files depend on what it read, like the cross-partition upsert).
+        """
+        if not entries and index_manifest is ...:
+            return None
+        delta_meta = self.manifests.write(list(entries)) if entries else None
+        deletes = [e for e in entries if e.kind == DELETE]
+        max_retries = self.schema.core.commit_max_retries
+        attempt = 0
+        while True:
+            attempt += 1
+            latest = self.snapshots.latest()
+            latest_id = latest.id if latest else None
+            if expected_latest is not ... and latest_id != expected_latest:
+                self._discard([delta_meta])
+                raise CommitConflictError(
+                    f"table {self.table_path} moved from snapshot {expected_latest} to {latest_id} while this job ran")
+            if deletes:
+                live = self.live_entries(latest)
+                gone = [e for e in deletes if e.identifier not in live]
+                if gone:
+                    self._discard([delta_meta])
+                    raise CommitConflictError(
+                        f"commit conflicts with snapshot {latest_id}: {len(gone)} file(s) it deletes are no longer "
+                        f"live, e.g. {gone[0].file.file_name} in bucket {gone[0].bucket}")
+            snapshot, written = self._prepare(latest, delta_meta, entries, kind, index_manifest)
+            if self.before_snapshot is not None:
+                self.before_snapshot()
+            if self.snapshots.try_commit(snapshot):
+                self.snapshots.commit_latest_hint(snapshot.id)
+                if latest is None or not self.io.exists(f"{self.snapshots.dir}/EARLIEST"):
+                    self.snapshots.commit_earliest_hint(self.snapshots.earliest_id() or snapshot.id)
+                return CommitResult(snapshot, attempt)
+            # Lost the race for snapshot-N: drop this attempt's lists and build on the new latest.
+            for name in written:
+                self.io.delete(f"{self.manifest_lists.dir}/{name}")
+            if attempt > max_retries:
+                self._discard([delta_meta])
+                raise CommitConflictError(
+                    f"gave up committing to {self.table_path} after {attempt} attempts (commit.max-retries="
+                    f"{max_retries}): other writers kept committing first")
+            time.sleep(random.uniform(0.001, 0.01 * attempt))
+
+    def _prepare(self, latest: Snapshot | None, delta_meta: ManifestFileMeta | None,
+                 entries: Sequence[ManifestEntry], kind: str, index_manifest) -> tuple[Snapshot, list[str]]:
+        base: list[ManifestFileMeta] = []
+        if latest is not None:
+            base = self.manifest_lists.read(latest.base_manifest_list) + self.manifest_lists.read(
+                latest.delta_manifest_list)
+        if len(base) >= self.schema.core.manifest_merge_min_count:
+            base = self._compact_manifests(base)
+        list_id = uuid.uuid4()
+        base_name, delta_name = f"manifest-list-{list_id}-0", f"manifest-list-{list_id}-1"
+        base_size = self.manifest_lists.write(base, base_name)
+        delta_size = self.manifest_lists.write([delta_meta] if delta_meta else [], delta_name)
+        added = sum(e.file.row_count for e in entries if e.kind == ADD)
+        removed = sum(e.file.row_count for e in entries if e.kind == DELETE)
+        snapshot = Snapshot(
+            id=(latest.id + 1) if latest else 1,
+            schema_id=self.schema.id,
+            base_manifest_list=base_name,
+            base_manifest_list_size=base_size,
+            delta_manifest_list=delta_name,
+            delta_manifest_list_size=delta_size,
+            index_manifest=(latest.index_manifest if latest else None) if index_manifest is ... else index_manifest,
+            commit_user=self.commit_user,
+            commit_identifier=BATCH_COMMIT_IDENTIFIER,
+            commit_kind=kind,
+            time_millis=int(time.time() * 1000),
+            total_record_count=(latest.total_record_count if latest else 0) + added - removed,
+            delta_record_count=added - removed,
+        )
+        return snapshot, [base_name, delta_name]
+
+    def _compact_manifests(self, metas: list[ManifestFileMeta]) -> list[ManifestFileMeta]:
+        """Full manifest compaction: rewrite all live ADD entries into one manifest.
+
+        The old manifest files stay on disk: earlier snapshots still reference them (expiration
+        removes them later).
+        """
+        entries: list[ManifestEntry] = []
+        for m in metas:
+            entries.extend(self.manifests.read(m.file_name))
+        live = list(merge_entries(entries).values())
+        return [self.manifests.write(live)] if live else []
+
+    def _discard(self, metas: list[ManifestFileMeta | None]) -> None:
+        for m in metas:
+            if m is not None:
+                self.io.delete(f"{self.manifests.dir}/{m.file_name}")
+
+    def abort(self, entries: Sequence[ManifestEntry]) -> None:
+        """Delete the data files of a commit that will not happen."""
+        types = self.schema.partition_types
+        default = self.schema.core.partition_default_name
+        for e in entries:
+            if e.kind != ADD:
+                continue
+            values = binary_row.deserialize(e.partition, types)
+            pdir = partition_path(values, types, self.schema.partition_keys, default)
+            self.io.delete(f"{bucket_dir(self.table_path, pdir, e.bucket)}/{e.file.file_name}")

@@ -1,0 +1,191 @@
+"""Primary-key data files: KeyValue Parquet files with `_KEY_*`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`.
+
+One file is one sorted run: rows sorted by the trimmed primary key, each key at most once. Stats
+(min/max key, key and value stats) come from Arrow compute over whole columns, never from row loops.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from . import binary_row
+from .errors import DataError
+from .fileio import FileIO
+from .manifest import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
+from .schema import KEY_PREFIX, TableSchema
+
+SEQUENCE_NUMBER = "_SEQUENCE_NUMBER"
+VALUE_KIND = "_VALUE_KIND"
+# RowKind bytes as Paimon stores them in _VALUE_KIND.
+INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
+ROW_KINDS = {"+I": INSERT, "-U": UPDATE_BEFORE, "+U": UPDATE_AFTER, "-D": DELETE}
+
+# Rows per Parquet row group / per size check while rolling files.
+_CHUNK_ROWS = 256 * 1024
+
+
+def key_column(name: str) -> str:
+    return KEY_PREFIX + name
+
+
+def kv_arrow_schema(schema: TableSchema, value_columns: Sequence[str] | None = None) -> pa.Schema:
+    """Arrow schema of a KeyValue data file (or of the projection of one)."""
+    fields = [pa.field(key_column(k), schema.field(k).type.to_arrow(), False) for k in schema.trimmed_primary_keys]
+    fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
+    names = schema.field_names if value_columns is None else value_columns
+    fields += [pa.field(n, schema.field(n).type.to_arrow(), schema.field(n).type.nullable) for n in names]
+    return pa.schema(fields)
+
+
+def sort_by_key(table: pa.Table, keys: Sequence[str]) -> pa.Table:
+    if table.num_rows <= 1:
+        return table
+    idx = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys])
+    return table.take(idx)
+
+
+def boundaries(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
+    """Boolean mask, true on the last row of each run of equal keys in a key-sorted table."""
+    n = table.num_rows
+    last = np.zeros(n, dtype=bool)
+    if n == 0:
+        return last
+    last[-1] = True
+    if n == 1:
+        return last
+    diff = np.zeros(n - 1, dtype=bool)
+    for k in keys:
+        col = table.column(k)
+        a, b = col.slice(1), col.slice(0, n - 1)
+        ne = pc.not_equal(a, b)
+        if col.null_count:
+            # null == null, null != value: rows with a null partition value group together
+            ne = pc.fill_null(ne, pc.xor(pc.is_null(a), pc.is_null(b)))
+        diff |= ne.to_numpy(zero_copy_only=False).astype(bool, copy=False)
+    last[:-1] = diff
+    return last
+
+
+def _stats(columns: Sequence, types: Sequence) -> SimpleStats:
+    mins, maxs, nulls = [], [], []
+    for col in columns:
+        nulls.append(col.null_count)
+        if col.null_count == len(col):
+            mins.append(None)
+            maxs.append(None)
+            continue
+        mm = pc.min_max(col)
+        mins.append(binary_row.scalar_value(mm["min"]))
+        maxs.append(binary_row.scalar_value(mm["max"]))
+    return SimpleStats(binary_row.serialize(mins, types), binary_row.serialize(maxs, types), nulls)
+
+
+@dataclass
+class KeyValueFileWriter:
+    """Writes the data files of one (partition, bucket) of one table."""
+
+    io: FileIO
+    schema: TableSchema
+    bucket_dir: str
+    level: int = 0
+    file_source: int = FILE_SOURCE_APPEND
+
+    def __post_init__(self):
+        self._prefix = f"data-{uuid.uuid4()}-"
+        self._count = 0
+        core = self.schema.core
+        self._target_size = core.target_file_size
+        codec = core.file_compression
+        self._compression = None if codec in ("none", "uncompressed") else codec
+        self._level_opt = core.zstd_level if codec == "zstd" else None
+
+    def write(self, rows: pa.Table, row_kinds: pa.Array | np.ndarray | None, start_sequence: int,
+              presorted: bool = False) -> list[DataFileMeta]:
+        """Write rows (all table columns, schema order) as sorted files; keys must be unique.
+
+        `row_kinds` holds a RowKind byte per row (None: all +I). Sequence numbers are
+        start_sequence, start_sequence + 1, ... in key order.
+        """
+        n = rows.num_rows
+        if n == 0:
+            return []
+        keys = self.schema.trimmed_primary_keys
+        if row_kinds is None:
+            kinds = pa.array(np.zeros(n, dtype=np.int8))
+        elif isinstance(row_kinds, (pa.Array, pa.ChunkedArray)):
+            kinds = row_kinds.cast(pa.int8())
+        else:
+            kinds = pa.array(row_kinds, pa.int8())
+        tagged = rows.append_column(VALUE_KIND, kinds)
+        if not presorted:
+            tagged = sort_by_key(tagged, keys)
+        last = boundaries(tagged, keys)
+        if not last.all():
+            dup = tagged.select(keys).filter(pa.array(~last)).slice(0, 5).to_pylist()
+            raise DataError(f"a data file cannot hold a key twice; duplicate keys such as {dup}")
+        seq = pa.array(np.arange(start_sequence, start_sequence + n, dtype=np.int64))
+        arrays = [tagged.column(k) for k in keys] + [seq, tagged.column(VALUE_KIND)]
+        arrays += [tagged.column(name) for name in self.schema.field_names]
+        kv = pa.Table.from_arrays(arrays, schema=kv_arrow_schema(self.schema))
+        return self._write_rolling(kv)
+
+    def _write_rolling(self, kv: pa.Table) -> list[DataFileMeta]:
+        metas, start, n = [], 0, kv.num_rows
+        while start < n:
+            name = f"{self._prefix}{self._count}.parquet"
+            self._count += 1
+            path = f"{self.bucket_dir}/{name}"
+            self.io.mkdirs(self.bucket_dir)
+            end = start
+            with pq.ParquetWriter(self.io.local(path), kv.schema, compression=self._compression,
+                                  compression_level=self._level_opt, store_decimal_as_integer=True) as w:
+                while end < n:
+                    chunk = kv.slice(end, _CHUNK_ROWS)
+                    w.write_table(chunk, row_group_size=_CHUNK_ROWS)
+                    end += chunk.num_rows
+                    if end < n and self.io.size(path) >= self._target_size:
+                        break
+            metas.append(self._meta(name, self.io.size(path), kv.slice(start, end - start)))
+            start = end
+        return metas
+
+    def _meta(self, name: str, size: int, kv: pa.Table) -> DataFileMeta:
+        keys = self.schema.trimmed_primary_keys
+        key_cols = [key_column(k) for k in keys]
+        key_types = self.schema.key_types
+        seq = pc.min_max(kv.column(SEQUENCE_NUMBER))
+        kinds = kv.column(VALUE_KIND)
+        deletes = pc.sum(pc.or_(pc.equal(kinds, DELETE), pc.equal(kinds, UPDATE_BEFORE))).as_py() or 0
+        key_arrays = [kv.column(c) for c in key_cols]
+        now = dt.datetime.now(dt.timezone.utc)
+        return DataFileMeta(
+            file_name=name,
+            file_size=size,
+            row_count=kv.num_rows,
+            min_key=binary_row.serialize(binary_row.row_of(key_arrays, 0), key_types),
+            max_key=binary_row.serialize(binary_row.row_of(key_arrays, kv.num_rows - 1), key_types),
+            key_stats=_stats(key_arrays, key_types),
+            value_stats=_stats([kv.column(n) for n in self.schema.field_names], self.schema.value_types),
+            min_sequence_number=seq["min"].as_py(),
+            max_sequence_number=seq["max"].as_py(),
+            schema_id=self.schema.id,
+            level=self.level,
+            creation_time=now.replace(microsecond=now.microsecond // 1000 * 1000),
+            delete_row_count=deletes,
+            file_source=self.file_source,
+        )
+
+
+def read_kv_file(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """Read (a projection of) one KeyValue file."""
+    # ParquetFile, not read_table: the latter would take `dt=...` directories as hive partitions.
+    with pq.ParquetFile(io.local(path), pre_buffer=True) as f:
+        return f.read(columns=list(columns) if columns is not None else None, use_threads=True)

@@ -1,0 +1,76 @@
+"""TableRead: merge-on-read of splits into the table's current rows (Arrow)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import pyarrow as pa
+
+from . import merge
+from .datafile import SEQUENCE_NUMBER, VALUE_KIND, key_column, read_kv_file
+from .fileio import FileIO
+from .scan import DataSplit
+from .schema import SchemaManager, TableSchema
+
+
+class TableRead:
+    def __init__(self, io: FileIO, table_path: str, schema: TableSchema, projection: Sequence[str] | None = None):
+        self.io = io
+        self.schema = schema
+        self.schemas = SchemaManager(io, table_path)
+        self._file_schemas: dict[int, TableSchema] = {schema.id: schema}
+        self.projection = list(projection) if projection is not None else schema.field_names
+        for name in self.projection:
+            schema.field(name)  # a clear error for an unknown column
+        self.key_cols = [key_column(k) for k in schema.trimmed_primary_keys]
+        self.output_schema = pa.schema(
+            [pa.field(n, schema.field(n).type.to_arrow(), True) for n in self.projection])
+
+    def _file_schema(self, schema_id: int) -> TableSchema:
+        if schema_id not in self._file_schemas:
+            self._file_schemas[schema_id] = self.schemas.schema(schema_id)
+        return self._file_schemas[schema_id]
+
+    def _read_file(self, split: DataSplit, file) -> pa.Table:
+        """Read one file projected to the current schema: columns matched by field id, so renamed,
+        added (null-filled) and widened columns read as the current schema says."""
+        fs = self._file_schema(file.schema_id)
+        by_id = {f.id: f for f in fs.fields}
+        wanted = []
+        for name in self.projection:
+            old = by_id.get(self.schema.field(name).id)
+            wanted.append(old.name if old is not None else None)
+        cols = self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + [w for w in wanted if w is not None]
+        raw = read_kv_file(self.io, f"{split.bucket_path}/{file.file_name}", cols)
+        arrays = [raw.column(c) for c in self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND]]
+        for name, old in zip(self.projection, wanted):
+            target = self.schema.field(name).type.to_arrow()
+            if old is None:
+                arrays.append(pa.nulls(raw.num_rows, target))
+            else:
+                col = raw.column(old)
+                arrays.append(col if col.type == target else col.cast(target))
+        names = self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + self.projection
+        return pa.Table.from_arrays(arrays, names=names)
+
+    def read_split_kv(self, split: DataSplit) -> pa.Table:
+        """The merged KeyValue rows of one split (system columns kept)."""
+        tables = [self._read_file(split, f) for f in split.files]
+        single = len(split.files) == 1
+        return merge.merge(tables, self.key_cols, self.schema.core.merge_engine,
+                           self.schema.core.ignore_delete, overlapping=not single)
+
+    def read_split(self, split: DataSplit) -> pa.Table:
+        kv = self.read_split_kv(split)
+        return pa.Table.from_arrays([kv.column(n) for n in self.projection], schema=self.output_schema)
+
+    def read(self, splits: Sequence[DataSplit], threads: int = 4) -> pa.Table:
+        if not splits:
+            return self.output_schema.empty_table()
+        if len(splits) == 1 or threads <= 1:
+            parts = [self.read_split(s) for s in splits]
+        else:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                parts = list(pool.map(self.read_split, splits))
+        return pa.concat_tables(parts)

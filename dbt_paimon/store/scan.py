@@ -1,0 +1,105 @@
+"""FileStoreScan: plan the live files of a snapshot as splits, one per (partition, bucket)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from . import binary_row
+from .errors import PaimonError
+from .fileio import FileIO
+from .manifest import DataFileMeta, ManifestEntry, ManifestFile, ManifestList, merge_entries
+from .paths import bucket_dir, partition_path
+from .schema import TableSchema
+from .snapshot import Snapshot, SnapshotManager
+
+PartitionFilter = Callable[[dict], bool] | Mapping[str, Any] | None
+
+
+@dataclass
+class DataSplit:
+    snapshot_id: int
+    partition: bytes
+    partition_values: tuple
+    bucket: int
+    total_buckets: int
+    bucket_path: str
+    files: list[DataFileMeta] = field(default_factory=list)
+
+    @property
+    def row_count(self) -> int:
+        return sum(f.row_count for f in self.files)
+
+    @property
+    def max_sequence_number(self) -> int:
+        return max((f.max_sequence_number for f in self.files), default=-1)
+
+
+@dataclass
+class Plan:
+    snapshot: Snapshot | None
+    splits: list[DataSplit]
+
+
+def _matcher(partition_keys, flt: PartitionFilter) -> Callable[[tuple], bool]:
+    if flt is None:
+        return lambda values: True
+    if callable(flt):
+        return lambda values: bool(flt(dict(zip(partition_keys, values))))
+    unknown = [k for k in flt if k not in partition_keys]
+    if unknown:
+        raise PaimonError(f"partition filter names {unknown}, which are not partition keys {list(partition_keys)}")
+    wanted = {k: v for k, v in flt.items()}
+
+    def match(values: tuple) -> bool:
+        d = dict(zip(partition_keys, values))
+        return all(d[k] == v or (v is not None and str(d[k]) == str(v)) for k, v in wanted.items())
+    return match
+
+
+class FileStoreScan:
+    def __init__(self, io: FileIO, table_path: str, schema: TableSchema):
+        self.io = io
+        self.table_path = table_path.rstrip("/")
+        self.schema = schema
+        self.snapshots = SnapshotManager(io, self.table_path)
+        self.manifest_lists = ManifestList(io, self.table_path)
+        self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)
+
+    def read_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        metas = self.manifest_lists.read(snapshot.base_manifest_list) + self.manifest_lists.read(
+            snapshot.delta_manifest_list)
+        if len(metas) <= 1:
+            return [e for m in metas for e in self.manifests.read(m.file_name)]
+        with ThreadPoolExecutor(max_workers=min(8, len(metas))) as pool:
+            parts = list(pool.map(lambda m: self.manifests.read(m.file_name), metas))
+        return [e for p in parts for e in p]
+
+    def plan(self, snapshot_id: int | None = None, partition_filter: PartitionFilter = None) -> Plan:
+        snapshot = self.snapshots.snapshot(snapshot_id) if snapshot_id is not None else self.snapshots.latest()
+        if snapshot is None:
+            return Plan(None, [])
+        live = merge_entries(self.read_entries(snapshot))
+        types = self.schema.partition_types
+        keys = self.schema.partition_keys
+        default = self.schema.core.partition_default_name
+        match = _matcher(keys, partition_filter)
+        groups: dict[tuple, list[ManifestEntry]] = defaultdict(list)
+        for e in live.values():
+            groups[(e.partition, e.bucket)].append(e)
+        decoded: dict[bytes, tuple] = {}
+        splits = []
+        for (part, bucket), entries in groups.items():
+            if part not in decoded:
+                decoded[part] = binary_row.deserialize(part, types)
+            values = decoded[part]
+            if not match(values):
+                continue
+            pdir = partition_path(values, types, keys, default)
+            files = sorted((e.file for e in entries), key=lambda f: (f.level, f.min_sequence_number))
+            splits.append(DataSplit(snapshot.id, part, values, bucket, entries[0].total_buckets,
+                                    bucket_dir(self.table_path, pdir, bucket), files))
+        splits.sort(key=lambda s: (s.partition_values.__repr__(), s.bucket))
+        return Plan(snapshot, splits)

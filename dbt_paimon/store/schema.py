@@ -1,0 +1,274 @@
+"""TableSchema (schema/schema-N JSON) and SchemaManager: create, load, evolve."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Sequence
+
+import pyarrow as pa
+
+from . import options as opts
+from .errors import CorruptTableError, SchemaError, TableNotFoundError
+from .fileio import FileIO
+from .types import DataType, from_arrow, parse_type
+
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
+SYSTEM_FIELDS = ("_SEQUENCE_NUMBER", "_VALUE_KIND", "_LEVEL", "rowkind")
+KEY_PREFIX = "_KEY_"
+
+
+@dataclass(frozen=True)
+class DataField:
+    id: int
+    name: str
+    type: DataType
+    description: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"id": self.id, "name": self.name, "type": self.type.sql()}
+        if self.description is not None:
+            out["description"] = self.description
+        return out
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    id: int
+    fields: tuple[DataField, ...]
+    highest_field_id: int
+    partition_keys: tuple[str, ...]
+    primary_keys: tuple[str, ...]
+    options: Mapping[str, str]
+    comment: str | None = None
+    time_millis: int = field(default_factory=lambda: int(time.time() * 1000))
+    version: int = 3
+
+    # ---- derived views -------------------------------------------------------------------------
+    @property
+    def field_names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def field(self, name: str) -> DataField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise SchemaError(f"column {name!r} is not in the table (columns: {', '.join(self.field_names)})")
+
+    @property
+    def trimmed_primary_keys(self) -> list[str]:
+        """Primary key minus partition fields: what `_KEY_*` columns and min/max keys hold."""
+        trimmed = [k for k in self.primary_keys if k not in self.partition_keys]
+        return trimmed or list(self.primary_keys)
+
+    @property
+    def key_types(self) -> list[DataType]:
+        return [self.field(k).type for k in self.trimmed_primary_keys]
+
+    @property
+    def partition_types(self) -> list[DataType]:
+        return [self.field(k).type for k in self.partition_keys]
+
+    @property
+    def value_types(self) -> list[DataType]:
+        return [f.type for f in self.fields]
+
+    @property
+    def core(self) -> opts.CoreOptions:
+        return opts.CoreOptions(self.options)
+
+    @property
+    def cross_partition_update(self) -> bool:
+        """Paimon's rule: a primary key that lacks some partition field lets a key move partitions."""
+        return bool(self.primary_keys) and bool(self.partition_keys) and not set(self.partition_keys) <= set(
+            self.primary_keys
+        )
+
+    @property
+    def bucket_mode(self) -> str:
+        b = self.core.bucket
+        if b > 0:
+            return "HASH_FIXED"
+        return "KEY_DYNAMIC" if self.cross_partition_update else "HASH_DYNAMIC"
+
+    @property
+    def bucket_keys(self) -> list[str]:
+        return self.core.bucket_key or self.trimmed_primary_keys
+
+    def arrow_schema(self, nullable: bool = True) -> pa.Schema:
+        return pa.schema([pa.field(f.name, f.type.to_arrow(), nullable or f.type.nullable) for f in self.fields])
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "version": self.version,
+                "id": self.id,
+                "fields": [f.to_json() for f in self.fields],
+                "highestFieldId": self.highest_field_id,
+                "partitionKeys": list(self.partition_keys),
+                "primaryKeys": list(self.primary_keys),
+                "options": dict(self.options),
+                "comment": self.comment,
+                "timeMillis": self.time_millis,
+            },
+            indent=2,
+        )
+
+    @staticmethod
+    def from_json(text: str, where: str = "schema") -> "TableSchema":
+        try:
+            d = json.loads(text)
+        except ValueError as e:
+            raise CorruptTableError(f"{where} is not valid JSON: {e}") from None
+        version = d.get("version", 1)
+        if version not in SUPPORTED_SCHEMA_VERSIONS:
+            raise CorruptTableError(f"{where} has schema version {version}; dbt-paimon reads versions "
+                                    f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))}")
+        try:
+            fields = []
+            for f in d["fields"]:
+                if not isinstance(f["type"], str):
+                    raise SchemaError(f"column {f['name']!r} has a nested type {json.dumps(f['type'])[:80]}, "
+                                      "which dbt-paimon does not support")
+                fields.append(DataField(int(f["id"]), f["name"], parse_type(f["type"]), f.get("description")))
+            return TableSchema(
+                id=int(d["id"]),
+                fields=tuple(fields),
+                highest_field_id=int(d["highestFieldId"]),
+                partition_keys=tuple(d.get("partitionKeys") or ()),
+                primary_keys=tuple(d.get("primaryKeys") or ()),
+                options=dict(d.get("options") or {}),
+                comment=d.get("comment"),
+                time_millis=int(d.get("timeMillis") or 0),
+                version=version,
+            )
+        except KeyError as e:
+            raise CorruptTableError(f"{where} lacks the field {e}") from None
+
+
+def build_schema(
+    arrow_schema: pa.Schema,
+    primary_keys: Sequence[str],
+    partition_keys: Sequence[str] = (),
+    options: Mapping[str, object] | None = None,
+    comment: str | None = None,
+) -> TableSchema:
+    """A validated schema-0 for a primary-key table, as Paimon's SchemaValidation would accept it."""
+    names = list(arrow_schema.names)
+    primary_keys, partition_keys = list(primary_keys), list(partition_keys)
+    _check_names(names)
+    if not primary_keys:
+        raise SchemaError("a primary key is required (dbt-paimon keeps primary-key tables)")
+    for kind, keys in (("primary key", primary_keys), ("partition key", partition_keys)):
+        if len(set(keys)) != len(keys):
+            raise SchemaError(f"{kind} {keys} repeats a column")
+        missing = [k for k in keys if k not in names]
+        if missing:
+            raise SchemaError(f"{kind} column(s) {missing} are not columns of the table (columns: {', '.join(names)})")
+    if partition_keys and set(primary_keys) == set(partition_keys):
+        raise SchemaError(f"primary key {primary_keys} must not equal the partition keys: every partition would "
+                          "hold a single row")
+    checked = opts.validate(options or {}, names)
+    _check_bucket_options(checked, primary_keys, partition_keys)
+    for key in ("sequence.field", "rowkind.field"):
+        unknown = [c.strip() for c in checked.get(key, "").split(",") if c.strip() and c.strip() not in names]
+        if unknown:
+            raise SchemaError(f"option {key!r} names column(s) {unknown}, which the table does not have")
+    fields = []
+    for i, f in enumerate(arrow_schema):
+        t = from_arrow(f.type, True, f.name)
+        # As in Java Paimon, only primary-key fields become NOT NULL: a partition field outside the
+        # key (a cross-partition table) may be null, stored under partition.default-name.
+        if f.name in primary_keys or not f.nullable:
+            t = t.not_null()
+        if f.name in partition_keys and t.root == "BYTES":
+            raise SchemaError(f"partition column {f.name!r} is BYTES, which cannot name a partition directory")
+        fields.append(DataField(i, f.name, t))
+    return TableSchema(
+        id=0,
+        fields=tuple(fields),
+        highest_field_id=len(fields) - 1,
+        partition_keys=tuple(partition_keys),
+        primary_keys=tuple(primary_keys),
+        options=checked,
+        comment=comment,
+    )
+
+
+def _check_names(names: list[str]) -> None:
+    if len(set(n.lower() for n in names)) != len(names):
+        raise SchemaError(f"column names must be unique (case-insensitively): {names}")
+    for n in names:
+        if n in SYSTEM_FIELDS or n.startswith(KEY_PREFIX):
+            raise SchemaError(f"column name {n!r} is reserved by Paimon")
+
+
+def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) -> None:
+    bucket = int(o.get("bucket", "-1"))
+    if bucket == 0 or bucket < -1:
+        raise SchemaError(f"option 'bucket' must be -1 (dynamic) or a positive number of buckets, got {bucket}")
+    bucket_key = [s.strip() for s in o["bucket-key"].split(",")] if "bucket-key" in o else []
+    if bucket_key:
+        if bucket == -1:
+            raise SchemaError("option 'bucket-key' cannot be used with bucket = -1 (dynamic bucket mode)")
+        if not set(bucket_key) <= set(pk):
+            raise SchemaError(f"bucket-key {bucket_key} must be a subset of the primary key {pk}")
+        if set(bucket_key) & set(part):
+            raise SchemaError(f"bucket-key {bucket_key} must not contain partition fields {part}")
+    for key in ("dynamic-bucket.target-row-num", "commit.max-retries", "num-sorted-run.compaction-trigger"):
+        if key in o and int(o[key]) <= 0 and not (key == "commit.max-retries" and int(o[key]) == 0):
+            raise SchemaError(f"option {key!r} must be positive, got {o[key]}")
+    if "sequence.field" in o and bucket == -1 and not set(part) <= set(pk):
+        raise SchemaError("option 'sequence.field' is not allowed on a cross-partition table (Paimon forbids it); "
+                          "use the materialization's sequence_by instead")
+
+
+class SchemaManager:
+    """Reads and writes `schema/schema-N` of one table."""
+
+    def __init__(self, io: FileIO, table_path: str):
+        self.io = io
+        self.table_path = table_path.rstrip("/")
+        self.dir = f"{self.table_path}/schema"
+
+    def schema_path(self, schema_id: int) -> str:
+        return f"{self.dir}/schema-{schema_id}"
+
+    def list_ids(self) -> list[int]:
+        ids = []
+        for name in self.io.list_names(self.dir):
+            if name.startswith("schema-") and name[7:].isdigit():
+                ids.append(int(name[7:]))
+        return sorted(ids)
+
+    def latest(self) -> TableSchema:
+        ids = self.list_ids()
+        if not ids:
+            raise TableNotFoundError(f"{self.table_path} is not a Paimon table (no schema/schema-N file)")
+        return self.schema(ids[-1])
+
+    def schema(self, schema_id: int) -> TableSchema:
+        path = self.schema_path(schema_id)
+        try:
+            text = self.io.read_text(path)
+        except FileNotFoundError:
+            raise CorruptTableError(f"schema file {path} is missing") from None
+        return TableSchema.from_json(text, where=path)
+
+    def create(self, schema: TableSchema) -> TableSchema:
+        """Write schema-0; fails if the table exists."""
+        if self.list_ids():
+            raise SchemaError(f"a Paimon table already exists at {self.table_path}")
+        if not self.io.write_exclusive(self.schema_path(schema.id), schema.to_json()):
+            raise SchemaError(f"a Paimon table was created concurrently at {self.table_path}")
+        return schema
+
+    def commit(self, schema: TableSchema) -> TableSchema:
+        """Write schema-N for an evolved schema; fails if another writer took that id."""
+        if not self.io.write_exclusive(self.schema_path(schema.id), schema.to_json()):
+            raise SchemaError(f"schema-{schema.id} of {self.table_path} was written concurrently; retry")
+        return schema
+
+    def evolve(self, current: TableSchema, **changes) -> TableSchema:
+        return replace(current, id=current.id + 1, time_millis=int(time.time() * 1000), **changes)

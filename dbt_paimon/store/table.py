@@ -1,0 +1,193 @@
+"""FileStoreTable: one Paimon primary-key table on a filesystem, and its batch TableWrite."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import binary_row
+from .commit import CommitResult, FileStoreCommit
+from .datafile import KeyValueFileWriter, boundaries
+from .errors import DataError, SchemaError, TableNotFoundError
+from .fileio import FileIO
+from .manifest import ADD, ManifestEntry
+from .paths import bucket_dir, partition_path
+from .read import TableRead
+from .scan import FileStoreScan, PartitionFilter, Plan
+from .schema import SchemaManager, TableSchema, build_schema
+from .snapshot import APPEND, Snapshot, SnapshotManager
+
+_BUCKET_COL = "__paimon_bucket"
+
+
+class FileStoreTable:
+    def __init__(self, path: str, schema: TableSchema, io: FileIO | None = None):
+        self.path = path.rstrip("/")
+        self.schema = schema
+        self.io = io or FileIO()
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str, arrow_schema: pa.Schema, primary_keys: Sequence[str],
+               partition_keys: Sequence[str] = (), options: Mapping[str, object] | None = None,
+               io: FileIO | None = None) -> "FileStoreTable":
+        io = io or FileIO()
+        schema = build_schema(arrow_schema, primary_keys, partition_keys, options)
+        SchemaManager(io, path).create(schema)
+        return cls(path, schema, io)
+
+    @classmethod
+    def open(cls, path: str, io: FileIO | None = None) -> "FileStoreTable":
+        io = io or FileIO()
+        if not io.exists(path):
+            raise TableNotFoundError(f"{path} does not exist")
+        return cls(path, SchemaManager(io, path).latest(), io)
+
+    @staticmethod
+    def exists(path: str, io: FileIO | None = None) -> bool:
+        return bool(SchemaManager(io or FileIO(), path).list_ids())
+
+    # ---- metadata ------------------------------------------------------------------------------
+    @property
+    def snapshots(self) -> SnapshotManager:
+        return SnapshotManager(self.io, self.path)
+
+    def latest_snapshot(self) -> Snapshot | None:
+        return self.snapshots.latest()
+
+    @property
+    def total_buckets(self) -> int:
+        return self.schema.core.bucket if self.schema.core.bucket > 0 else -1
+
+    def partition_bytes(self, values: Sequence) -> bytes:
+        return binary_row.serialize(values, self.schema.partition_types)
+
+    def bucket_path(self, partition_values: Sequence, bucket: int) -> str:
+        pdir = partition_path(partition_values, self.schema.partition_types, self.schema.partition_keys,
+                              self.schema.core.partition_default_name)
+        return bucket_dir(self.path, pdir, bucket)
+
+    # ---- read ----------------------------------------------------------------------------------
+    def new_scan(self) -> FileStoreScan:
+        return FileStoreScan(self.io, self.path, self.schema)
+
+    def plan(self, snapshot_id: int | None = None, partition_filter: PartitionFilter = None) -> Plan:
+        return self.new_scan().plan(snapshot_id, partition_filter)
+
+    def new_read(self, projection: Sequence[str] | None = None) -> TableRead:
+        return TableRead(self.io, self.path, self.schema, projection)
+
+    def to_arrow(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
+                 partition_filter: PartitionFilter = None) -> pa.Table:
+        plan = self.plan(snapshot_id, partition_filter)
+        return self.new_read(columns).read(plan.splits)
+
+    # ---- write ---------------------------------------------------------------------------------
+    def new_write(self) -> "TableWrite":
+        return TableWrite(self)
+
+    def new_commit(self, commit_user: str | None = None) -> FileStoreCommit:
+        return FileStoreCommit(self.io, self.path, self.schema, commit_user)
+
+
+def conform(rows: pa.Table, schema: TableSchema) -> pa.Table:
+    """Rows with exactly the table's columns and types; a clear DataError otherwise."""
+    names = schema.field_names
+    missing = [n for n in names if n not in rows.column_names]
+    extra = [n for n in rows.column_names if n not in names]
+    if missing or extra:
+        raise DataError(f"rows do not match the table's columns: missing {missing}, unexpected {extra}")
+    arrays = []
+    for f in schema.fields:
+        col = rows.column(f.name)
+        target = f.type.to_arrow()
+        if col.type != target:
+            try:
+                col = col.cast(target, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise DataError(f"column {f.name!r} has type {col.type}, which cannot be stored as "
+                                f"{f.type.sql()}: {e}") from None
+        if not f.type.nullable and col.null_count and f.name not in schema.partition_keys:
+            raise DataError(f"column {f.name!r} is NOT NULL (part of the primary key) but {col.null_count} "
+                            f"row(s) hold null")
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(nullable=True))
+
+
+class TableWrite:
+    """Batch writer: splits rows by (partition, bucket), writes sorted files, returns commit entries.
+
+    Sequence numbers of a bucket continue from the highest of its live files in the latest
+    snapshot, as Paimon's writers restore them.
+    """
+
+    def __init__(self, table: FileStoreTable):
+        self.table = table
+        self.schema = table.schema
+        self._next_seq: dict[tuple[bytes, int], int] | None = None
+        self._writers: dict[tuple[bytes, int], KeyValueFileWriter] = {}
+        self.entries: list[ManifestEntry] = []
+
+    def _restore(self) -> dict[tuple[bytes, int], int]:
+        if self._next_seq is None:
+            plan = self.table.plan()
+            self._next_seq = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
+        return self._next_seq
+
+    def write(self, rows: pa.Table, buckets: int | Sequence[int] | np.ndarray | pa.Array = 0,
+              row_kinds: Sequence[int] | np.ndarray | pa.Array | None = None) -> list[ManifestEntry]:
+        """Write rows; `buckets` is one bucket for all rows or one per row. Keys must be unique per bucket."""
+        rows = conform(rows, self.schema)
+        n = rows.num_rows
+        if n == 0:
+            return []
+        fixed = self.schema.core.bucket
+        bucket_arr = (pa.array(np.full(n, buckets, dtype=np.int32)) if isinstance(buckets, (int, np.integer))
+                      else pa.array(buckets, pa.int32()))
+        if fixed > 0 and pc.any(pc.greater_equal(bucket_arr, fixed)).as_py():
+            raise SchemaError(f"bucket out of range for a table with bucket = {fixed}")
+        kinds = pa.array(np.zeros(n, dtype=np.int8)) if row_kinds is None else pa.array(row_kinds, pa.int8())
+        tagged = rows.append_column(_BUCKET_COL, bucket_arr).append_column("__kind", kinds)
+        group_cols = list(self.schema.partition_keys) + [_BUCKET_COL]
+        keys = self.schema.trimmed_primary_keys
+        order = pc.sort_indices(tagged, sort_keys=[(c, "ascending") for c in group_cols + keys])
+        tagged = tagged.take(order)
+        ends = np.flatnonzero(boundaries(tagged, group_cols)) + 1
+        next_seq = self._restore()
+        written: list[ManifestEntry] = []
+        start = 0
+        for end in ends:
+            group = tagged.slice(start, end - start)
+            first = group.slice(0, 1)
+            pvals = binary_row.row_of([first.column(k) for k in self.schema.partition_keys], 0)
+            bucket = first.column(_BUCKET_COL)[0].as_py()
+            pbytes = self.table.partition_bytes(pvals)
+            slot = (pbytes, bucket)
+            writer = self._writers.get(slot)
+            if writer is None:
+                writer = KeyValueFileWriter(self.table.io, self.schema, self.table.bucket_path(pvals, bucket))
+                self._writers[slot] = writer
+            seq = next_seq.get(slot, 0)
+            metas = writer.write(group.drop_columns([_BUCKET_COL, "__kind"]), group.column("__kind"), seq,
+                                 presorted=True)
+            next_seq[slot] = seq + group.num_rows
+            written += [ManifestEntry(ADD, pbytes, bucket, self.table.total_buckets, m) for m in metas]
+            start = end
+        self.entries += written
+        return written
+
+    def prepare_commit(self) -> list[ManifestEntry]:
+        entries, self.entries = self.entries, []
+        return entries
+
+    def commit(self, kind: str = APPEND, commit_user: str | None = None) -> CommitResult | None:
+        commit = self.table.new_commit(commit_user)
+        entries = self.prepare_commit()
+        try:
+            return commit.commit(entries, kind)
+        except Exception:
+            commit.abort(entries)
+            raise
