@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -49,7 +49,9 @@ def _ts_parts(value: Any) -> tuple[int, int]:
 
 
 def _unscaled(value: Decimal, scale: int) -> int:
-    return int(Decimal(value).scaleb(scale).to_integral_value())
+    with localcontext() as ctx:  # the default 28 digits would round DECIMAL(38, s)
+        ctx.prec = 80
+        return int(Decimal(value).scaleb(scale).to_integral_value())
 
 
 def serialize(values: Sequence[Any], types: Sequence[DataType]) -> bytes:
@@ -145,7 +147,9 @@ def deserialize(data: bytes, types: Sequence[DataType]) -> tuple:
                 word = struct.unpack_from("<q", row, slot)[0]
                 off, n = word >> 32, word & 0xFFFFFFFF
                 unscaled = int.from_bytes(row[off:off + n], "big", signed=True)
-            out.append(Decimal(unscaled).scaleb(-t.scale))
+            with localcontext() as ctx:
+                ctx.prec = 80
+                out.append(Decimal(unscaled).scaleb(-t.scale))
         elif r in ("TIMESTAMP", "TIMESTAMP_LTZ"):
             if t.precision <= 3:
                 millis, nanos = struct.unpack_from("<q", row, slot)[0], 0

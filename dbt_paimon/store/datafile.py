@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import binary_row
-from .errors import DataError
+from .errors import CorruptTableError, DataError
 from .fileio import FileIO
 from .manifest import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
 from .schema import KEY_PREFIX, TableSchema
@@ -28,8 +28,8 @@ VALUE_KIND = "_VALUE_KIND"
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = 0, 1, 2, 3
 ROW_KINDS = {"+I": INSERT, "-U": UPDATE_BEFORE, "+U": UPDATE_AFTER, "-D": DELETE}
 
-# Rows per Parquet row group / per size check while rolling files.
-_CHUNK_ROWS = 256 * 1024
+# Rows per Parquet row group while rolling files: the first one, the fewest and the most.
+_FIRST_CHUNK, _MIN_CHUNK, _CHUNK_ROWS = 64 * 1024, 1024, 1024 * 1024
 
 
 def key_column(name: str) -> str:
@@ -138,21 +138,28 @@ class KeyValueFileWriter:
         return self._write_rolling(kv)
 
     def _write_rolling(self, kv: pa.Table) -> list[DataFileMeta]:
+        """Roll to a new file once one reaches target-file-size. The size is checked between row
+        groups, whose length comes from the bytes per row measured so far (at least _MIN_CHUNK)."""
         metas, start, n = [], 0, kv.num_rows
         while start < n:
             name = f"{self._prefix}{self._count}.parquet"
             self._count += 1
             path = f"{self.bucket_dir}/{name}"
             self.io.mkdirs(self.bucket_dir)
-            end = start
+            end, size = start, 0
             with pq.ParquetWriter(self.io.local(path), kv.schema, compression=self._compression,
                                   compression_level=self._level_opt, store_decimal_as_integer=True) as w:
-                while end < n:
-                    chunk = kv.slice(end, _CHUNK_ROWS)
-                    w.write_table(chunk, row_group_size=_CHUNK_ROWS)
+                while end < n and size < self._target_size:
+                    if end == start:  # guess from the in-memory size; compressed is smaller
+                        take = min(_FIRST_CHUNK, int(self._target_size / max(kv.nbytes / n, 1)) + 1)
+                    else:
+                        per_row = max(size / (end - start), 1e-3)
+                        take = int((self._target_size - size) / per_row) + 1
+                    take = max(_MIN_CHUNK, min(take, _CHUNK_ROWS))
+                    chunk = kv.slice(end, take)
+                    w.write_table(chunk, row_group_size=take)
                     end += chunk.num_rows
-                    if end < n and self.io.size(path) >= self._target_size:
-                        break
+                    size = self.io.size(path)
             metas.append(self._meta(name, self.io.size(path), kv.slice(start, end - start)))
             start = end
         return metas
@@ -187,5 +194,10 @@ class KeyValueFileWriter:
 def read_kv_file(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:
     """Read (a projection of) one KeyValue file."""
     # ParquetFile, not read_table: the latter would take `dt=...` directories as hive partitions.
-    with pq.ParquetFile(io.local(path), pre_buffer=True) as f:
-        return f.read(columns=list(columns) if columns is not None else None, use_threads=True)
+    try:
+        with pq.ParquetFile(io.local(path), pre_buffer=True) as f:
+            return f.read(columns=list(columns) if columns is not None else None, use_threads=True)
+    except FileNotFoundError:
+        raise CorruptTableError(f"data file {path} is missing") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptTableError(f"data file {path} is unreadable: {e}") from None

@@ -162,9 +162,11 @@ class TableWrite:
         for end in ends:
             group = tagged.slice(start, end - start)
             first = group.slice(0, 1)
-            pvals = binary_row.row_of([first.column(k) for k in self.schema.partition_keys], 0)
+            pbytes = self.table.partition_bytes(
+                binary_row.row_of([first.column(k) for k in self.schema.partition_keys], 0))
+            # Decode the bytes again so the directory is named exactly as a scan will name it.
+            pvals = binary_row.deserialize(pbytes, self.schema.partition_types)
             bucket = first.column(_BUCKET_COL)[0].as_py()
-            pbytes = self.table.partition_bytes(pvals)
             slot = (pbytes, bucket)
             writer = self._writers.get(slot)
             if writer is None:
