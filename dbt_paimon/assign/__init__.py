@@ -1,0 +1,2 @@
+"""Bucket assignment as Paimon does it (pure Python + numpy; no Spark): key hashes, BucketAssigner,
+ExistingProcessor."""
