@@ -7,7 +7,8 @@ is written and read back by three systems:
   ours      dbt_paimon.store: one commit, dynamic bucket mode, bucket = id % 4 given per row
   pyarrow   the physical limit: plain zstd Parquet, one file per dt partition, no keys or merge
   pypaimon  pypaimon's filesystem catalog, fixed bucket = 4 (Python reader: no native module)
-Reads are the best of --repeat runs. Ratios are seconds per row relative to the reference's same operation (< 1: faster).
+Reads are the best of --repeat runs. Ratios are seconds per row relative to the reference's
+same operation (< 1: faster).
 Results are printed as a table and saved to bench/results/store-<date>.json.
 """
 
@@ -79,13 +80,34 @@ def pypaimon_write(catalog, name: str, rows: pa.Table):
                                         options={"bucket": str(BUCKETS)})
     catalog.create_table(f"{DB}.{name}", schema, False)
     table = catalog.get_table(f"{DB}.{name}")
+    pypaimon_append(table, rows)
+    return table
+
+
+def update_rows(rows: pa.Table) -> pa.Table:
+    """Every 10th row with a new value, same key and partition."""
+    upd = rows.take(pa.array(np.arange(0, rows.num_rows, 10)))
+    return upd.set_column(1, "v", pc.binary_join_element_wise(upd.column("v"), "-updated", ""))
+
+
+def expected_after(rows: pa.Table, upd: pa.Table) -> pa.Table:
+    mask = pc.is_in(rows.column("id"), value_set=upd.column("id"))
+    return pa.concat_tables([rows.filter(pc.invert(mask)), upd]).sort_by("id")
+
+
+def ours_update(t: FileStoreTable, upd: pa.Table) -> None:
+    w = t.new_write()
+    w.write(upd, buckets=(upd.column("id").to_numpy() % BUCKETS).astype(np.int32), row_kinds=np.full(upd.num_rows, 2))
+    w.commit()
+
+
+def pypaimon_append(table, upd: pa.Table) -> None:
     builder = table.new_batch_write_builder()
     write, commit = builder.new_write(), builder.new_commit()
-    write.write_arrow(rows)
+    write.write_arrow(upd)
     commit.commit(write.prepare_commit())
     write.close()
     commit.close()
-    return table
 
 
 def pypaimon_read(table) -> pa.Table:
@@ -122,7 +144,7 @@ def print_table(results: list[dict]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows for ours and pyarrow")
-    ap.add_argument("--pypaimon-rows", type=int, default=1_000_000, help="rows for pypaimon (its PK read is slow)")
+    ap.add_argument("--pypaimon-rows", type=int, default=1_000_000, help="rows for pypaimon (its write is slow)")
     ap.add_argument("--repeat", type=int, default=3, help="reads: best of this many runs (writes run once)")
     args = ap.parse_args()
     r = args.repeat
@@ -161,6 +183,22 @@ def main() -> None:
         record("pypaimon", "write + commit", "write", args.pypaimon_rows, s)
         out, s = timed(lambda: pypaimon_read(pyp), r)
         record("pypaimon", "merge read (all columns)", "read", out.num_rows, s)
+
+        # A second commit updating 10% of the keys: now every bucket holds two overlapping files
+        # and both readers must really merge (the single-commit reads above take fast paths).
+        upd = update_rows(rows)
+        _, s = timed(lambda: ours_update(ours, upd))
+        record("ours", "update 10% + commit", "update", upd.num_rows, s)
+        out, s = timed(lambda: ours.to_arrow(), r)
+        record("ours", "merge read, 2 files/bucket", "read merged", out.num_rows, s)
+        merged_ours = out
+        py_upd = upd if py_rows is rows else update_rows(py_rows)
+        _, s = timed(lambda: pypaimon_append(pyp, py_upd))
+        record("pypaimon", "update 10% + commit", "update", py_upd.num_rows, s)
+        out, s = timed(lambda: pypaimon_read(pyp), r)
+        record("pypaimon", "merge read, 2 files/bucket", "read merged", out.num_rows, s)
+        checks["merged read equals the model"] = (
+            "OK" if merged_ours.sort_by("id").column("v").equals(expected_after(rows, upd).column("v")) else "MISMATCH")
 
         # Cross-check: each reads the other's table; the row count (and id sum) must match.
         def check(name, fn, expect: pa.Table):

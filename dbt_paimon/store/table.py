@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from . import binary_row
 from .commit import CommitResult, FileStoreCommit
-from .datafile import KeyValueFileWriter, boundaries
+from .datafile import KeyValueFileWriter
 from .errors import DataError, SchemaError, TableNotFoundError
 from .fileio import FileIO
 from .manifest import ADD, ManifestEntry
@@ -150,12 +150,16 @@ class TableWrite:
         if fixed > 0 and pc.any(pc.greater_equal(bucket_arr, fixed)).as_py():
             raise SchemaError(f"bucket out of range for a table with bucket = {fixed}")
         kinds = pa.array(np.zeros(n, dtype=np.int8)) if row_kinds is None else pa.array(row_kinds, pa.int8())
-        tagged = rows.append_column(_BUCKET_COL, bucket_arr).append_column("__kind", kinds)
-        group_cols = list(self.schema.partition_keys) + [_BUCKET_COL]
+        # Group rows by (partition, bucket) through one integer: sorting on it (then the key) is far
+        # cheaper than sorting on partition strings, and groups only need to be contiguous.
+        group = self._group_ids(rows, bucket_arr)
         keys = self.schema.trimmed_primary_keys
-        order = pc.sort_indices(tagged, sort_keys=[(c, "ascending") for c in group_cols + keys])
-        tagged = tagged.take(order)
-        ends = np.flatnonzero(boundaries(tagged, group_cols)) + 1
+        tagged = rows.append_column(_BUCKET_COL, bucket_arr).append_column("__kind", kinds)
+        tagged = tagged.append_column("__group", pa.array(group))
+        order = pc.sort_indices(tagged, sort_keys=[("__group", "ascending")] + [(k, "ascending") for k in keys])
+        sorted_group = group[order.to_numpy()]
+        tagged = tagged.take(order).drop_columns(["__group"])
+        ends = np.append(np.flatnonzero(sorted_group[1:] != sorted_group[:-1]) + 1, n)
         next_seq = self._restore()
         written: list[ManifestEntry] = []
         start = 0
@@ -180,6 +184,16 @@ class TableWrite:
             start = end
         self.entries += written
         return written
+
+    def _group_ids(self, rows: pa.Table, buckets: pa.Array) -> np.ndarray:
+        gid = buckets.to_numpy(zero_copy_only=False).astype(np.int64)
+        width = int(gid.max()) + 1
+        for k in self.schema.partition_keys:
+            enc = pc.dictionary_encode(rows.column(k).combine_chunks(), null_encoding="encode")
+            codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            gid = gid + codes * width
+            width *= len(enc.dictionary)
+        return gid
 
     def prepare_commit(self) -> list[ManifestEntry]:
         entries, self.entries = self.entries, []
