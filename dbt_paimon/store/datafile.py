@@ -106,6 +106,10 @@ class KeyValueFileWriter:
         codec = core.file_compression
         self._compression = None if codec in ("none", "uncompressed") else codec
         self._level_opt = core.zstd_level if codec == "zstd" else None
+        # Keys and sequence numbers are unique per file: dictionary encoding them is wasted work.
+        unique = {key_column(k) for k in self.schema.trimmed_primary_keys} | {SEQUENCE_NUMBER}
+        unique |= set(self.schema.trimmed_primary_keys)
+        self._dictionary = [n for n in kv_arrow_schema(self.schema).names if n not in unique]
 
     def write(self, rows: pa.Table, row_kinds: pa.Array | np.ndarray | None, start_sequence: int,
               presorted: bool = False) -> list[DataFileMeta]:
@@ -148,7 +152,8 @@ class KeyValueFileWriter:
             self.io.mkdirs(self.bucket_dir)
             end, size = start, 0
             with pq.ParquetWriter(self.io.local(path), kv.schema, compression=self._compression,
-                                  compression_level=self._level_opt, store_decimal_as_integer=True) as w:
+                                  compression_level=self._level_opt, store_decimal_as_integer=True,
+                                  use_dictionary=self._dictionary) as w:
                 while end < n and size < self._target_size:
                     if end == start:  # guess from the in-memory size; compressed is smaller
                         take = min(_FIRST_CHUNK, int(self._target_size / max(kv.nbytes / n, 1)) + 1)

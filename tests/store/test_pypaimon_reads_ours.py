@@ -140,7 +140,7 @@ def test_many_partitions_and_projection_and_pruning(table_path):
 
 def test_files_roll_at_target_file_size(table_path):
     schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
-    t = FileStoreTable.create(table_path, schema, ["id"], [], {"target-file-size": "64kb"})
+    t = FileStoreTable.create(table_path, schema, ["id"], [], {"target-file-size": "32kb"})
     n = 20000
     w = t.new_write()
     w.write(pa.table({"id": list(range(n))[::-1], "v": [f"value-{i * 7919 % 100003}" for i in range(n)]}), buckets=0)
@@ -151,6 +151,6 @@ def test_files_roll_at_target_file_size(table_path):
     assert sum(f.row_count for f in files) == n
     spans = sorted((f.min_sequence_number, f.max_sequence_number) for f in files)
     assert all(a[1] + 1 == b[0] for a, b in zip(spans, spans[1:]))
-    assert all(f.file_size < 64 * 1024 * 2 for f in files)
+    assert all(f.file_size < 32 * 1024 * 2 for f in files)
     assert rows(pypaimon_read(table_path), "id") == rows(t.to_arrow(), "id")
     assert t.to_arrow().num_rows == n
