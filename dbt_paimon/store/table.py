@@ -13,6 +13,7 @@ from .commit import CommitResult, FileStoreCommit
 from .datafile import KeyValueFileWriter
 from .errors import DataError, SchemaError, TableNotFoundError
 from .fileio import FileIO
+from .key_hash import java_bucket, key_hashes
 from .manifest import ADD, ManifestEntry
 from .paths import bucket_dir, partition_path
 from .read import TableRead
@@ -137,14 +138,25 @@ class TableWrite:
             self._next_seq = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
         return self._next_seq
 
-    def write(self, rows: pa.Table, buckets: int | Sequence[int] | np.ndarray | pa.Array = 0,
+    def write(self, rows: pa.Table, buckets: int | Sequence[int] | np.ndarray | pa.Array | None = None,
               row_kinds: Sequence[int] | np.ndarray | pa.Array | None = None) -> list[ManifestEntry]:
-        """Write rows; `buckets` is one bucket for all rows or one per row. Keys must be unique per bucket."""
+        """Write rows; keys must be unique per bucket.
+
+        `buckets`: one bucket for all rows or one per row. Left out on a fixed-bucket table, each
+        row goes where Paimon puts it (hash of the bucket key); dynamic modes need it given.
+        """
         rows = conform(rows, self.schema)
         n = rows.num_rows
         if n == 0:
             return []
         fixed = self.schema.core.bucket
+        if buckets is None:
+            if fixed <= 0:
+                raise SchemaError(f"table {self.table.path} is in {self.schema.bucket_mode} mode: buckets must be "
+                                  "assigned by the caller (the upsert engine does)")
+            keys = self.schema.bucket_keys
+            hashes = key_hashes([rows.column(k) for k in keys], [self.schema.field(k).type for k in keys])
+            buckets = java_bucket(hashes, fixed)
         bucket_arr = (pa.array(np.full(n, buckets, dtype=np.int32)) if isinstance(buckets, (int, np.integer))
                       else pa.array(buckets, pa.int32()))
         if fixed > 0 and pc.any(pc.greater_equal(bucket_arr, fixed)).as_py():

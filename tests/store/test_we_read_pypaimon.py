@@ -61,3 +61,31 @@ def test_read_pypaimon_written_table(warehouse, options):
         pypaimon_read(path, 2).select(ours.column_names), ["id", "dt"])
     # and several files per bucket were really merged (the test would be empty otherwise)
     assert max(len(s.files) for s in ours_table.plan().splits) > 1
+
+
+def test_fixed_bucket_rows_land_where_pypaimon_puts_them(warehouse):
+    """We write a bucket=3 table without naming buckets; pypaimon then updates the same keys.
+    If our bucket function differed from Paimon's, a key would live in two buckets and show twice."""
+    import os
+
+    path = os.path.join(warehouse, "db.db", "fixed")
+    base = _batches(3)[0]
+    t = FileStoreTable.create(path, SCHEMA, ["id", "dt"], ["dt"], {"bucket": "3"})
+    w = t.new_write()
+    w.write(base)
+    w.commit()
+    assert {s.bucket for s in t.plan().splits} == {0, 1, 2}
+    from tests.oracle import pypaimon_table
+
+    table = pypaimon_table(path)
+    update = base.set_column(2, "name", pa.array(["updated"] * base.num_rows))
+    wb = table.new_batch_write_builder()
+    write, commit = wb.new_write(), wb.new_commit()
+    write.write_arrow(update)
+    commit.commit(write.prepare_commit())
+    ours = FileStoreTable.open(path).to_arrow()
+    assert ours.num_rows == base.num_rows
+    assert set(ours.column("name").to_pylist()) == {"updated"}
+    assert rows(ours, ["id", "dt"]) == rows(pypaimon_read(path).select(ours.column_names), ["id", "dt"])
+    # every split holds both writers' files: same bucket for the same key
+    assert all(len(s.files) == 2 for s in FileStoreTable.open(path).plan().splits)

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..store.types import DataType
+from .types import DataType
 
 _C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
 _SEED = 42

@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings, strategies as st
 
-from dbt_paimon.assign.key_hash import java_bucket, key_hashes
+from dbt_paimon.store.key_hash import java_bucket, key_hashes
 from dbt_paimon.store.types import parse_type
 
 
