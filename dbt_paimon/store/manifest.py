@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import fastavro
@@ -143,9 +143,6 @@ class DataFileMeta:
     external_path: str | None = None
     first_row_id: int | None = None
     write_cols: tuple | None = None
-
-    def with_level(self, level: int) -> "DataFileMeta":
-        return replace(self, level=level)
 
     @property
     def has_deletes(self) -> bool:

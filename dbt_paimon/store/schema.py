@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import pyarrow as pa
@@ -269,6 +269,3 @@ class SchemaManager:
         if not self.io.write_exclusive(self.schema_path(schema.id), schema.to_json()):
             raise SchemaError(f"schema-{schema.id} of {self.table_path} was written concurrently; retry")
         return schema
-
-    def evolve(self, current: TableSchema, **changes) -> TableSchema:
-        return replace(current, id=current.id + 1, time_millis=int(time.time() * 1000), **changes)
