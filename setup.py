@@ -10,6 +10,7 @@ setup(
         "pyarrow==19.0.1",
         "fastavro==1.13.1",
         "numpy==2.4.6",
+        "pyspark==4.3.0",
     ],
     extras_require={
         "test": [

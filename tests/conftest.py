@@ -16,3 +16,25 @@ def warehouse(tmp_path):
 @pytest.fixture
 def table_path(warehouse):
     return os.path.join(warehouse, "db.db", "t")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """One local SparkSession for the whole test session (Spark takes ~10-20 s to start)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from dbt_paimon.engine import register
+
+    scratch = tmp_path_factory.mktemp("spark")
+    session = (SparkSession.builder.master("local[2]").appName("dbt-paimon-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.warehouse.dir", str(scratch / "spark-warehouse"))
+               .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch}")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()

@@ -87,8 +87,8 @@ class FileStoreTable:
         return self.new_read(columns).read(plan.splits)
 
     # ---- write ---------------------------------------------------------------------------------
-    def new_write(self) -> "TableWrite":
-        return TableWrite(self)
+    def new_write(self, next_sequence: Mapping[tuple[bytes, int], int] | None = None) -> "TableWrite":
+        return TableWrite(self, next_sequence)
 
     def new_commit(self, commit_user: str | None = None) -> FileStoreCommit:
         return FileStoreCommit(self.io, self.path, self.schema, commit_user)
@@ -122,13 +122,16 @@ class TableWrite:
     """Batch writer: splits rows by (partition, bucket), writes sorted files, returns commit entries.
 
     Sequence numbers of a bucket continue from the highest of its live files in the latest
-    snapshot, as Paimon's writers restore them.
+    snapshot, as Paimon's writers restore them. A caller that planned the snapshot already (the
+    Spark engine, whose tasks must not each re-read the manifests) passes `next_sequence`:
+    (partition bytes, bucket) -> the bucket's next sequence number.
     """
 
-    def __init__(self, table: FileStoreTable):
+    def __init__(self, table: FileStoreTable, next_sequence: Mapping[tuple[bytes, int], int] | None = None):
         self.table = table
         self.schema = table.schema
-        self._next_seq: dict[tuple[bytes, int], int] | None = None
+        self._next_seq: dict[tuple[bytes, int], int] | None = (
+            dict(next_sequence) if next_sequence is not None else None)
         self._writers: dict[tuple[bytes, int], KeyValueFileWriter] = {}
         self.entries: list[ManifestEntry] = []
 

@@ -1,0 +1,368 @@
+"""GlobalIndexAssigner: one assigner's share of an upsert batch, decided in one vectorised pass.
+
+Paimon's crosspartition.GlobalIndexAssigner handles one record at a time against a key index. Here
+an assigner receives, after the shuffle by key hash, (a) the batch rows whose keys hash to it and
+(b) the bootstrapped index entries of those same keys: (key, old partition, old bucket[, old
+sequence_by value]). It joins them once and decides every row together:
+
+- key not in the table          -> a new key: BucketAssigner picks its bucket in its partition
+- key in the same partition     -> written to the bucket it lives in (an update in place)
+- key in another partition      -> ExistingProcessor by merge engine: DELETE_OLD (a -D row to the old
+                                   partition and bucket, then the row as a new key), USE_OLD (the row
+                                   is rewritten into the old partition and bucket) or SKIP_NEW
+Fixed-bucket tables take Paimon's bucket function instead of the BucketAssigner; their key holds
+the partition, so a key never moves. Dynamic-bucket tables whose key holds the partition
+(HASH_DYNAMIC) place a new key as Paimon's PartitionIndex does: by its key hash, into the bucket the
+HASH index already records for that hash, else into a bucket picked for the hash; the index, not
+the data, holds the bucket row counts there.
+
+Order does not matter inside a batch (each key appears once after de-duplication), so the batch is
+processed as: all moves out first (freeing slots), then new keys in key order per partition. That
+makes the result independent of the order rows arrived in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..store.datafile import DELETE, INSERT
+from ..store.errors import DataError
+from ..store.key_hash import java_bucket, key_hashes
+from ..store.schema import TableSchema
+from .bucket_assigner import BucketAssigner
+from .existing_processor import ExistingAction, existing_action
+
+BUCKET = "__bucket"
+KIND = "__kind"
+OLD_BUCKET = "__old_bucket"
+OLD_SEQUENCE = "__old_sequence"
+HASH = "__hash"  # Paimon's hash of the trimmed key (dynamic-bucket HASH index), HASH_DYNAMIC only
+_ROW = "__row"
+
+
+def old_column(partition_key: str) -> str:
+    """Name of the bootstrap column that holds a key's current value of a partition field."""
+    return f"__old_{partition_key}"
+
+
+@dataclass
+class AssignCounts:
+    inserted: int = 0
+    updated: int = 0
+    moved: int = 0
+    deleted: int = 0
+    skipped: int = 0
+
+    def __iadd__(self, other: "AssignCounts") -> "AssignCounts":
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        return self
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass
+class AssignResult:
+    rows: pa.Table  # the table's columns + BUCKET (int32) + KIND (int8)
+    counts: AssignCounts = field(default_factory=AssignCounts)
+
+
+def _eq_null_aware(a, b) -> np.ndarray:
+    eq = pc.fill_null(pc.equal(a, b), False)
+    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+    return pc.or_(eq, both_null).to_numpy(zero_copy_only=False).astype(bool)
+
+
+def _adjacent_equal(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """For a sorted table: out[i] is true when row i+1 equals row i on `columns` (nulls equal)."""
+    n = table.num_rows
+    same = np.ones(max(n - 1, 0), dtype=bool)
+    for c in columns:
+        col = table.column(c)
+        same &= _eq_null_aware(col.slice(1), col.slice(0, n - 1))
+    return same
+
+
+def _describe(rows: pa.Table, columns: Sequence[str], mask: np.ndarray, limit: int = 5) -> str:
+    sample = rows.select(list(columns)).filter(pa.array(mask)).slice(0, limit).to_pylist()
+    total = int(mask.sum())
+    more = f" ({total} in all)" if total > limit else ""
+    return ", ".join(str(s) for s in sample) + more
+
+
+def group_codes(table: pa.Table, columns: Sequence[str]) -> tuple[np.ndarray, list[tuple]]:
+    """One integer per row identifying its combination of `columns`, and the combinations."""
+    n = table.num_rows
+    if not columns:
+        return np.zeros(n, dtype=np.int64), [()]
+    code = np.zeros(n, dtype=np.int64)
+    for c in columns:
+        enc = pc.dictionary_encode(table.column(c).combine_chunks(), null_encoding="encode")
+        width = max(len(enc.dictionary), 1)
+        code = code * width + enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    uniq, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    reps = table.select(list(columns)).take(pa.array(first)).to_pylist()
+    return inverse.astype(np.int64), [tuple(r[c] for c in columns) for r in reps]
+
+
+class GlobalIndexAssigner:
+    def __init__(self, schema: TableSchema, num_assigners: int = 1, assign_id: int = 0,
+                 sequence_by: str | None = None):
+        self.schema = schema
+        self.mode = schema.bucket_mode
+        self.keys = list(schema.primary_keys)
+        self.partition_keys = list(schema.partition_keys)
+        self.sequence_by = sequence_by
+        self.engine = schema.core.merge_engine
+        self.action = existing_action(self.engine) if self.mode == "KEY_DYNAMIC" else None
+        self.assigner = BucketAssigner(schema.core.target_row_num, num_assigners, assign_id)
+
+    # ---- input checks ----------------------------------------------------------------------
+    def _check_keys(self, rows: pa.Table) -> None:
+        for k in self.keys:
+            nulls = rows.column(k).null_count
+            if nulls:
+                raise DataError(f"primary key column {k!r} is null in {nulls} input row(s); a key cannot be null")
+
+    def deduplicate(self, rows: pa.Table) -> tuple[pa.Table, int]:
+        """One row per key: an error without sequence_by, else the highest sequence_by wins.
+        Returns the rows and how many were superseded."""
+        n = rows.num_rows
+        if n <= 1:
+            return rows, 0
+        sort = [(k, "ascending") for k in self.keys]
+        if self.sequence_by:
+            sort.append((self.sequence_by, "ascending"))
+        ordered = rows.take(pc.sort_indices(rows, sort_keys=sort, null_placement="at_start"))
+        same_key = _adjacent_equal(ordered, self.keys)
+        if not same_key.any():
+            return ordered, 0
+        if not self.sequence_by:
+            raise DataError(f"the input holds {int(same_key.sum())} duplicate row(s) for key(s) "
+                            f"{_describe(ordered, self.keys, np.append(same_key, False))}; make the key unique or "
+                            f"set sequence_by to say which row wins")
+        tie = same_key & _adjacent_equal(ordered, [self.sequence_by])
+        if tie.any():
+            identical = _adjacent_equal(ordered, ordered.column_names)
+            conflict = tie & ~identical
+            if conflict.any():
+                raise DataError(f"rows with the same key and the same {self.sequence_by!r} differ, so neither wins: "
+                                f"{_describe(ordered, self.keys + [self.sequence_by], np.append(conflict, False))}")
+        last = np.append(~same_key, True)
+        return ordered.filter(pa.array(last)), int(n - last.sum())
+
+    # ---- the batch ---------------------------------------------------------------------------
+    def process(self, rows: pa.Table, existing: pa.Table | None = None, index: pa.Table | None = None
+                ) -> AssignResult:
+        """rows: the table's columns (+ HASH in HASH_DYNAMIC mode); existing: key columns +
+        old_column(p) per partition field + OLD_BUCKET (+ OLD_SEQUENCE with sequence_by) for the
+        keys of this assigner; index (HASH_DYNAMIC): old_column(p)... + HASH + OLD_BUCKET."""
+        counts = AssignCounts()
+        self._check_keys(rows)
+        rows, superseded = self.deduplicate(rows)
+        counts.skipped += superseded
+        n = rows.num_rows
+        if existing is None or existing.num_rows == 0:
+            existing = self._empty_existing()
+        else:
+            existing = self._unique_existing(existing)
+        if self.mode == "HASH_DYNAMIC":
+            self._bootstrap(index if index is not None else self._empty_index())
+        else:
+            self._bootstrap(existing)
+        rows = rows.append_column(_ROW, pa.array(np.arange(n, dtype=np.int64)))
+        joined = rows.join(existing, self.keys, join_type="left outer", use_threads=False)
+        joined = joined.take(pc.sort_indices(joined, sort_keys=[(_ROW, "ascending")])).drop_columns([_ROW])
+        matched = joined.column(OLD_BUCKET).is_valid().to_numpy(zero_copy_only=False)
+        same = matched.copy()
+        for p in self.partition_keys:
+            same &= _eq_null_aware(joined.column(p), joined.column(old_column(p)))
+        moved = matched & ~same
+
+        skip = np.zeros(n, dtype=bool)
+        if self.sequence_by:
+            older = pc.fill_null(pc.less(joined.column(self.sequence_by), joined.column(OLD_SEQUENCE)), False)
+            # A null sequence_by is older than any value.
+            older = pc.or_(older, pc.and_(pc.is_null(joined.column(self.sequence_by)),
+                                         pc.is_valid(joined.column(OLD_SEQUENCE))))
+            skip |= matched & older.to_numpy(zero_copy_only=False).astype(bool)
+        if self.engine == "first-row":
+            skip |= matched  # the first version of a key wins; later ones need not be written
+
+        table_cols = self.schema.field_names
+        buckets = np.full(n, -1, dtype=np.int32)
+        old_bucket = joined.column(OLD_BUCKET).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+        deletes = None
+        if self.mode == "HASH_FIXED":
+            new = ~matched & ~skip
+            update = matched & ~skip
+            hk = self.schema.bucket_keys
+            hashes = key_hashes([joined.column(k) for k in hk], [self.schema.field(k).type for k in hk])
+            buckets = java_bucket(hashes, self.schema.core.bucket).astype(np.int32)
+            out = joined.select(table_cols)
+        elif self.mode == "HASH_DYNAMIC":
+            update = matched & ~skip
+            buckets[update] = old_bucket[update]
+            new = ~matched & ~skip
+            out = joined.select(table_cols + [HASH])
+            buckets = self._assign_by_hash(out, new, buckets, index)
+        else:
+            update = same & ~skip
+            buckets[update] = old_bucket[update]
+            new = ~matched & ~skip
+            out = joined.select(table_cols)
+            if self.action is ExistingAction.DELETE_OLD:
+                move = moved & ~skip
+                deletes = self._delete_rows(joined, move, old_bucket)
+                self._decrement(joined, move)
+                counts.moved += int(move.sum())
+                new = new | move
+            elif self.action is ExistingAction.USE_OLD:
+                use_old = moved & ~skip
+                out = self._rewrite_partition(joined, use_old)
+                buckets[use_old] = old_bucket[use_old]
+                update = update | use_old
+            buckets = self._assign_new(out, new, buckets)
+        keep = ~skip
+        counts.inserted += int((~matched & keep).sum())
+        counts.updated += int(update.sum())
+        counts.skipped += int(skip.sum())
+        out = out.append_column(BUCKET, pa.array(buckets, pa.int32()))
+        out = out.append_column(KIND, pa.array(np.full(n, INSERT, dtype=np.int8)))
+        out = out.filter(pa.array(keep))
+        if deletes is not None and deletes.num_rows:
+            out = pa.concat_tables([out, deletes])
+        return AssignResult(out, counts)
+
+    # ---- pieces ----------------------------------------------------------------------------
+    def _empty_existing(self) -> pa.Table:
+        fields = [pa.field(k, self.schema.field(k).type.to_arrow()) for k in self.keys]
+        fields += [pa.field(old_column(p), self.schema.field(p).type.to_arrow()) for p in self.partition_keys]
+        fields.append(pa.field(OLD_BUCKET, pa.int32()))
+        if self.sequence_by:
+            fields.append(pa.field(OLD_SEQUENCE, self.schema.field(self.sequence_by).type.to_arrow()))
+        return pa.schema(fields).empty_table()
+
+    def _unique_existing(self, existing: pa.Table) -> pa.Table:
+        """A key live in two places would be a broken table; keep one place deterministically."""
+        ordered = existing.take(pc.sort_indices(existing, sort_keys=[(k, "ascending") for k in self.keys]
+                                                + [(OLD_BUCKET, "ascending")]))
+        dup = _adjacent_equal(ordered, self.keys)
+        if not dup.any():
+            return ordered
+        return ordered.filter(pa.array(np.append(~dup, True)))
+
+    def _bootstrap(self, existing: pa.Table) -> None:
+        if self.mode == "HASH_FIXED" or existing.num_rows == 0:
+            return
+        cols = [old_column(p) for p in self.partition_keys] + [OLD_BUCKET]
+        per_bucket = existing.group_by(cols, use_threads=False).aggregate([([], "count_all")])
+        for r in per_bucket.to_pylist():  # one iteration per (partition, bucket), not per row
+            part = tuple(r[old_column(p)] for p in self.partition_keys)
+            self.assigner.bootstrap(part, r[OLD_BUCKET], r["count_all"])
+
+    def _empty_index(self) -> pa.Table:
+        fields = [pa.field(old_column(p), self.schema.field(p).type.to_arrow()) for p in self.partition_keys]
+        fields += [pa.field(HASH, pa.int32()), pa.field(OLD_BUCKET, pa.int32())]
+        return pa.schema(fields).empty_table()
+
+    def _assign_by_hash(self, rows: pa.Table, new: np.ndarray, buckets: np.ndarray,
+                        index: pa.Table | None) -> np.ndarray:
+        """PartitionIndex: a hash the index knows keeps its bucket; new hashes fill buckets like
+        BucketAssigner, one slot per distinct hash (rows sharing a hash share a bucket)."""
+        if not new.any():
+            return buckets
+        idx = np.flatnonzero(new)
+        cols = self.partition_keys + [HASH]
+        fresh = rows.take(pa.array(idx)).select(cols).append_column(_ROW, pa.array(np.arange(len(idx))))
+        if index is not None and index.num_rows:
+            known = index.rename_columns([p for p in self.partition_keys] + [HASH, OLD_BUCKET])
+            fresh = fresh.join(known, cols, join_type="left outer", use_threads=False)
+            fresh = fresh.take(pc.sort_indices(fresh, sort_keys=[(_ROW, "ascending")]))
+            found = fresh.column(OLD_BUCKET).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+        else:
+            found = np.full(len(idx), -1, dtype=np.int32)
+        hit = found >= 0
+        buckets[idx[hit]] = found[hit]
+        if hit.all():
+            return buckets
+        unknown = fresh.filter(pa.array(~hit)).select(cols)
+        distinct = unknown.group_by(cols, use_threads=False).aggregate([])
+        distinct = distinct.take(pc.sort_indices(distinct, sort_keys=[(c, "ascending") for c in cols]))
+        codes, parts = group_codes(distinct, self.partition_keys)
+        order = np.argsort(codes, kind="stable")
+        sorted_codes = codes[order]
+        ends = np.append(np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1, len(order))
+        chosen = np.empty(distinct.num_rows, dtype=np.int32)
+        start = 0
+        for end in ends:  # one iteration per partition
+            chosen[order[start:end]] = self.assigner.assign(parts[sorted_codes[start]], end - start)
+            start = end
+        distinct = distinct.append_column(OLD_BUCKET, pa.array(chosen))
+        unknown = unknown.append_column(_ROW, pa.array(np.flatnonzero(~hit)))
+        placed = unknown.join(distinct, cols, join_type="inner", use_threads=False)
+        rows_at = placed.column(_ROW).to_numpy(zero_copy_only=False)
+        buckets[idx[rows_at]] = placed.column(OLD_BUCKET).to_numpy(zero_copy_only=False)
+        return buckets
+
+    def _decrement(self, joined: pa.Table, move: np.ndarray) -> None:
+        if not move.any():
+            return
+        cols = [old_column(p) for p in self.partition_keys] + [OLD_BUCKET]
+        per_bucket = joined.filter(pa.array(move)).select(cols).group_by(cols, use_threads=False).aggregate(
+            [([], "count_all")])
+        for r in per_bucket.to_pylist():
+            part = tuple(r[old_column(p)] for p in self.partition_keys)
+            self.assigner.decrement(part, r[OLD_BUCKET], r["count_all"])
+
+    def _delete_rows(self, joined: pa.Table, move: np.ndarray, old_bucket: np.ndarray) -> pa.Table:
+        """-D rows for keys leaving their partition: key and old partition values, other fields null,
+        as Paimon's ExistingProcessor builds them."""
+        picked = joined.filter(pa.array(move))
+        m = picked.num_rows
+        arrays = []
+        for f in self.schema.fields:
+            if f.name in self.keys:
+                arrays.append(picked.column(f.name))
+            elif f.name in self.partition_keys:
+                arrays.append(picked.column(old_column(f.name)))
+            else:
+                arrays.append(pa.nulls(m, f.type.to_arrow()))
+        arrays.append(pa.array(old_bucket[move], pa.int32()))
+        arrays.append(pa.array(np.full(m, DELETE, dtype=np.int8)))
+        return pa.Table.from_arrays(arrays, names=self.schema.field_names + [BUCKET, KIND])
+
+    def _rewrite_partition(self, joined: pa.Table, use_old: np.ndarray) -> pa.Table:
+        out = joined.select(self.schema.field_names)
+        if not use_old.any():
+            return out
+        mask = pa.array(use_old)
+        for p in self.partition_keys:
+            idx = out.column_names.index(p)
+            col = pc.if_else(mask, joined.column(old_column(p)), joined.column(p))
+            out = out.set_column(idx, p, col)
+        return out
+
+    def _assign_new(self, rows: pa.Table, new: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+        """BucketAssigner over the new keys, partition by partition, in key order."""
+        if not new.any():
+            return buckets
+        idx = np.flatnonzero(new)
+        fresh = rows.take(pa.array(idx))
+        codes, parts = group_codes(fresh, self.partition_keys)
+        # Rows arrive de-duplicated and sorted by key: a stable sort by partition keeps key order.
+        order = np.argsort(codes, kind="stable")
+        sorted_codes = codes[order]
+        ends = np.append(np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1, len(order))
+        start = 0
+        for end in ends:  # one iteration per partition
+            part = parts[sorted_codes[start]]
+            buckets[idx[order[start:end]]] = self.assigner.assign(part, end - start)
+            start = end
+        return buckets

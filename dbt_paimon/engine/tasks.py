@@ -1,0 +1,245 @@
+"""The functions Spark runs on executors (through mapInArrow). Each is built by a factory that
+captures only small picklable things: the table path and schema, a few dicts of metadata.
+
+Rows cross the two shuffles in one layout: the table's columns + BUCKET + SOURCE (+ COUNT after
+assignment). Bootstrapped index entries travel in the same columns as batch rows: the key, the
+partition fields holding the key's current partition, BUCKET its current bucket and the
+sequence_by column its stored value; SOURCE tells them apart. This keeps one shuffle for both.
+"""
+
+from __future__ import annotations
+
+import pickle
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..assign.global_index_assigner import (BUCKET, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, AssignCounts,
+                                            GlobalIndexAssigner, group_codes, old_column)
+from ..store import binary_row
+from ..store.fileio import FileIO
+from ..store.index import HashIndexFile, IndexManifestEntry
+from ..store.key_hash import key_hashes
+from ..store.read import TableRead
+from ..store.scan import DataSplit
+from ..store.schema import TableSchema
+from ..store.table import FileStoreTable
+from .spark_types import for_spark
+
+SOURCE = "__source"  # where a row comes from: FROM_TABLE, FROM_BATCH or FROM_INDEX
+COUNT = "__count"    # set on summary rows only (BUCKET = -1): a count of KIND's action
+FROM_TABLE, FROM_BATCH, FROM_INDEX = 0, 1, 2  # a live key; a batch row; a HASH index entry
+_COUNT_FIELDS = list(AssignCounts.__dataclass_fields__)
+
+
+def _task_id() -> tuple[int, int]:
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    return ctx.partitionId(), ctx.attemptNumber()
+
+
+def with_key_hash(table: pa.Table, schema: TableSchema) -> pa.Table:
+    """Append Paimon's hash of the trimmed key (what the HASH index stores)."""
+    keys = schema.trimmed_primary_keys
+    hashes = key_hashes([table.column(k) for k in keys], [schema.field(k).type for k in keys])
+    return table.append_column(HASH, pa.array(hashes, pa.int32()))
+
+
+def hash_task(schema: TableSchema):
+    """Batch rows -> the same rows + HASH (HASH_DYNAMIC tables are shuffled by partition and hash)."""
+    extra = {HASH: pa.int32(), BUCKET: pa.int32(), SOURCE: pa.int8()}
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            t = pa.Table.from_batches([batch])
+            if t.num_rows:
+                cols = [c for c in t.column_names if c != HASH]
+                yield from for_spark(with_key_hash(t.select(cols), schema), schema, extra).to_batches()
+    return run
+
+
+def index_bootstrap_task(path: str, schema: TableSchema):
+    """Rows of pickled HASH index entries -> (partition, hash, bucket) rows, one per indexed hash."""
+    extra = {HASH: pa.int32(), BUCKET: pa.int32(), SOURCE: pa.int8()}
+
+    def rows_of(files: HashIndexFile, entry: IndexManifestEntry) -> pa.Table:
+        hashes = files.read(entry)
+        n = len(hashes)
+        values = binary_row.deserialize(entry.partition, schema.partition_types)
+        arrays = [pa.array([v], schema.field(p).type.to_arrow()).take(np.zeros(n, np.int64))
+                  for p, v in zip(schema.partition_keys, values)]
+        arrays += [pa.array(hashes, pa.int32()), pa.array(np.full(n, entry.bucket, np.int32)),
+                   pa.array(np.full(n, FROM_INDEX, np.int8))]
+        return pa.Table.from_arrays(arrays, names=list(schema.partition_keys) + [HASH, BUCKET, SOURCE])
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        files = HashIndexFile(FileIO(), path)
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                for entry in pickle.loads(blob):
+                    t = rows_of(files, entry)
+                    if t.num_rows:
+                        yield from for_spark(t, schema, extra).to_batches()
+    return run
+
+
+def bootstrap_task(path: str, schema: TableSchema, sequence_by: str | None, with_hash: bool = False):
+    """Rows of pickled split lists -> (key, current partition, bucket[, sequence_by][, hash]) of
+    live keys."""
+    keys = list(schema.primary_keys)
+    columns = keys + [p for p in schema.partition_keys if p not in keys]
+    if sequence_by and sequence_by not in columns:
+        columns.append(sequence_by)
+    projection = [c for c in columns if c not in schema.partition_keys or c in keys]
+    extra = {BUCKET: pa.int32(), SOURCE: pa.int8(), HASH: pa.int32()}
+
+    def read_split(reader: TableRead, split: DataSplit) -> pa.Table:
+        live = reader.read_split(split)
+        n = live.num_rows
+        arrays, names = [], []
+        for c in columns:
+            if c in projection:
+                arrays.append(live.column(c))
+            else:  # a partition field outside the key: constant per split
+                value = split.partition_values[schema.partition_keys.index(c)]
+                arrays.append(pa.array([value] * 1, schema.field(c).type.to_arrow()).take(np.zeros(n, np.int64)))
+            names.append(c)
+        arrays += [pa.array(np.full(n, split.bucket, np.int32)), pa.array(np.full(n, FROM_TABLE, np.int8))]
+        out = pa.Table.from_arrays(arrays, names=names + [BUCKET, SOURCE])
+        return with_key_hash(out, schema) if with_hash else out
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        reader = TableRead(FileIO(), path, schema, projection)
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                splits: list[DataSplit] = pickle.loads(blob)
+                with ThreadPoolExecutor(max_workers=4) as pool:
+                    for t in pool.map(lambda s: read_split(reader, s), splits):
+                        if t.num_rows:
+                            yield from for_spark(t, schema, extra).to_batches()
+    return run
+
+
+def assign_task(schema: TableSchema, num_assigners: int, sequence_by: str | None):
+    """One assigner per Spark partition of the shuffle by key: its id is the partition id."""
+    hashed = schema.bucket_mode == "HASH_DYNAMIC"
+    names = schema.field_names + ([HASH] if hashed else [])
+    extra = {BUCKET: pa.int32(), KIND: pa.int8(), COUNT: pa.int64(), HASH: pa.int32()}
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        assign_id, _ = _task_id()
+        batches = list(batches)
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        if table.num_rows == 0:
+            return
+        source = table.column(SOURCE)
+        rows = table.filter(pc.equal(source, FROM_BATCH)).select(names)
+        stored = table.filter(pc.equal(source, FROM_TABLE))
+        existing = _as_existing(stored, schema, sequence_by)
+        index = None
+        if hashed:
+            indexed = table.filter(pc.equal(source, FROM_INDEX))
+            index = pa.Table.from_arrays(
+                [indexed.column(p) for p in schema.partition_keys] + [indexed.column(HASH), indexed.column(BUCKET)],
+                names=[old_column(p) for p in schema.partition_keys] + [HASH, OLD_BUCKET])
+        assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, sequence_by)
+        result = assigner.process(rows, existing, index)
+        out = result.rows.append_column(COUNT, pa.nulls(result.rows.num_rows, pa.int64()))
+        yield from for_spark(out, schema, extra).to_batches(max_chunksize=1 << 17)
+        yield from for_spark(_summary(result.counts, schema, hashed), schema, extra).to_batches()
+    return run
+
+
+def _as_existing(stored: pa.Table, schema: TableSchema, sequence_by: str | None) -> pa.Table:
+    arrays = [stored.column(k) for k in schema.primary_keys]
+    names = list(schema.primary_keys)
+    for p in schema.partition_keys:
+        arrays.append(stored.column(p))
+        names.append(old_column(p))
+    arrays.append(stored.column(BUCKET))
+    names.append(OLD_BUCKET)
+    if sequence_by:
+        arrays.append(stored.column(sequence_by))
+        names.append(OLD_SEQUENCE)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _summary(counts: AssignCounts, schema: TableSchema, hashed: bool) -> pa.Table:
+    """One row per count, BUCKET = -1, KIND = the count's index; the writer side adds them up."""
+    n = len(_COUNT_FIELDS)
+    arrays = [pa.nulls(n, f.type.to_arrow()) for f in schema.fields] + ([pa.nulls(n, pa.int32())] if hashed else [])
+    arrays += [pa.array(np.full(n, -1, np.int32)), pa.array(np.arange(n, dtype=np.int8)),
+               pa.array([getattr(counts, f) for f in _COUNT_FIELDS], pa.int64())]
+    names = schema.field_names + ([HASH] if hashed else [])
+    return pa.Table.from_arrays(arrays, names=names + [BUCKET, KIND, COUNT])
+
+
+def write_task(path: str, schema: TableSchema, next_sequence: dict, index_files: dict | None = None):
+    """Writes the buckets of one Spark partition of the shuffle by (partition, bucket); returns one
+    row: the pickled manifest entries, counts and (HASH_DYNAMIC) rewritten index files.
+
+    index_files: (partition bytes, bucket) -> the bucket's HASH index entry in the bootstrap snapshot."""
+    names = schema.field_names
+    hashed = schema.bucket_mode == "HASH_DYNAMIC"
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = list(batches)
+        counts = AssignCounts()
+        entries = []
+        new_index: dict = {}
+        table = pa.Table.from_batches(batches) if batches else None
+        if table is not None and table.num_rows:
+            is_summary = pc.equal(table.column(BUCKET), -1)
+            summary = table.filter(is_summary)
+            for kind, total in zip(summary.column(KIND).to_pylist(), summary.column(COUNT).to_pylist()):
+                field = _COUNT_FIELDS[kind]
+                setattr(counts, field, getattr(counts, field) + total)
+            data = table.filter(pc.invert(is_summary))
+            if data.num_rows:
+                store = FileStoreTable(path, schema)
+                writer = store.new_write(next_sequence)
+                entries = writer.write(data.select(names), data.column(BUCKET), data.column(KIND))
+                if hashed:
+                    new_index = _update_hash_index(path, schema, data, index_files or {})
+        payload = pickle.dumps((entries, counts.as_dict(), new_index))
+        yield pa.RecordBatch.from_arrays([pa.array([payload], pa.binary())], names=["payload"])
+    return run
+
+
+def _update_hash_index(path: str, schema: TableSchema, data: pa.Table, index_files: dict) -> dict:
+    """Rewrite the HASH index file of every bucket that gained a hash (the full set, as Paimon does)."""
+    files = HashIndexFile(FileIO(), path)
+    cols = list(schema.partition_keys) + [BUCKET]
+    codes, groups = group_codes(data, cols)
+    hashes = data.column(HASH).to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    ends = np.append(np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1, len(order))
+    changed, start = {}, 0
+    for end in ends:  # one iteration per bucket
+        *values, bucket = groups[sorted_codes[start]]
+        pbytes = binary_row.serialize(list(values), schema.partition_types)
+        incoming = np.unique(hashes[order[start:end]])
+        old = index_files.get((pbytes, bucket))
+        known = files.read(old) if old is not None else np.empty(0, np.int32)
+        if not np.isin(incoming, known).all():
+            changed[(pbytes, bucket)] = files.write(np.union1d(known, incoming))
+        start = end
+    return changed
+
+
+def chunk_splits(splits: Sequence[DataSplit], chunks: int) -> list[bytes]:
+    """Pickled lists of splits, balanced by row count, one per bootstrap task."""
+    chunks = max(1, min(chunks, len(splits)))
+    loads = np.zeros(chunks, dtype=np.int64)
+    groups: list[list[DataSplit]] = [[] for _ in range(chunks)]
+    for s in sorted(splits, key=lambda s: -s.row_count):  # per split (metadata), not per row
+        i = int(np.argmin(loads))
+        groups[i].append(s)
+        loads[i] += s.row_count
+    return [pickle.dumps(g) for g in groups if g]

@@ -1,0 +1,309 @@
+"""upsert(): one Spark job that upserts a DataFrame into a Paimon primary-key table, one snapshot.
+
+    bootstrap live keys (executors) ─┐
+                                     ├─ shuffle by key ─► assign buckets ─► shuffle by (partition, bucket)
+    the batch, cast to the table ────┘                                        ─► write files ─► commit (driver)
+
+The driver only plans (reads manifests), collects the small per-task results (manifest entries and
+counts) and commits. If another writer committed after the bootstrap snapshot, the files written
+may duplicate keys that moved meanwhile: they are deleted and the job re-runs on the new snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..store import options as opts
+from ..store.errors import CommitConflictError, CorruptTableError, DataError, PaimonError, SchemaError
+from ..store.fileio import FileIO
+from ..store.schema import SchemaManager, TableSchema, build_schema
+from ..store.snapshot import APPEND
+from ..store.table import FileStoreTable
+from ..assign.global_index_assigner import BUCKET, HASH, KIND
+from ..store.index import HashIndexFile, IndexManifestFile, read_hash_index
+from . import tasks
+from .spark_types import arrow_schema_of, fits, spark_schema
+
+log = logging.getLogger(__name__)
+
+# Options that steer one run rather than describe the table: they may differ from the stored ones.
+RUN_OPTIONS = {"dynamic-bucket.assigner-parallelism", "sink.parallelism", "commit.max-retries",
+               "cross-partition-upsert.bootstrap-parallelism"}
+# Marker that a `sum` column was declared as `count` (Paimon has no count aggregate; see _count_sugar).
+COUNT_MARKER = "fields.{}.dbt-paimon.count"
+MAX_JOB_ATTEMPTS = 3
+
+
+@dataclass
+class UpsertResult:
+    table_path: str
+    snapshot_id: int | None
+    inserted: int = 0
+    updated: int = 0
+    moved: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    rows_written: int = 0
+    attempts: int = 1
+    seconds: float = 0.0
+    extra_snapshots: list[int] = field(default_factory=list)
+
+    @property
+    def rows_affected(self) -> int:
+        return self.inserted + self.updated + self.moved + self.deleted
+
+    def summary(self) -> str:
+        total = self.inserted + self.updated + self.moved + self.deleted + self.skipped
+        return (f"UPSERT {total}: {self.inserted} inserted, {self.updated} updated, {self.moved} moved, "
+                f"{self.deleted} deleted, {self.skipped} skipped")
+
+
+def _as_list(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value)
+
+
+def _count_sugar(options: Mapping[str, object]) -> tuple[dict[str, str], list[str]]:
+    """`fields.f.aggregate-function = count` is stored as Paimon's `sum` plus a marker, and the engine
+    writes 1 for each non-null input value: a table Paimon itself can read and aggregate."""
+    out, counted = {}, []
+    for key, value in options.items():
+        m = re.fullmatch(r"fields\.(.+)\.aggregate-function", key)
+        if m and str(value) == "count":
+            out[key] = "sum"
+            out[COUNT_MARKER.format(m.group(1))] = "true"
+            counted.append(m.group(1))
+        else:
+            out[key] = value if not isinstance(value, bool) else str(value).lower()
+    return out, counted
+
+
+def _counted_columns(schema: TableSchema) -> list[str]:
+    return [f.name for f in schema.fields if schema.options.get(COUNT_MARKER.format(f.name)) == "true"]
+
+
+def _check_against_table(schema: TableSchema, primary_keys: list[str], partition_keys: list[str],
+                         options: Mapping[str, str], path: str) -> None:
+    if primary_keys and set(primary_keys) != set(schema.primary_keys):
+        raise SchemaError(f"unique_key/primary key {primary_keys} disagrees with the primary key "
+                          f"{list(schema.primary_keys)} of the existing table {path}; a primary key cannot change "
+                          f"(rebuild the table with --full-refresh)")
+    if list(partition_keys) != list(schema.partition_keys):
+        raise SchemaError(f"partition keys {partition_keys} disagree with the partition keys "
+                          f"{list(schema.partition_keys)} of the existing table {path} (rebuild the table with "
+                          f"--full-refresh)")
+    for key, value in options.items():
+        if key in RUN_OPTIONS:
+            continue
+        stored = schema.options.get(key)
+        if stored != value:
+            raise SchemaError(f"option {key!r} is {stored!r} on the existing table {path} but {value!r} was given; "
+                              f"only {', '.join(sorted(RUN_OPTIONS))} may change between runs")
+
+
+def _prepare_input(df: DataFrame, schema: TableSchema, counted: Sequence[str]) -> DataFrame:
+    """The batch with exactly the table's columns and Spark types; a clear error otherwise."""
+    by_name = {f.name: f for f in df.schema.fields}
+    lowered = {n.lower(): n for n in by_name}
+    missing = [n for n in schema.field_names if n not in by_name and n.lower() not in lowered]
+    extra = [n for n in by_name if n not in schema.field_names and n.lower() not in
+             {x.lower() for x in schema.field_names}]
+    if missing or extra:
+        raise SchemaError(f"the batch's columns do not match the table: missing {missing}, unexpected {extra}")
+    cols = []
+    for f in schema.fields:
+        src = by_name.get(f.name) or by_name[lowered[f.name.lower()]]
+        target = spark_schema(schema, [f.name]).fields[0].dataType
+        if f.name in counted:
+            cols.append(F.when(F.col(src.name).isNull(), F.lit(0)).otherwise(F.lit(1)).cast("bigint").alias(f.name))
+            continue
+        if not fits(src.dataType, f.type):
+            raise SchemaError(f"column {f.name!r} is {src.dataType.simpleString()} in the batch but "
+                              f"{f.type.sql()} in the table; cast it in the model (no lossy cast is done implicitly)")
+        col = F.col(f"`{src.name}`")
+        cols.append((col if src.dataType == target else col.cast(target)).alias(f.name))
+    return df.select(*cols)
+
+
+@contextmanager
+def _conf(spark: SparkSession, settings: Mapping[str, str]):
+    old = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+_ERRORS = {"DataError": DataError, "SchemaError": SchemaError, "CorruptTableError": CorruptTableError}
+
+
+def _reraise_task_error(exc: Exception) -> None:
+    """An error of ours raised on an executor reaches the driver as text inside a Spark exception:
+    raise it again as itself, so a user sees 'primary key column ... is null', not a JVM trace."""
+    text = str(exc)
+    m = re.search(r"dbt_paimon\.store\.errors\.(DataError|SchemaError|CorruptTableError): (.+)", text)
+    if m:
+        raise _ERRORS[m.group(1)](m.group(2).strip()) from None
+
+
+def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None = None,
+           partition_keys: str | Sequence[str] | None = (), options: Mapping[str, object] | None = None,
+           sequence_by: str | None = None) -> UpsertResult:
+    """Upsert df into the Paimon table at path (created if absent); commits one snapshot."""
+    started = time.time()
+    spark = df.sparkSession
+    io = FileIO()
+    path = path.rstrip("/")
+    primary_keys, partition_keys = _as_list(primary_keys), _as_list(partition_keys)
+    given, counted = _count_sugar(options or {})
+    exists = FileStoreTable.exists(path, io)
+    if exists:
+        schema = SchemaManager(io, path).latest()
+        given = opts.validate(given, schema.field_names) if given else {}
+        _check_against_table(schema, primary_keys, partition_keys, given, path)
+        counted = _counted_columns(schema)
+    else:
+        if not primary_keys:
+            raise SchemaError(f"table {path} does not exist and no primary key (unique_key) was given")
+        arrow = arrow_schema_of(df.schema)
+        if counted:
+            import pyarrow as pa
+            arrow = pa.schema([pa.field(f.name, pa.int64()) if f.name in counted else f for f in arrow])
+        schema = build_schema(arrow, primary_keys, partition_keys, given)
+    if sequence_by is not None:
+        if sequence_by not in schema.field_names:
+            raise SchemaError(f"sequence_by column {sequence_by!r} is not a column of the batch")
+        if sequence_by in schema.primary_keys:
+            raise SchemaError(f"sequence_by column {sequence_by!r} is part of the primary key")
+    run_options = {**schema.options, **{k: v for k, v in given.items() if k in RUN_OPTIONS}}
+    batch = _prepare_input(df, schema, counted)
+
+    for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
+        table = FileStoreTable(path, schema, io)
+        plan = table.plan() if exists else None
+        snapshot_id = plan.snapshot.id if plan and plan.snapshot else None
+        entries, counts, index_changes = _run_job(spark, table, batch, plan, sequence_by, run_options)
+        commit = table.new_commit()
+
+        def abandon():
+            commit.abort(entries)
+            for meta in index_changes.values():
+                HashIndexFile(io, path).delete(meta)
+
+        if not exists:
+            try:
+                SchemaManager(io, path).create(schema)
+            except SchemaError:
+                abandon()
+                raise
+            exists = True
+        index_manifest = ...
+        if index_changes:
+            previous = plan.snapshot.index_manifest if plan and plan.snapshot else None
+            index_manifest = IndexManifestFile(io, path).combine(previous, index_changes)
+        try:
+            result = commit.commit(entries, APPEND, expected_latest=snapshot_id, index_manifest=index_manifest)
+        except CommitConflictError as e:
+            abandon()
+            if attempt == MAX_JOB_ATTEMPTS:
+                raise CommitConflictError(f"{e}; gave up after {attempt} attempts of the upsert job") from None
+            log.warning("upsert into %s conflicted with a concurrent commit (%s); re-running on the new snapshot",
+                        path, e)
+            continue
+        except BaseException:
+            abandon()
+            raise
+        written = sum(e.file.row_count for e in entries)
+        new_id = result.snapshot.id if result else snapshot_id
+        return UpsertResult(path, new_id, rows_written=written, attempts=attempt,
+                            seconds=time.time() - started, **counts)
+    raise AssertionError("unreachable")
+
+
+def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, sequence_by: str | None,
+             options: Mapping[str, str]):
+    schema = table.schema
+    parallelism = spark.sparkContext.defaultParallelism
+    core = opts.CoreOptions(options)
+    num_assigners = int(core.get("dynamic-bucket.assigner-parallelism") or parallelism)
+    num_writers = int(core.get("sink.parallelism") or max(parallelism * 2, 1))
+    splits = plan.splits if plan else []
+    snapshot = plan.snapshot if plan else None
+    next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in splits}
+    hashed = schema.bucket_mode == "HASH_DYNAMIC"
+    index_files = read_hash_index(table.io, table.path, snapshot) if hashed else {}
+    hash_field = [T.StructField(HASH, T.IntegerType())] if hashed else []
+    union_schema = T.StructType(spark_schema(schema).fields + hash_field + [
+        T.StructField(BUCKET, T.IntegerType()), T.StructField(tasks.SOURCE, T.ByteType())])
+
+    rows = batch.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(tasks.SOURCE, F.lit(1).cast("tinyint"))
+    if hashed:
+        rows = rows.mapInArrow(tasks.hash_task(schema), T.StructType(
+            spark_schema(schema).fields + [union_schema[BUCKET], union_schema[tasks.SOURCE], union_schema[HASH]]))
+    bootstrap_parallelism = int(core.get("cross-partition-upsert.bootstrap-parallelism") or parallelism * 2)
+
+    def descriptors(blobs):
+        return spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in blobs], len(blobs)), "blob binary")
+
+    if splits:
+        boot_cols = list(dict.fromkeys(list(schema.primary_keys) + list(schema.partition_keys)
+                                       + ([sequence_by] if sequence_by else [])))
+        boot_schema = T.StructType([union_schema[c] for c in boot_cols] + [union_schema[BUCKET],
+                                                                           union_schema[tasks.SOURCE]] + hash_field)
+        blobs = tasks.chunk_splits(splits, bootstrap_parallelism)
+        existing = descriptors(blobs).mapInArrow(
+            tasks.bootstrap_task(table.path, schema, sequence_by, with_hash=hashed), boot_schema)
+        rows = rows.unionByName(existing, allowMissingColumns=True)
+    if index_files:
+        entries = list(index_files.values())
+        step = max(1, len(entries) // bootstrap_parallelism + 1)
+        blobs = [pickle.dumps(entries[i:i + step]) for i in range(0, len(entries), step)]
+        index_schema = T.StructType([union_schema[p] for p in schema.partition_keys] + [
+            union_schema[HASH], union_schema[BUCKET], union_schema[tasks.SOURCE]])
+        indexed = descriptors(blobs).mapInArrow(tasks.index_bootstrap_task(table.path, schema), index_schema)
+        rows = rows.unionByName(indexed, allowMissingColumns=True)
+    assigned_schema = T.StructType(spark_schema(schema).fields + hash_field + [
+        T.StructField(BUCKET, T.IntegerType()), T.StructField(KIND, T.ByteType()),
+        T.StructField(tasks.COUNT, T.LongType())])
+    # Paimon routes a HASH_DYNAMIC row by (partition, key hash) and a cross-partition row by its key.
+    shuffle = ([F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(HASH)] if hashed
+               else [F.col(f"`{k}`") for k in schema.primary_keys])
+    assigned = rows.repartition(num_assigners, *shuffle).mapInArrow(
+        tasks.assign_task(schema, num_assigners, sequence_by), assigned_schema)
+    part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
+    written = assigned.repartition(num_writers, *part_cols).mapInArrow(
+        tasks.write_task(table.path, schema, next_sequence, index_files), "payload binary")
+    with _conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
+                       "spark.sql.adaptive.coalescePartitions.enabled": "false"}):
+        try:
+            payloads = written.collect()
+        except Exception as e:  # noqa: BLE001 - translated when it is one of ours
+            _reraise_task_error(e)
+            raise
+    entries, counts, index_changes = [], {}, {}
+    for row in payloads:
+        part_entries, part_counts, part_index = pickle.loads(row.payload)
+        entries += part_entries
+        index_changes.update(part_index)
+        for k, v in part_counts.items():
+            counts[k] = counts.get(k, 0) + v
+    return entries, counts, index_changes
