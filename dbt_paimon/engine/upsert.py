@@ -42,6 +42,8 @@ RUN_OPTIONS = {"dynamic-bucket.assigner-parallelism", "sink.parallelism", "commi
 # Marker that a `sum` column was declared as `count` (Paimon has no count aggregate; see _count_sugar).
 COUNT_MARKER = "fields.{}.dbt-paimon.count"
 MAX_JOB_ATTEMPTS = 3
+# Test hook: called with the attempt number between the job and its commit (to land a racing commit).
+_before_commit = None
 
 
 @dataclass
@@ -57,6 +59,7 @@ class UpsertResult:
     attempts: int = 1
     seconds: float = 0.0
     extra_snapshots: list[int] = field(default_factory=list)
+    plan: str = ""  # Spark's executed physical plan of the job, for logs and tests
 
     @property
     def rows_affected(self) -> int:
@@ -201,7 +204,9 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
         snapshot_id = plan.snapshot.id if plan and plan.snapshot else None
-        entries, counts, index_changes = _run_job(spark, table, batch, plan, sequence_by, run_options)
+        entries, counts, index_changes, job_plan = _run_job(spark, table, batch, plan, sequence_by, run_options)
+        if _before_commit is not None:
+            _before_commit(attempt)
         commit = table.new_commit()
 
         def abandon():
@@ -220,6 +225,12 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         if index_changes:
             previous = plan.snapshot.index_manifest if plan and plan.snapshot else None
             index_manifest = IndexManifestFile(io, path).combine(previous, index_changes)
+            written_manifest = f"{path}/manifest/{index_manifest}"
+            drop_index_files = abandon
+
+            def abandon():
+                drop_index_files()
+                io.delete(written_manifest)
         try:
             result = commit.commit(entries, APPEND, expected_latest=snapshot_id, index_manifest=index_manifest)
         except CommitConflictError as e:
@@ -235,7 +246,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         written = sum(e.file.row_count for e in entries)
         new_id = result.snapshot.id if result else snapshot_id
         return UpsertResult(path, new_id, rows_written=written, attempts=attempt,
-                            seconds=time.time() - started, **counts)
+                            seconds=time.time() - started, plan=job_plan, **counts)
     raise AssertionError("unreachable")
 
 
@@ -306,4 +317,4 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         index_changes.update(part_index)
         for k, v in part_counts.items():
             counts[k] = counts.get(k, 0) + v
-    return entries, counts, index_changes
+    return entries, counts, index_changes, written._jdf.queryExecution().executedPlan().toString()

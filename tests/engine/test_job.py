@@ -1,0 +1,86 @@
+"""The job itself: a commit that raced it makes it re-run instead of duplicating keys, and the
+input and the key index never pass through the driver."""
+
+import os
+import threading
+import time
+
+from pyspark.sql import functions as F
+
+import importlib
+
+from dbt_paimon.engine import upsert
+from dbt_paimon.store.table import FileStoreTable
+
+from .helpers import frame, live_places, spark_rows
+
+ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0}
+
+
+def test_a_commit_racing_the_job_makes_it_rerun_on_the_new_snapshot(spark, warehouse, monkeypatch):
+    path = f"{warehouse}/db.db/race"
+    upsert(frame(spark, [{**ROW, "id": i} for i in range(10)]), path, primary_keys="id", partition_keys="dt")
+    mod = importlib.import_module("dbt_paimon.engine.upsert")
+
+    def racing_writer(attempt):
+        if attempt == 1:  # another writer moves key 3 to partition c and commits first
+            monkeypatch.setattr(mod, "_before_commit", None)
+            upsert(frame(spark, [{**ROW, "id": 3, "dt": "c", "v": 300}]), path, primary_keys="id",
+                   partition_keys="dt")
+
+    monkeypatch.setattr(mod, "_before_commit", racing_writer)
+    result = upsert(frame(spark, [{**ROW, "id": 3, "dt": "b", "v": 30}, {**ROW, "id": 11, "dt": "b"}]), path,
+                    primary_keys="id", partition_keys="dt")
+    assert result.attempts == 2 and result.snapshot_id == 3
+    assert (result.inserted, result.moved) == (1, 1)
+    places = live_places(path)
+    assert places[(3,)] == 1 and all(n == 1 for n in places.values())
+    rows = {r["id"]: r for r in spark_rows(spark, path)}
+    assert (rows[3]["dt"], rows[3]["v"]) == ("b", 30)
+    # the first attempt's files were deleted: every data file on disk is live
+    table = FileStoreTable.open(path)
+    live = {f"{s.bucket_path}/{f.file_name}" for s in table.plan().splits for f in s.files}
+    on_disk = {os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.startswith("data-")}
+    assert on_disk == live
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
+    """~150 MB of rows generated on the executors, upserted twice (the second run bootstraps
+    300K keys). The Python driver's memory must not grow by anything near that, and the plan
+    must be the two shuffles of the topology, no broadcast or collect of data."""
+    path = f"{warehouse}/db.db/big"
+    n = 300_000
+
+    def batch(shift):
+        return (spark.range(0, n, numPartitions=4)
+                .select(F.col("id"), ((F.col("id") + shift) % 7).cast("string").alias("dt"),
+                        F.col("id").alias("v"), F.repeat(F.lit("x"), 500).alias("s"),
+                        F.lit(1).alias("amount"), F.lit(True).alias("flag"), F.col("id").alias("seq")))
+
+    peak, stop = [_rss_mb()], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak.append(_rss_mb())
+            time.sleep(0.01)
+
+    base = _rss_mb()
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        first = upsert(batch(0), path, primary_keys="id", partition_keys="dt")
+        second = upsert(batch(1), path, primary_keys="id", partition_keys="dt")
+    finally:
+        stop.set()
+        sampler.join()
+    assert first.inserted == n and second.moved == n
+    growth = max(peak) - base
+    assert growth < 60, f"driver memory grew by {growth:.0f} MB"
+    plan = second.plan.split("== Initial Plan ==")[0]  # AQE prints the final plan first
+    assert plan.count("Exchange hashpartitioning") == 2, plan
+    assert "Broadcast" not in plan and "CollectLimit" not in plan and "LocalTableScan" not in plan, plan
