@@ -1,0 +1,79 @@
+"""GlobalIndexAssigner without Spark: what happens to a key by where it lives and by merge engine."""
+
+import pyarrow as pa
+import pytest
+
+from dbt_paimon.assign.global_index_assigner import (BUCKET, KIND, OLD_BUCKET, OLD_SEQUENCE,
+                                                     GlobalIndexAssigner, old_column)
+from dbt_paimon.store.errors import DataError
+from dbt_paimon.store.schema import build_schema
+
+ARROW = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.int64())])
+
+
+def _schema(**options):
+    return build_schema(ARROW, ["id"], ["dt"], {"dynamic-bucket.target-row-num": "2", **options})
+
+
+def _rows(*rows):
+    return pa.Table.from_pylist([dict(zip(("id", "dt", "v"), r)) for r in rows], ARROW)
+
+
+def _existing(*entries, seq=None):
+    """(id, dt, bucket) of live keys."""
+    cols = {"id": [e[0] for e in entries], old_column("dt"): [e[1] for e in entries],
+            OLD_BUCKET: pa.array([e[2] for e in entries], pa.int32())}
+    if seq is not None:
+        cols[OLD_SEQUENCE] = pa.array(seq, pa.int64())
+    return pa.table(cols)
+
+
+def _out(result):
+    return sorted((r["id"], r["dt"], r["v"], r[BUCKET], r[KIND]) for r in result.rows.to_pylist())
+
+
+def test_deduplicate_moves_a_key_with_a_delete_in_its_old_bucket():
+    a = GlobalIndexAssigner(_schema())
+    res = a.process(_rows((1, "b", 10), (2, "a", 20), (5, "a", 50)),
+                    _existing((1, "a", 0), (2, "a", 0), (3, "a", 1), (4, "b", 0)))
+    # 1 leaves a/0 (a -D there), its slot frees, 5 is new in a: a/0 has room again after the move
+    # b/0 holds one key (4) of 2: key 1 joins it
+    assert _out(res) == [(1, "a", None, 0, 3), (1, "b", 10, 0, 0), (2, "a", 20, 0, 0), (5, "a", 50, 0, 0)]
+    assert res.counts.as_dict() == dict(inserted=1, updated=1, moved=1, deleted=0, skipped=0)
+
+
+@pytest.mark.parametrize("engine", ["partial-update", "aggregation"])
+def test_partial_update_and_aggregation_keep_the_old_partition(engine):
+    a = GlobalIndexAssigner(_schema(**{"merge-engine": engine}))
+    res = a.process(_rows((1, "b", 10)), _existing((1, "a", 3)))
+    assert _out(res) == [(1, "a", 10, 3, 0)]
+    assert (res.counts.updated, res.counts.moved) == (1, 0)
+
+
+def test_first_row_skips_every_known_key():
+    a = GlobalIndexAssigner(_schema(**{"merge-engine": "first-row"}))
+    res = a.process(_rows((1, "b", 10), (2, "a", 20), (3, "a", 30)), _existing((1, "a", 0), (2, "a", 0)))
+    assert _out(res) == [(3, "a", 30, 1, 0)]
+    assert (res.counts.inserted, res.counts.skipped) == (1, 2)
+
+
+def test_only_owned_buckets_are_opened():
+    a = GlobalIndexAssigner(_schema(), num_assigners=3, assign_id=2)
+    res = a.process(_rows(*[(i, "a", i) for i in range(5)]), _existing((100, "a", 0)))
+    assert [r[3] for r in _out(res)] == [2, 2, 5, 5, 8]
+
+
+def test_sequence_by_skips_older_rows_and_picks_the_newest_in_the_batch():
+    schema = build_schema(ARROW.append(pa.field("seq", pa.int64())), ["id"], ["dt"])
+    a = GlobalIndexAssigner(schema, sequence_by="seq")
+    rows = pa.Table.from_pylist([{"id": 1, "dt": "b", "v": 1, "seq": 5}, {"id": 2, "dt": "a", "v": 2, "seq": 1},
+                                 {"id": 2, "dt": "b", "v": 3, "seq": 9}], schema.arrow_schema())
+    existing = _existing((1, "a", 0), (2, "a", 0), seq=[7, 1])
+    res = a.process(rows, existing)
+    assert [(r["id"], r["dt"], r["v"]) for r in res.rows.to_pylist() if r[KIND] == 0] == [(2, "b", 3)]
+    assert res.counts.as_dict() == dict(inserted=0, updated=0, moved=1, deleted=0, skipped=2)
+
+
+def test_duplicate_keys_without_sequence_by_name_the_keys():
+    with pytest.raises(DataError, match=r"\{'id': 4\}"):
+        GlobalIndexAssigner(_schema()).process(_rows((4, "a", 1), (4, "b", 2)))
