@@ -13,10 +13,14 @@ from typing import Mapping
 from .errors import SchemaError
 
 MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
+# Paimon's aggregate functions (FieldAggregatorFactory identifiers) that the store implements. Paimon
+# has no `count`: the engine layer stores `count` as `sum` of 1s plus the marker option
+# `fields.<f>.dbt-paimon.count` = 'true'.
 AGGREGATE_FUNCTIONS = (
-    "sum", "min", "max", "count", "last_value", "last_non_null_value", "first_value",
-    "first_non_null_value", "bool_and", "bool_or", "product", "listagg",
+    "sum", "product", "min", "max", "last_value", "last_non_null_value", "first_value",
+    "first_non_null_value", "bool_and", "bool_or", "listagg",
 )
+COUNT_MARKER = "dbt-paimon.count"
 
 _MEMORY_UNITS = {"b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20, "gb": 1 << 30, "g": 1 << 30,
                  "tb": 1 << 40, "t": 1 << 40, "bytes": 1}
@@ -75,6 +79,7 @@ _KNOWN: dict[str, object] = {
     "cross-partition-upsert.bootstrap-parallelism": _int,
     "cross-partition-upsert.index-ttl": parse_duration_ms,
     "num-sorted-run.compaction-trigger": _int,
+    "num-levels": _int,
     "num-sorted-run.stop-trigger": _int,
     "full-compaction.delta-commits": _int,
     "compaction.max-size-amplification-percent": _int,
@@ -95,7 +100,10 @@ _KNOWN: dict[str, object] = {
     "partition.legacy-name": _choice("true", why=" (non-legacy partition names are not supported)"),
     "fields.default-aggregate-function": None,
 }
-_FIELD_OPTION = re.compile(r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|sequence-group)$")
+# Per-column options we honour. `sequence-group` (partial-update) and `distinct` (listagg) are
+# Paimon options we do not implement, so they are refused like any unknown option.
+_FIELD_OPTION = re.compile(
+    r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|list-agg-delimiter|dbt-paimon\.count)$")
 
 
 def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
@@ -107,12 +115,17 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
         if m:
             if m.group("field") not in columns:
                 raise SchemaError(f"option {key!r} names column {m.group('field')!r}, which the table does not have")
-            if m.group("what") == "aggregate-function" and value not in AGGREGATE_FUNCTIONS:
+            what = m.group("what")
+            if what == "aggregate-function" and value not in AGGREGATE_FUNCTIONS:
                 raise SchemaError(f"option {key!r}: unknown aggregate function {value!r} "
                                   f"(known: {', '.join(AGGREGATE_FUNCTIONS)})")
+            if what in ("ignore-retract", COUNT_MARKER):
+                _bool(key, value)
+                value = value.lower()
         elif key not in _KNOWN:
             raise SchemaError(f"unknown table option {key!r} (dbt-paimon rejects options it does not honour; "
-                              f"known: {', '.join(sorted(_KNOWN))}, fields.<column>.aggregate-function)")
+                              f"known: {', '.join(sorted(_KNOWN))}, fields.<column>.aggregate-function, "
+                              f"fields.<column>.ignore-retract, fields.<column>.list-agg-delimiter)")
         else:
             check = _KNOWN[key]
             if callable(check):
@@ -121,7 +134,33 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
     if "fields.default-aggregate-function" in out and out["fields.default-aggregate-function"] not in AGGREGATE_FUNCTIONS:
         raise SchemaError(f"option 'fields.default-aggregate-function': unknown function "
                           f"{out['fields.default-aggregate-function']!r}")
+    _check_merge_options(out)
     return out
+
+
+def _check_merge_options(o: Mapping[str, str]) -> None:
+    """Combinations Paimon's merge functions refuse (PartialUpdateMergeFunction.Factory)."""
+    core = CoreOptions(o)
+    if core.merge_engine == "partial-update":
+        if core.ignore_delete and core.partial_update_remove_record_on_delete:
+            raise SchemaError("options 'ignore-delete' and 'partial-update.remove-record-on-delete' have conflicting "
+                              "behavior so should not be enabled at the same time (as in Paimon)")
+        for key, value in o.items():
+            if (key.endswith(".aggregate-function") or key == "fields.default-aggregate-function") \
+                    and value != "last_non_null_value":
+                raise SchemaError(f"option {key!r}={value!r}: a partial-update table can only aggregate with a "
+                                  "sequence-group, which dbt-paimon does not support (Paimon: 'Must use sequence "
+                                  "group for aggregation functions'); use merge-engine 'aggregation'")
+    if "num-levels" in o and int(o["num-levels"]) < 2:
+        raise SchemaError(f"option 'num-levels' must be at least 2 (level 0 and one sorted level), "
+                          f"got {o['num-levels']}")
+    for key, value in o.items():
+        m = _FIELD_OPTION.match(key)
+        if m and m.group("what") == COUNT_MARKER and value == "true":
+            field = m.group("field")
+            if core.aggregate_function(field) != "sum" or core.merge_engine != "aggregation":
+                raise SchemaError(f"option {key!r} marks {field!r} as a count, which is stored as "
+                                  f"'fields.{field}.aggregate-function'='sum' on an aggregation table")
 
 
 @dataclass(frozen=True)
@@ -149,6 +188,20 @@ class CoreOptions:
     @property
     def ignore_delete(self) -> bool:
         return self.raw.get("ignore-delete", "false").lower() == "true"
+
+    @property
+    def partial_update_remove_record_on_delete(self) -> bool:
+        return self.raw.get("partial-update.remove-record-on-delete", "false").lower() == "true"
+
+    @property
+    def num_sorted_run_compaction_trigger(self) -> int:
+        return int(self.raw.get("num-sorted-run.compaction-trigger", "5"))
+
+    @property
+    def num_levels(self) -> int:
+        """Levels 0 .. num-levels - 1; Paimon's default is num-sorted-run.compaction-trigger + 1."""
+        v = self.raw.get("num-levels")
+        return int(v) if v is not None else self.num_sorted_run_compaction_trigger + 1
 
     @property
     def target_file_size(self) -> int:
@@ -180,3 +233,13 @@ class CoreOptions:
 
     def aggregate_function(self, field: str) -> str | None:
         return self.raw.get(f"fields.{field}.aggregate-function", self.raw.get("fields.default-aggregate-function"))
+
+    def ignore_retract(self, field: str) -> bool:
+        return self.raw.get(f"fields.{field}.ignore-retract", "false").lower() == "true"
+
+    def list_agg_delimiter(self, field: str) -> str:
+        return self.raw.get(f"fields.{field}.list-agg-delimiter", ",")
+
+    def is_count(self, field: str) -> bool:
+        """The engine layer's `count` sugar: stored as `sum` with this marker."""
+        return self.raw.get(f"fields.{field}.{COUNT_MARKER}", "false").lower() == "true"

@@ -26,6 +26,7 @@ class TableRead:
         self.key_cols = [key_column(k) for k in schema.trimmed_primary_keys]
         self.output_schema = pa.schema(
             [pa.field(n, schema.field(n).type.to_arrow(), True) for n in self.projection])
+        self.merge_function = merge.merge_function(schema, self.projection)
 
     def _file_schema(self, schema_id: int) -> TableSchema:
         if schema_id not in self._file_schemas:
@@ -54,12 +55,13 @@ class TableRead:
         names = self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + self.projection
         return pa.Table.from_arrays(arrays, names=names)
 
-    def read_split_kv(self, split: DataSplit) -> pa.Table:
-        """The merged KeyValue rows of one split (system columns kept)."""
+    def read_split_kv(self, split: DataSplit, drop_deletes: bool = True) -> pa.Table:
+        """The merged KeyValue rows of one split (system columns kept), sorted by key.
+
+        drop_deletes=False keeps merged -D/-U rows (for a compaction that keeps deletes)."""
         tables = [self._read_file(split, f) for f in split.files]
         single = len(split.files) == 1
-        return merge.merge(tables, self.key_cols, self.schema.core.merge_engine,
-                           self.schema.core.ignore_delete, overlapping=not single)
+        return self.merge_function.merge(tables, overlapping=not single, drop_deletes=drop_deletes)
 
     def read_split(self, split: DataSplit) -> pa.Table:
         kv = self.read_split_kv(split)

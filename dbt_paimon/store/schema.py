@@ -175,6 +175,11 @@ def build_schema(
         unknown = [c.strip() for c in checked.get(key, "").split(",") if c.strip() and c.strip() not in names]
         if unknown:
             raise SchemaError(f"option {key!r} names column(s) {unknown}, which the table does not have")
+    for key in ("sequence.field", "rowkind.field"):
+        if key in checked:  # accepted by Paimon, but our merge would ignore it: refuse rather than mislead
+            raise SchemaError(f"option {key!r} is not supported by dbt-paimon yet"
+                              + (" (the upsert engine's sequence_by orders versions instead)"
+                                 if key == "sequence.field" else ""))
     fields = []
     for i, f in enumerate(arrow_schema):
         t = from_arrow(f.type, True, f.name)
@@ -185,7 +190,7 @@ def build_schema(
         if f.name in partition_keys and t.root == "BYTES":
             raise SchemaError(f"partition column {f.name!r} is BYTES, which cannot name a partition directory")
         fields.append(DataField(i, f.name, t))
-    return TableSchema(
+    schema = TableSchema(
         id=0,
         fields=tuple(fields),
         highest_field_id=len(fields) - 1,
@@ -194,6 +199,10 @@ def build_schema(
         options=checked,
         comment=comment,
     )
+    from .merge import check_merge_options  # merge imports schema-level helpers
+    check_merge_options(schema)  # e.g. `sum` on a STRING column fails now, not at the first read
+    return schema
+
 
 
 def _check_names(names: list[str]) -> None:

@@ -51,6 +51,9 @@ def test_bucket_modes_follow_paimon_rules(warehouse):
     (["id"], [], {"target-file-size": "big"}, "must be a size"),
     (["id"], ["dt"], {"sequence.field": "ts"}, "'sequence.field' is not allowed on a cross-partition table"),
     (["id"], [], {"sequence.field": "ghost"}, "names column(s) ['ghost']"),
+    (["id"], [], {"sequence.field": "amount"}, "'sequence.field' is not supported by dbt-paimon yet"),
+    (["id"], [], {"merge-engine": "aggregation", "fields.name.aggregate-function": "sum"},
+     "aggregate function 'sum' needs a numeric type"),
 ])
 def test_invalid_tables_are_refused_and_nothing_is_created(table_path, pk, parts, options, message):
     with pytest.raises(SchemaError) as e:

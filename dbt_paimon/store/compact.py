@@ -1,0 +1,97 @@
+"""Full compaction of one bucket: merge every live file of a (partition, bucket) into one sorted run.
+
+As Paimon's MergeTreeCompactRewriter: the files are merged with the table's merge function
+(ReducerMergeFunctionWrapper semantics, see merge.py), every KeyValue keeps the sequence number the
+merge gives it (the winning version's; aggregation and partial-update: the latest one), the output
+is written as rolling files (target-file-size) at `output_level` with file source COMPACT, and -D/-U
+results are dropped only with drop_deletes (DropDeleteReader). The caller commits the returned
+entries as a COMPACT snapshot: `table.new_commit().commit(entries, kind="COMPACT")`, which fails with
+CommitConflictError if another writer removed one of the input files meanwhile.
+
+Everything needed travels as plain data (a table path or FileStoreTable, a DataSplit), so this runs
+as well on a Spark executor as in the driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import pyarrow as pa
+
+from .datafile import SEQUENCE_NUMBER, VALUE_KIND, KeyValueFileWriter, key_column, kv_arrow_schema
+from .errors import PaimonError
+from .manifest import ADD, DELETE, FILE_SOURCE_COMPACT, DataFileMeta, ManifestEntry
+from .read import TableRead
+from .scan import DataSplit
+from .schema import TableSchema
+
+
+def max_level(schema: TableSchema) -> int:
+    """The highest level of the table's LSM tree: num-levels - 1 (Paimon: num-levels defaults to
+    num-sorted-run.compaction-trigger + 1, so 5 by default)."""
+    return schema.core.num_levels - 1
+
+
+def compact_bucket(table, split: DataSplit, output_level: int | None = None,
+                   drop_deletes: bool | None = None) -> list[ManifestEntry]:
+    """Rewrite all files of one split as one sorted run; return DELETE + ADD entries to commit.
+
+    table: a FileStoreTable or its path. output_level: 1 .. max_level (default max_level).
+    drop_deletes: default True, as Paimon drops deletes when the output level is at or above the
+    highest non-empty level, which always holds here since every file of the bucket is an input.
+
+    A bucket that is already one file at `output_level` (with no delete rows to drop) needs nothing;
+    a lone file elsewhere is moved up by metadata only (Paimon's upgrade: same file, new level).
+    """
+    if isinstance(table, str):
+        from .table import FileStoreTable
+        table = FileStoreTable.open(table)
+    schema = table.schema
+    top = max_level(schema)
+    level = top if output_level is None else int(output_level)
+    if not 1 <= level <= top:
+        raise PaimonError(f"compaction output level must be within 1 .. {top} (num-levels - 1), got {level}")
+    drop = True if drop_deletes is None else bool(drop_deletes)
+    files = list(split.files)
+    if not files:
+        return []
+
+    def entry(kind: int, meta: DataFileMeta) -> ManifestEntry:
+        return ManifestEntry(kind, split.partition, split.bucket, split.total_buckets, meta)
+
+    deletes = [entry(DELETE, f) for f in files]
+    if len(files) == 1 and not (drop and files[0].has_deletes):
+        f = files[0]
+        if f.level == level:
+            return []
+        return deletes + [entry(ADD, dataclasses.replace(f, level=level))]
+
+    kv = TableRead(table.io, table.path, schema).read_split_kv(split, drop_deletes=drop)
+    names = [key_column(k) for k in schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
+    kv = pa.Table.from_arrays([kv.column(n) for n in names], schema=kv_arrow_schema(schema))
+    writer = KeyValueFileWriter(table.io, schema, split.bucket_path, level=level, file_source=FILE_SOURCE_COMPACT)
+    try:
+        # The rows are already KeyValues (sorted, one per key, sequence numbers kept), so they go to
+        # the rolling writer as they are.
+        metas = writer._write_rolling(kv) if kv.num_rows else []
+    except BaseException:
+        _discard(table, split, writer)
+        raise
+    return deletes + [entry(ADD, m) for m in metas]
+
+
+def abort_compaction(table, split: DataSplit, entries: Sequence[ManifestEntry]) -> None:
+    """Delete the files a compaction wrote when its commit will not happen (e.g. a conflict)."""
+    if isinstance(table, str):
+        from .table import FileStoreTable
+        table = FileStoreTable.open(table)
+    inputs = {f.file_name for f in split.files}
+    for e in entries:
+        if e.kind == ADD and e.file.file_name not in inputs:  # an upgraded file is still the input
+            table.io.delete(f"{split.bucket_path}/{e.file.file_name}")
+
+
+def _discard(table, split: DataSplit, writer: KeyValueFileWriter) -> None:
+    for i in range(writer._count):
+        table.io.delete(f"{split.bucket_path}/{writer._prefix}{i}.parquet")
