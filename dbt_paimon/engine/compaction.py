@@ -1,0 +1,60 @@
+"""Compaction on Spark: one task per bucket merges the bucket's files into one sorted run at the
+top level; the driver commits the result as one COMPACT snapshot.
+
+first-row tables need it after every write: Paimon's batch readers (Java and pypaimon) skip level-0
+files of a first-row table, so rows an upsert wrote stay invisible to them until compacted.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from ..store.compact import abort_compaction, compact_bucket, max_level
+from ..store.errors import CommitConflictError
+from ..store.snapshot import COMPACT
+from ..store.table import FileStoreTable
+
+
+def _compact_task(path: str, schema, level: int):
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = FileStoreTable(path, schema)
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                split = pickle.loads(blob)
+                entries = compact_bucket(table, split, level)
+                yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps((split, entries))], pa.binary())],
+                                                 names=["payload"])
+    return run
+
+
+def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]] | None = None) -> int | None:
+    """Fully compact the given (partition bytes, bucket)s (all when None); returns the COMPACT
+    snapshot id, or None when nothing needed rewriting. A commit that raced it and removed one of
+    its input files makes the commit fail cleanly (CommitConflictError) and its outputs are deleted."""
+    table = FileStoreTable.open(path)
+    plan = table.plan()
+    wanted = None if buckets is None else set(buckets)
+    level = max_level(table.schema)
+    splits = [s for s in plan.splits if (wanted is None or (s.partition, s.bucket) in wanted)
+              and not (len(s.files) == 1 and s.files[0].level == level)]
+    if not splits:
+        return None
+    blobs = [(pickle.dumps(s),) for s in splits]
+    rdd = spark.sparkContext.parallelize(blobs, len(blobs))
+    results = (spark.createDataFrame(rdd, "split binary")
+               .mapInArrow(_compact_task(table.path, table.schema, level), "payload binary").collect())
+    done = [pickle.loads(r.payload) for r in results]
+    entries = [e for _, es in done for e in es]
+    if not entries:
+        return None
+    try:
+        result = table.new_commit().commit(entries, COMPACT)
+    except CommitConflictError:
+        for split, es in done:
+            abort_compaction(table, split, es)
+        raise
+    return result.snapshot.id if result else None
