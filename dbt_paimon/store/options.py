@@ -35,6 +35,13 @@ def _int(key: str, value: str) -> int:
         raise SchemaError(f"option {key!r} must be an integer, got {value!r}") from None
 
 
+def _positive(key: str, value: str) -> int:
+    n = _int(key, value)
+    if n <= 0:
+        raise SchemaError(f"option {key!r} must be a positive integer, got {value!r}")
+    return n
+
+
 def parse_memory(key: str, value: str) -> int:
     m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", value)
     if not m or m.group(2).lower() not in _MEMORY_UNITS | {"": 1}:
@@ -73,11 +80,9 @@ _KNOWN: dict[str, object] = {
     "rowkind.field": None,
     "sequence.field": None,
     "dynamic-bucket.target-row-num": _int,
-    "dynamic-bucket.initial-buckets": _int,
-    "dynamic-bucket.max-buckets": _int,
-    "dynamic-bucket.assigner-parallelism": _int,
-    "cross-partition-upsert.bootstrap-parallelism": _int,
-    "cross-partition-upsert.index-ttl": parse_duration_ms,
+    "dynamic-bucket.assigner-parallelism": _positive,
+    "cross-partition-upsert.bootstrap-parallelism": _positive,
+    "sink.parallelism": _positive,
     "num-sorted-run.compaction-trigger": _int,
     "num-levels": _int,
     "num-sorted-run.stop-trigger": _int,
