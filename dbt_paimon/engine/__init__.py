@@ -1,10 +1,14 @@
 """The Spark engine: the only part of dbt-paimon that talks to Spark.
 
 - upsert(df, path, ...): one job that upserts a DataFrame into a Paimon table, one snapshot.
+- delete(spark, path, where): -D records for every live row matching a Spark SQL predicate.
+- compact(spark, path[, buckets]): full compaction of buckets into one COMPACT snapshot.
 - register(spark): the `paimon` data source for spark.read.format("paimon").
 """
 
+from .compaction import compact
+from .delete import DeleteResult, delete
 from .source import register
 from .upsert import UpsertResult, upsert
 
-__all__ = ["upsert", "register", "UpsertResult"]
+__all__ = ["upsert", "delete", "compact", "register", "UpsertResult", "DeleteResult"]

@@ -31,6 +31,25 @@ def _compact_task(path: str, schema, level: int):
     return run
 
 
+def sorted_runs(split) -> int:
+    """Sorted runs of a bucket as Paimon counts them: each level-0 file, plus each non-empty level."""
+    level0 = sum(1 for f in split.files if f.level == 0)
+    return level0 + len({f.level for f in split.files if f.level > 0})
+
+
+def auto_compact(spark: SparkSession, path: str) -> int | None:
+    """After a commit: fully compact every bucket holding num-sorted-run.compaction-trigger or more
+    sorted runs (Paimon's trigger; we then merge the whole bucket into the top level rather than
+    pick runs as its universal compaction does). `write-only` tables are left alone."""
+    table = FileStoreTable.open(path)
+    core = table.schema.core
+    if (core.get("write-only") or "false").lower() == "true":
+        return None
+    trigger = core.num_sorted_run_compaction_trigger
+    due = [(s.partition, s.bucket) for s in table.plan().splits if sorted_runs(s) >= trigger]
+    return compact(spark, path, due) if due else None
+
+
 def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]] | None = None) -> int | None:
     """Fully compact the given (partition bytes, bucket)s (all when None); returns the COMPACT
     snapshot id, or None when nothing needed rewriting. A commit that raced it and removed one of

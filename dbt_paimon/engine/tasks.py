@@ -179,13 +179,14 @@ def _summary(counts: AssignCounts, schema: TableSchema, hashed: bool) -> pa.Tabl
     return pa.Table.from_arrays(arrays, names=names + [BUCKET, KIND, COUNT])
 
 
-def write_task(path: str, schema: TableSchema, next_sequence: dict, index_files: dict | None = None):
+def write_task(path: str, schema: TableSchema, next_sequence: dict, index_files: dict | None = None,
+               update_index: bool = True):
     """Writes the buckets of one Spark partition of the shuffle by (partition, bucket); returns one
     row: the pickled manifest entries, counts and (HASH_DYNAMIC) rewritten index files.
 
     index_files: (partition bytes, bucket) -> the bucket's HASH index entry in the bootstrap snapshot."""
     names = schema.field_names
-    hashed = schema.bucket_mode == "HASH_DYNAMIC"
+    hashed = schema.bucket_mode == "HASH_DYNAMIC" and update_index  # deletes keep their hashes, as in Paimon
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(batches)

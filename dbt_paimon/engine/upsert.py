@@ -32,7 +32,7 @@ from ..store.table import FileStoreTable
 from ..assign.global_index_assigner import BUCKET, HASH, KIND
 from ..store.index import HashIndexFile, IndexManifestFile, read_hash_index
 from . import tasks
-from .compaction import compact
+from .compaction import auto_compact, compact
 from .spark_types import arrow_schema_of, fits, spark_schema
 
 log = logging.getLogger(__name__)
@@ -246,18 +246,22 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             raise
         written = sum(e.file.row_count for e in entries)
         new_id = result.snapshot.id if result else snapshot_id
-        extra = []
-        if schema.core.merge_engine == "first-row" and result is not None:
-            # Paimon's batch readers skip level-0 files of first-row tables: compact right away.
-            try:
-                compacted = compact(spark, path)
-            except CommitConflictError as e:
-                log.warning("first-row compaction of %s lost a race and will run after the next upsert: %s", path, e)
-            else:
-                extra = [compacted] if compacted else []
+        extra = after_commit(spark, path, schema) if result is not None else []
         return UpsertResult(path, new_id, rows_written=written, attempts=attempt, extra_snapshots=extra,
                             seconds=time.time() - started, plan=job_plan, **counts)
     raise AssertionError("unreachable")
+
+
+def after_commit(spark: SparkSession, path: str, schema: TableSchema) -> list[int]:
+    """Compaction a commit calls for: first-row tables always (Paimon's batch readers skip their
+    level-0 files), others when a bucket reached num-sorted-run.compaction-trigger sorted runs.
+    A compaction that loses a race is logged; the next commit tries again."""
+    try:
+        sid = compact(spark, path) if schema.core.merge_engine == "first-row" else auto_compact(spark, path)
+    except CommitConflictError as e:
+        log.warning("compaction of %s lost a race with another commit and will run after the next one: %s", path, e)
+        return []
+    return [sid] if sid else []
 
 
 def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, sequence_by: str | None,

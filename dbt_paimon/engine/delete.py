@@ -1,0 +1,135 @@
+"""delete(): Paimon's `DELETE FROM t WHERE <predicate>` as one Spark job and one APPEND snapshot.
+
+Every live row matching the predicate gets a -D record written into its own (partition, bucket),
+in new data files; no file or partition is removed (a later compaction drops the deletes). The
+predicate is Spark SQL over the table's columns, evaluated by Spark on the executors.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..assign.global_index_assigner import BUCKET, KIND
+from ..store.datafile import DELETE
+from ..store.errors import CommitConflictError, SchemaError
+from ..store.fileio import FileIO
+from ..store.read import TableRead
+from ..store.scan import DataSplit
+from ..store.snapshot import APPEND
+from ..store.table import FileStoreTable
+from . import tasks
+from .spark_types import for_spark, spark_schema
+
+log = logging.getLogger(__name__)
+MAX_JOB_ATTEMPTS = 3
+
+
+@dataclass
+class DeleteResult:
+    table_path: str
+    snapshot_id: int | None
+    deleted: int
+    attempts: int = 1
+    seconds: float = 0.0
+    extra_snapshots: list[int] | None = None
+
+    def summary(self) -> str:
+        return f"DELETE {self.deleted}"
+
+
+def _rows_task(path: str, schema):
+    """Split descriptors -> every live row of those splits + BUCKET."""
+    extra = {BUCKET: pa.int32()}
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        reader = TableRead(FileIO(), path, schema)
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                split: DataSplit
+                for split in pickle.loads(blob):
+                    live = reader.read_split(split)
+                    if live.num_rows:
+                        live = live.append_column(BUCKET, pa.array(np.full(live.num_rows, split.bucket, np.int32)))
+                        yield from for_spark(live, schema, extra).to_batches(max_chunksize=1 << 17)
+    return run
+
+
+def _check_engine(schema) -> None:
+    core = schema.core
+    engine = core.merge_engine
+    if engine == "partial-update" and not core.partial_update_remove_record_on_delete:
+        raise SchemaError("a partial-update table cannot delete rows unless "
+                          "'partial-update.remove-record-on-delete' = 'true' (as in Paimon)")
+    if engine in ("aggregation", "first-row"):
+        raise SchemaError(f"a {engine} table cannot delete rows (Paimon refuses -D records for it)")
+    if core.ignore_delete:
+        raise SchemaError("the table sets 'ignore-delete' = 'true': deletes would be ignored")
+
+
+def delete(spark: SparkSession, path: str, where: str) -> DeleteResult:
+    """Delete every live row of the table at path for which the Spark SQL predicate holds."""
+    from .upsert import _conf, _reraise_task_error, after_commit
+
+    started = time.time()
+    if not where or not where.strip():
+        raise SchemaError("delete needs a predicate (where); to empty a table, say so: where='true'")
+    for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
+        table = FileStoreTable.open(path)
+        schema = table.schema
+        _check_engine(schema)
+        plan = table.plan()
+        if not plan.splits:
+            return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, attempt)
+        parallelism = spark.sparkContext.defaultParallelism
+        blobs = tasks.chunk_splits(plan.splits, parallelism * 2)
+        descriptors = spark.createDataFrame(
+            spark.sparkContext.parallelize([(b,) for b in blobs], len(blobs)), "blob binary")
+        rows_schema = T.StructType(spark_schema(schema).fields + [T.StructField(BUCKET, T.IntegerType())])
+        rows = descriptors.mapInArrow(_rows_task(table.path, schema), rows_schema)
+        try:
+            matched = rows.filter(F.expr(where))
+        except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
+            raise SchemaError(f"delete predicate {where!r} is not valid Spark SQL over the table's columns: "
+                              f"{str(e).splitlines()[0]}") from None
+        doomed = (matched.withColumn(KIND, F.lit(DELETE).cast("tinyint"))
+                  .withColumn(tasks.COUNT, F.lit(None).cast("bigint")))
+        next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
+        part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
+        written = doomed.repartition(max(parallelism * 2, 1), *part_cols).mapInArrow(
+            tasks.write_task(table.path, schema, next_sequence, index_files=None, update_index=False),
+            "payload binary")
+        with _conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000"}):
+            try:
+                payloads = written.collect()
+            except Exception as e:  # noqa: BLE001
+                _reraise_task_error(e)
+                raise
+        entries = [e for r in payloads for e in pickle.loads(r.payload)[0]]
+        deleted = sum(e.file.row_count for e in entries)
+        if not entries:
+            return DeleteResult(table.path, plan.snapshot.id, 0, attempt, time.time() - started)
+        commit = table.new_commit()
+        try:
+            result = commit.commit(entries, APPEND, expected_latest=plan.snapshot.id)
+        except CommitConflictError as e:
+            commit.abort(entries)
+            if attempt == MAX_JOB_ATTEMPTS:
+                raise
+            log.warning("delete on %s conflicted with a concurrent commit (%s); re-running", path, e)
+            continue
+        except BaseException:
+            commit.abort(entries)
+            raise
+        extra = after_commit(spark, table.path, schema)
+        return DeleteResult(table.path, result.snapshot.id, deleted, attempt, time.time() - started, extra)
+    raise AssertionError("unreachable")

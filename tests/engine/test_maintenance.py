@@ -1,0 +1,76 @@
+"""Deletes and compaction on Spark, read back by the `paimon` source and pypaimon."""
+
+import os
+
+import pytest
+
+from dbt_paimon.engine import compact, delete, upsert
+from dbt_paimon.store.errors import SchemaError
+from dbt_paimon.store.table import FileStoreTable
+
+from .helpers import frame, live_places, pypaimon_rows, spark_rows
+from .model import UpsertModel, random_batches
+
+ROW = {"id": 0, "dt": "20230501", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0}
+
+
+def _partition_dirs(path):
+    return sorted(d for d in os.listdir(path) if d.startswith("dt="))
+
+
+def test_delete_writes_new_files_then_full_compaction_drops_them(spark, warehouse):
+    path = f"{warehouse}/db.db/seeds"
+    upsert(frame(spark, [ROW]), path, primary_keys="id", partition_keys="dt")
+    nine = [{**ROW, "id": i, "dt": f"2023050{i}", "v": i} for i in range(1, 10)]
+    upsert(frame(spark, nine), path, primary_keys="id", partition_keys="dt")
+    before = {f for s in FileStoreTable.open(path).plan().splits for f in (x.file_name for x in s.files)}
+    dirs = _partition_dirs(path)
+
+    result = delete(spark, path, "dt >= '20230503'")
+    assert (result.deleted, result.snapshot_id) == (7, 3)
+    table = FileStoreTable.open(path)
+    after = {f.file_name for s in table.plan().splits for f in s.files}
+    assert before < after  # only new files (holding the -D records); nothing removed
+    assert _partition_dirs(path) == dirs
+    expected = [(0, "20230501"), (1, "20230501"), (2, "20230502")]
+    assert [(r["id"], r["dt"]) for r in spark_rows(spark, path)] == expected
+    assert [(r["id"], r["dt"]) for r in pypaimon_rows(path)] == expected
+
+    sid = compact(spark, path)
+    table = FileStoreTable.open(path)
+    kinds = [table.snapshots.snapshot(i).commit_kind for i in range(1, sid + 1)]
+    assert kinds == ["APPEND", "APPEND", "APPEND", "COMPACT"]
+    splits = table.plan().splits
+    assert all(len(s.files) == 1 and s.files[0].level == 5 and s.files[0].delete_row_count == 0 for s in splits)
+    assert sum(s.row_count for s in splits) == 3  # the deletes are gone with the rows they removed
+    assert [(r["id"], r["dt"]) for r in pypaimon_rows(path)] == expected
+
+
+def test_delete_refuses_a_bad_predicate_and_engines_without_deletes(spark, warehouse):
+    path = f"{warehouse}/db.db/nodelete"
+    upsert(frame(spark, [ROW]), path, primary_keys="id", partition_keys="dt", options={"merge-engine": "first-row"})
+    with pytest.raises(SchemaError, match="first-row table cannot delete"):
+        delete(spark, path, "id = 0")
+    path2 = f"{warehouse}/db.db/badpred"
+    upsert(frame(spark, [ROW]), path2, primary_keys="id", partition_keys="dt")
+    with pytest.raises(SchemaError, match="not valid Spark SQL"):
+        delete(spark, path2, "no_such_column = 1")
+    assert FileStoreTable.open(path2).latest_snapshot().id == 1
+
+
+def test_thirty_upserts_with_compaction_keep_buckets_small(spark, warehouse):
+    path = f"{warehouse}/db.db/thirty"
+    model = UpsertModel(["id"], ["dt"])
+    options = {"dynamic-bucket.target-row-num": "10", "num-sorted-run.compaction-trigger": "3"}
+    stop_trigger = 3 + 3  # Paimon's default num-sorted-run.stop-trigger: compaction-trigger + 3
+    for batch in random_batches(seed=30, batches=30, size=8, key_space=40, partitions=("a", "b")):
+        model.apply(batch)
+        upsert(frame(spark, batch), path, primary_keys="id", partition_keys="dt", options=options)
+    table = FileStoreTable.open(path)
+    splits = table.plan().splits
+    assert max(len(s.files) for s in splits) < stop_trigger
+    compactions = [table.snapshots.snapshot(i).commit_kind for i in range(1, table.latest_snapshot().id + 1)]
+    assert compactions.count("COMPACT") >= 3 and compactions.count("APPEND") == 30
+    assert all(n == 1 for n in live_places(path).values())
+    assert spark_rows(spark, path) == model.sorted_rows()
+    assert pypaimon_rows(path) == model.sorted_rows()
