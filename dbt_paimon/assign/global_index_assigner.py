@@ -194,50 +194,55 @@ class GlobalIndexAssigner:
             skip |= matched & older.to_numpy(zero_copy_only=False).astype(bool)
         if self.engine == "first-row":
             skip |= matched  # the first version of a key wins; later ones need not be written
+        retract = self._retracts(joined)
+        skip |= retract & ~matched  # deleting a key that is not there changes nothing
+        drop = retract & matched & ~skip  # keys this batch deletes, where they live
+        active = ~skip & ~retract
 
         table_cols = self.schema.field_names
         buckets = np.full(n, -1, dtype=np.int32)
         old_bucket = joined.column(OLD_BUCKET).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-        deletes = None
+        deletes = [self._delete_rows(joined, drop, old_bucket)] if drop.any() else []
+        if drop.any() and self.mode == "KEY_DYNAMIC":
+            self._decrement(joined, drop)
+        new = ~matched & active
         if self.mode == "HASH_FIXED":
-            new = ~matched & ~skip
-            update = matched & ~skip
+            update = matched & active
             hk = self.schema.bucket_keys
             hashes = key_hashes([joined.column(k) for k in hk], [self.schema.field(k).type for k in hk])
             buckets = java_bucket(hashes, self.schema.core.bucket).astype(np.int32)
             out = joined.select(table_cols)
         elif self.mode == "HASH_DYNAMIC":
-            update = matched & ~skip
+            update = matched & active
             buckets[update] = old_bucket[update]
-            new = ~matched & ~skip
             out = joined.select(table_cols + [HASH])
             buckets = self._assign_by_hash(out, new, buckets, index)
         else:
-            update = same & ~skip
+            update = same & active
             buckets[update] = old_bucket[update]
-            new = ~matched & ~skip
             out = joined.select(table_cols)
             if self.action is ExistingAction.DELETE_OLD:
-                move = moved & ~skip
-                deletes = self._delete_rows(joined, move, old_bucket)
-                self._decrement(joined, move)
+                move = moved & active
+                if move.any():
+                    deletes.append(self._delete_rows(joined, move, old_bucket))
+                    self._decrement(joined, move)
                 counts.moved += int(move.sum())
                 new = new | move
             elif self.action is ExistingAction.USE_OLD:
-                use_old = moved & ~skip
+                use_old = moved & active
                 out = self._rewrite_partition(joined, use_old)
                 buckets[use_old] = old_bucket[use_old]
                 update = update | use_old
             buckets = self._assign_new(out, new, buckets)
-        keep = ~skip
-        counts.inserted += int((~matched & keep).sum())
+        counts.inserted += int((~matched & active).sum())
         counts.updated += int(update.sum())
+        counts.deleted += int(drop.sum())
         counts.skipped += int(skip.sum())
         out = out.append_column(BUCKET, pa.array(buckets, pa.int32()))
         out = out.append_column(KIND, pa.array(np.full(n, INSERT, dtype=np.int8)))
-        out = out.filter(pa.array(keep))
-        if deletes is not None and deletes.num_rows:
-            out = pa.concat_tables([out, deletes])
+        out = out.filter(pa.array(active))
+        if deletes:
+            out = pa.concat_tables([out] + deletes)
         return AssignResult(out, counts)
 
     # ---- pieces ----------------------------------------------------------------------------
@@ -321,6 +326,19 @@ class GlobalIndexAssigner:
             part = tuple(r[old_column(p)] for p in self.partition_keys)
             self.assigner.decrement(part, r[OLD_BUCKET], r["count_all"])
 
+    def _retracts(self, rows: pa.Table) -> np.ndarray:
+        """Rows the batch asks to delete through the `rowkind.field` column ('-D' or '-U')."""
+        field = self.schema.core.get("rowkind.field")
+        if not field:
+            return np.zeros(rows.num_rows, dtype=bool)
+        kinds = rows.column(field)
+        valid = pc.is_in(kinds, value_set=pa.array(["+I", "-U", "+U", "-D"]))
+        bad = pc.invert(pc.fill_null(valid, False)).to_numpy(zero_copy_only=False).astype(bool)
+        if bad.any():
+            raise DataError(f"rowkind.field column {field!r} must hold +I, -U, +U or -D; found "
+                            f"{rows.column(field).filter(pa.array(bad)).unique().to_pylist()[:5]}")
+        return pc.is_in(kinds, value_set=pa.array(["-U", "-D"])).to_numpy(zero_copy_only=False).astype(bool)
+
     def _delete_rows(self, joined: pa.Table, move: np.ndarray, old_bucket: np.ndarray) -> pa.Table:
         """-D rows for keys leaving their partition: key and old partition values, other fields null,
         as Paimon's ExistingProcessor builds them."""
@@ -334,9 +352,13 @@ class GlobalIndexAssigner:
                 arrays.append(picked.column(old_column(f.name)))
             else:
                 arrays.append(pa.nulls(m, f.type.to_arrow()))
+        names = list(self.schema.field_names)
+        if self.mode == "HASH_DYNAMIC":
+            arrays.append(picked.column(HASH))
+            names.append(HASH)
         arrays.append(pa.array(old_bucket[move], pa.int32()))
         arrays.append(pa.array(np.full(m, DELETE, dtype=np.int8)))
-        return pa.Table.from_arrays(arrays, names=self.schema.field_names + [BUCKET, KIND])
+        return pa.Table.from_arrays(arrays, names=names + [BUCKET, KIND])
 
     def _rewrite_partition(self, joined: pa.Table, use_old: np.ndarray) -> pa.Table:
         out = joined.select(self.schema.field_names)

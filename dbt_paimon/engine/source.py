@@ -2,6 +2,7 @@
 
     spark.read.format("paimon").load(path)                             # latest snapshot
     spark.read.format("paimon").option("snapshot-id", 3).load(path)   # time travel
+    spark.read.format("paimon").load(path + "$files")                  # a system table
 
 The driver plans the snapshot (manifests only); each input partition carries a few splits, one
 split being one (partition, bucket), which an executor reads and merges with the table's merge
@@ -20,9 +21,11 @@ from pyspark.sql.types import StructType
 from ..store.errors import PaimonError
 from ..store.fileio import FileIO
 from ..store.read import TableRead
+from ..store import system_tables
 from ..store.schema import SchemaManager
 from ..store.table import FileStoreTable
 from .spark_types import for_spark, spark_schema
+from pyspark.sql.pandas.types import from_arrow_schema
 
 SOURCE_NAME = "paimon"
 _ROWS_PER_PARTITION = 1_000_000
@@ -33,17 +36,22 @@ class PaimonDataSource(DataSource):
     def name(cls) -> str:
         return SOURCE_NAME
 
-    def _table(self) -> FileStoreTable:
+    def _path(self) -> tuple[str, str | None]:
         path = self.options.get("path")
         if not path:
             raise PaimonError("the paimon source needs a table path: spark.read.format('paimon').load(path)")
-        return FileStoreTable.open(path)
+        return system_tables.split_name(path)
+
+    def _table(self) -> FileStoreTable:
+        return FileStoreTable.open(self._path()[0])
 
     def _snapshot_id(self) -> int | None:
         value = self.options.get("snapshot-id")
         return int(value) if value not in (None, "") else None
 
     def schema(self) -> StructType:
+        if self._path()[1] is not None:
+            return from_arrow_schema(system_tables.SCHEMAS[self._path()[1]])
         table = self._table()
         sid = self._snapshot_id()
         schema = table.schema
@@ -51,8 +59,24 @@ class PaimonDataSource(DataSource):
             schema = SchemaManager(table.io, table.path).schema(table.snapshots.snapshot(sid).schema_id)
         return spark_schema(schema)
 
-    def reader(self, schema: StructType) -> "PaimonReader":
+    def reader(self, schema: StructType) -> DataSourceReader:
+        system = self._path()[1]
+        if system is not None:
+            return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
         return PaimonReader(self._table(), self._snapshot_id(), schema)
+
+
+class SystemTableReader(DataSourceReader):
+    """Metadata is small and computed on the driver; one partition hands it to Spark."""
+
+    def __init__(self, table: pa.Table):
+        self.blob = pickle.dumps(table)
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from pickle.loads(self.blob).to_batches()
 
 
 class SplitsPartition(InputPartition):

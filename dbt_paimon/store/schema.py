@@ -175,11 +175,18 @@ def build_schema(
         unknown = [c.strip() for c in checked.get(key, "").split(",") if c.strip() and c.strip() not in names]
         if unknown:
             raise SchemaError(f"option {key!r} names column(s) {unknown}, which the table does not have")
-    for key in ("sequence.field", "rowkind.field"):
-        if key in checked:  # accepted by Paimon, but our merge would ignore it: refuse rather than mislead
-            raise SchemaError(f"option {key!r} is not supported by dbt-paimon yet"
-                              + (" (the upsert engine's sequence_by orders versions instead)"
-                                 if key == "sequence.field" else ""))
+    if "sequence.field" in checked:  # accepted by Paimon, but our merge would ignore it: refuse, not mislead
+        raise SchemaError("option 'sequence.field' is not supported by dbt-paimon yet "
+                          "(the upsert engine's sequence_by orders versions instead)")
+    if "rowkind.field" in checked:
+        engine = checked.get("merge-engine", "deduplicate")
+        remove = checked.get("partial-update.remove-record-on-delete", "false") == "true"
+        if engine in ("aggregation", "first-row") or (engine == "partial-update" and not remove):
+            raise SchemaError(f"option 'rowkind.field' lets rows delete keys, which a {engine} table cannot take"
+                              + (" without 'partial-update.remove-record-on-delete'" if engine == "partial-update"
+                                 else ""))
+        if checked["rowkind.field"] in primary_keys:
+            raise SchemaError("option 'rowkind.field' must not name a primary key column")
     fields = []
     for i, f in enumerate(arrow_schema):
         t = from_arrow(f.type, True, f.name)

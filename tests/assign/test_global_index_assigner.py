@@ -77,3 +77,17 @@ def test_sequence_by_skips_older_rows_and_picks_the_newest_in_the_batch():
 def test_duplicate_keys_without_sequence_by_name_the_keys():
     with pytest.raises(DataError, match=r"\{'id': 4\}"):
         GlobalIndexAssigner(_schema()).process(_rows((4, "a", 1), (4, "b", 2)))
+
+
+def test_rowkind_field_deletes_a_key_where_it_lives():
+    arrow = ARROW.append(pa.field("op", pa.string()))
+    schema = build_schema(arrow, ["id"], ["dt"], {"rowkind.field": "op", "dynamic-bucket.target-row-num": "2"})
+    rows = pa.Table.from_pylist([{"id": 1, "dt": "z", "v": None, "op": "-D"}, {"id": 9, "dt": "a", "v": 1, "op": "-D"},
+                                 {"id": 5, "dt": "a", "v": 5, "op": "+I"}], arrow)
+    res = GlobalIndexAssigner(schema).process(rows, _existing((1, "b", 4), (2, "a", 0), (3, "a", 0)))
+    out = sorted((r["id"], r["dt"], r[BUCKET], r[KIND]) for r in res.rows.to_pylist())
+    # 1 is deleted in b/4 where it lives (not in the z its row names); 9 does not exist; 5 opens a/1
+    assert out == [(1, "b", 4, 3), (5, "a", 1, 0)]
+    assert res.counts.as_dict() == dict(inserted=1, updated=0, moved=0, deleted=1, skipped=1)
+    with pytest.raises(DataError, match="must hold"):
+        GlobalIndexAssigner(schema).process(pa.Table.from_pylist([{"id": 1, "dt": "a", "v": 1, "op": "D"}], arrow))

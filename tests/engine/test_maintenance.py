@@ -74,3 +74,48 @@ def test_thirty_upserts_with_compaction_keep_buckets_small(spark, warehouse):
     assert all(n == 1 for n in live_places(path).values())
     assert spark_rows(spark, path) == model.sorted_rows()
     assert pypaimon_rows(path) == model.sorted_rows()
+
+
+def test_rowkind_field_rows_delete_keys_inside_an_upsert(spark, warehouse):
+    path = f"{warehouse}/db.db/rowkind"
+    schema = "id bigint, dt string, v bigint, op string"
+    options = {"rowkind.field": "op"}
+    first = [(i, "ab"[i % 2], i, "+I") for i in range(10)]
+    upsert(spark.createDataFrame(first, schema), path, primary_keys="id", partition_keys="dt", options=options)
+    second = [(3, "zz", None, "-D"), (4, "a", None, "-D"), (42, "a", None, "-D"), (5, "b", 500, "+U"),
+              (6, "b", 600, "+I")]
+    r = upsert(spark.createDataFrame(second, schema), path, primary_keys="id", partition_keys="dt", options=options)
+    assert (r.inserted, r.updated, r.moved, r.deleted, r.skipped) == (0, 1, 1, 2, 1)
+    expected = {i: ("ab"[i % 2], i) for i in range(10) if i not in (3, 4)}
+    expected.update({5: ("b", 500), 6: ("b", 600)})
+    got = {row["id"]: (row["dt"], row["v"]) for row in spark_rows(spark, path)}
+    assert got == expected
+    assert {row["id"]: (row["dt"], row["v"]) for row in pypaimon_rows(path)} == expected
+    assert all(n == 1 for n in live_places(path).values())
+
+
+def test_system_tables_show_snapshots_files_buckets_partitions(spark, warehouse):
+    path = f"{warehouse}/db.db/sys"
+    rows = [{**ROW, "id": i, "dt": f"2023050{i % 3}"} for i in range(12)]
+    upsert(frame(spark, rows), path, primary_keys="id", partition_keys="dt",
+           options={"dynamic-bucket.target-row-num": "2"})
+    delete(spark, path, "id < 3")
+    compact(spark, path)
+
+    def read(name):
+        return spark.read.format("paimon").load(f"{path}${name}").collect()
+
+    assert [(r.snapshot_id, r.commit_kind) for r in read("snapshots")] == [(1, "APPEND"), (2, "APPEND"),
+                                                                           (3, "COMPACT")]
+    table = FileStoreTable.open(path)
+    splits = table.plan().splits
+    files = read("files")
+    assert sorted(r.file_path for r in files) == sorted(f"{s.bucket_path}/{f.file_name}" for s in splits
+                                                       for f in s.files)
+    assert {r.level for r in files} == {5}
+    buckets = read("buckets")
+    assert sum(r.record_count for r in buckets) == 9 and len(buckets) == len(splits)
+    parts = {r.partition: r.record_count for r in read("partitions")}
+    assert parts == {"{20230500}": 3, "{20230501}": 3, "{20230502}": 3}
+    with pytest.raises(Exception, match="unknown system table"):
+        spark.read.format("paimon").load(f"{path}$nope").collect()

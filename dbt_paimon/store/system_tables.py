@@ -1,0 +1,153 @@
+"""System tables, as Paimon names them (`t$snapshots`, `t$files`, `t$buckets`, `t$partitions`):
+metadata of one table as Arrow tables. Built from snapshot JSON and manifests only, never data files.
+
+A partition is shown as Paimon shows it: `{v1, v2}` (partition values in key order), `{}` for an
+unpartitioned table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Callable
+
+import pyarrow as pa
+
+from .errors import PaimonError
+
+SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags")
+
+
+def split_name(path: str) -> tuple[str, str | None]:
+    """`…/t$files` -> (`…/t`, "files"); a plain table path -> (path, None)."""
+    base, sep, system = path.rstrip("/").rpartition("$")
+    if not sep or "/" in system:
+        return path.rstrip("/"), None
+    if system not in SYSTEM_TABLES:
+        raise PaimonError(f"unknown system table ${system} (known: {', '.join('$' + s for s in SYSTEM_TABLES)})")
+    return base, system
+
+
+def _partition_text(values: tuple) -> str:
+    return "{" + ", ".join("null" if v is None else str(v) for v in values) + "}"
+
+
+def _millis(ms: int | None) -> dt.datetime | None:
+    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).replace(tzinfo=None)
+
+
+SNAPSHOTS = pa.schema([
+    ("snapshot_id", pa.int64()), ("schema_id", pa.int64()), ("commit_user", pa.string()),
+    ("commit_identifier", pa.int64()), ("commit_kind", pa.string()), ("commit_time", pa.timestamp("us")),
+    ("base_manifest_list", pa.string()), ("delta_manifest_list", pa.string()), ("index_manifest", pa.string()),
+    ("total_record_count", pa.int64()), ("delta_record_count", pa.int64()),
+])
+FILES = pa.schema([
+    ("partition", pa.string()), ("bucket", pa.int32()), ("file_path", pa.string()), ("file_format", pa.string()),
+    ("schema_id", pa.int64()), ("level", pa.int32()), ("record_count", pa.int64()),
+    ("file_size_in_bytes", pa.int64()), ("min_sequence_number", pa.int64()), ("max_sequence_number", pa.int64()),
+    ("delete_row_count", pa.int64()), ("file_source", pa.string()), ("creation_time", pa.timestamp("us")),
+])
+BUCKETS = pa.schema([
+    ("partition", pa.string()), ("bucket", pa.int32()), ("record_count", pa.int64()),
+    ("file_size_in_bytes", pa.int64()), ("file_count", pa.int64()), ("sorted_runs", pa.int64()),
+    ("last_update_time", pa.timestamp("us")),
+])
+PARTITIONS = pa.schema([
+    ("partition", pa.string()), ("record_count", pa.int64()), ("file_size_in_bytes", pa.int64()),
+    ("file_count", pa.int64()), ("bucket_count", pa.int64()), ("last_update_time", pa.timestamp("us")),
+])
+TAGS = pa.schema([
+    ("tag_name", pa.string()), ("snapshot_id", pa.int64()), ("schema_id", pa.int64()),
+    ("commit_time", pa.timestamp("us")), ("record_count", pa.int64()), ("create_time", pa.timestamp("us")),
+    ("time_retained", pa.string()),
+])
+SCHEMAS = {"snapshots": SNAPSHOTS, "files": FILES, "buckets": BUCKETS, "partitions": PARTITIONS, "tags": TAGS}
+
+
+def snapshots(table) -> pa.Table:
+    mgr = table.snapshots
+    earliest, latest = mgr.earliest_id(), mgr.latest_id()
+    rows = []
+    if latest is not None:
+        for sid in range(earliest or 1, latest + 1):  # per snapshot (metadata), not per row
+            if not table.io.exists(f"{mgr.dir}/snapshot-{sid}"):
+                continue
+            s = mgr.snapshot(sid)
+            rows.append({"snapshot_id": s.id, "schema_id": s.schema_id, "commit_user": s.commit_user,
+                         "commit_identifier": s.commit_identifier, "commit_kind": s.commit_kind,
+                         "commit_time": _millis(s.time_millis), "base_manifest_list": s.base_manifest_list,
+                         "delta_manifest_list": s.delta_manifest_list, "index_manifest": s.index_manifest,
+                         "total_record_count": s.total_record_count, "delta_record_count": s.delta_record_count})
+    return pa.Table.from_pylist(rows, SNAPSHOTS)
+
+
+def _splits(table, snapshot_id):
+    return table.plan(snapshot_id).splits
+
+
+def files(table, snapshot_id: int | None = None) -> pa.Table:
+    rows = []
+    for s in _splits(table, snapshot_id):
+        part = _partition_text(s.partition_values)
+        for f in s.files:
+            rows.append({"partition": part, "bucket": s.bucket, "file_path": f"{s.bucket_path}/{f.file_name}",
+                         "file_format": f.file_name.rsplit(".", 1)[-1], "schema_id": f.schema_id, "level": f.level,
+                         "record_count": f.row_count, "file_size_in_bytes": f.file_size,
+                         "min_sequence_number": f.min_sequence_number, "max_sequence_number": f.max_sequence_number,
+                         "delete_row_count": f.delete_row_count,
+                         "file_source": {0: "APPEND", 1: "COMPACT"}.get(f.file_source, None),
+                         "creation_time": f.creation_time.replace(tzinfo=None) if f.creation_time else None})
+    return pa.Table.from_pylist(rows, FILES)
+
+
+def buckets(table, snapshot_id: int | None = None) -> pa.Table:
+    rows = []
+    for s in _splits(table, snapshot_id):
+        level0 = sum(1 for f in s.files if f.level == 0)
+        times = [f.creation_time for f in s.files if f.creation_time]
+        rows.append({"partition": _partition_text(s.partition_values), "bucket": s.bucket,
+                     "record_count": sum(f.row_count for f in s.files),
+                     "file_size_in_bytes": sum(f.file_size for f in s.files), "file_count": len(s.files),
+                     "sorted_runs": level0 + len({f.level for f in s.files if f.level > 0}),
+                     "last_update_time": max(times).replace(tzinfo=None) if times else None})
+    return pa.Table.from_pylist(rows, BUCKETS)
+
+
+def partitions(table, snapshot_id: int | None = None) -> pa.Table:
+    per: dict[str, dict] = {}
+    for s in _splits(table, snapshot_id):
+        key = _partition_text(s.partition_values)
+        p = per.setdefault(key, {"partition": key, "record_count": 0, "file_size_in_bytes": 0, "file_count": 0,
+                                 "bucket_count": 0, "last_update_time": None})
+        p["record_count"] += sum(f.row_count for f in s.files)
+        p["file_size_in_bytes"] += sum(f.file_size for f in s.files)
+        p["file_count"] += len(s.files)
+        p["bucket_count"] += 1
+        times = [f.creation_time.replace(tzinfo=None) for f in s.files if f.creation_time]
+        if times and (p["last_update_time"] is None or max(times) > p["last_update_time"]):
+            p["last_update_time"] = max(times)
+    return pa.Table.from_pylist(sorted(per.values(), key=lambda r: r["partition"]), PARTITIONS)
+
+
+def tags(table) -> pa.Table:
+    from .tags import TagManager
+
+    rows = []
+    for tag in TagManager(table.io, table.path).tags():
+        s = tag.snapshot
+        rows.append({"tag_name": tag.name, "snapshot_id": s.id, "schema_id": s.schema_id,
+                     "commit_time": _millis(s.time_millis), "record_count": s.total_record_count,
+                     "create_time": tag.create_time,
+                     "time_retained": str(tag.time_retained) if tag.time_retained is not None else None})
+    return pa.Table.from_pylist(rows, TAGS)
+
+
+_BUILDERS: dict[str, Callable] = {"snapshots": snapshots, "files": files, "buckets": buckets,
+                                  "partitions": partitions, "tags": tags}
+
+
+def read(table, name: str, snapshot_id: int | None = None) -> pa.Table:
+    """The system table `name` of `table` (as of snapshot_id where that applies)."""
+    if name in ("snapshots", "tags"):
+        return _BUILDERS[name](table)
+    return _BUILDERS[name](table, snapshot_id)
