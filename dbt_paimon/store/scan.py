@@ -77,8 +77,19 @@ class FileStoreScan:
             parts = list(pool.map(lambda m: self.manifests.read(m.file_name), metas))
         return [e for p in parts for e in p]
 
-    def plan(self, snapshot_id: int | None = None, partition_filter: PartitionFilter = None) -> Plan:
-        snapshot = self.snapshots.snapshot(snapshot_id) if snapshot_id is not None else self.snapshots.latest()
+    def plan(self, snapshot_id: int | None = None, partition_filter: PartitionFilter = None,
+             tag: str | None = None) -> Plan:
+        """Splits of the latest snapshot, of snapshot `snapshot_id`, or of the snapshot tag `tag` holds."""
+        if tag is not None:
+            if snapshot_id is not None:
+                raise PaimonError("read as of a snapshot id or a tag, not both")
+            from .tags import TagManager
+            snapshot = TagManager(self.io, self.table_path).get_or_throw(tag).snapshot
+        else:
+            snapshot = self.snapshots.snapshot(snapshot_id) if snapshot_id is not None else self.snapshots.latest()
+        return self.plan_snapshot(snapshot, partition_filter)
+
+    def plan_snapshot(self, snapshot: Snapshot | None, partition_filter: PartitionFilter = None) -> Plan:
         if snapshot is None:
             return Plan(None, [])
         live = merge_entries(self.read_entries(snapshot))

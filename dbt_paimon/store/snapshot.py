@@ -125,6 +125,21 @@ class SnapshotManager:
             raise CorruptTableError(f"snapshot {snapshot_id} does not exist ({path})") from None
         return Snapshot.from_json(text, where=path)
 
+    def try_snapshot(self, snapshot_id: int) -> Snapshot | None:
+        """The snapshot, or None when its file is gone (expired or rolled back meanwhile)."""
+        try:
+            text = self.io.read_text(self.path(snapshot_id))
+        except FileNotFoundError:
+            return None
+        return Snapshot.from_json(text, where=self.path(snapshot_id))
+
+    def delete(self, snapshot_id: int) -> bool:
+        return self.io.delete(self.path(snapshot_id))
+
+    def earliest_hint(self) -> int | None:
+        """The id the EARLIEST hint holds (None when absent or unreadable)."""
+        return self._hint("EARLIEST")
+
     def latest(self) -> Snapshot | None:
         n = self.latest_id()
         return None if n is None else self.snapshot(n)

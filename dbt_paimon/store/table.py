@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +20,10 @@ from .read import TableRead
 from .scan import FileStoreScan, PartitionFilter, Plan
 from .schema import SchemaManager, TableSchema, build_schema
 from .snapshot import APPEND, Snapshot, SnapshotManager
+
+if TYPE_CHECKING:
+    from .expire import ExpireResult, RollbackResult
+    from .tags import Tag, TagManager
 
 _BUCKET_COL = "__paimon_bucket"
 
@@ -75,16 +79,68 @@ class FileStoreTable:
     def new_scan(self) -> FileStoreScan:
         return FileStoreScan(self.io, self.path, self.schema)
 
-    def plan(self, snapshot_id: int | None = None, partition_filter: PartitionFilter = None) -> Plan:
-        return self.new_scan().plan(snapshot_id, partition_filter)
+    def plan(self, snapshot_id: int | None = None, partition_filter: PartitionFilter = None,
+             tag: str | None = None) -> Plan:
+        return self.new_scan().plan(snapshot_id, partition_filter, tag=tag)
 
     def new_read(self, projection: Sequence[str] | None = None) -> TableRead:
         return TableRead(self.io, self.path, self.schema, projection)
 
     def to_arrow(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
-                 partition_filter: PartitionFilter = None) -> pa.Table:
-        plan = self.plan(snapshot_id, partition_filter)
+                 partition_filter: PartitionFilter = None, tag: str | None = None) -> pa.Table:
+        plan = self.plan(snapshot_id, partition_filter, tag=tag)
         return self.new_read(columns).read(plan.splits)
+
+    # ---- maintenance: expiration, tags, rollback -----------------------------------------------
+    def expire_snapshots(self, retain_max: int | None = None, retain_min: int | None = None,
+                         time_retained_ms: int | None = None, max_deletes: int | None = None,
+                         now_ms: int | None = None) -> "ExpireResult":
+        """Expire snapshots by the table's snapshot.* options (Paimon's defaults), each of them
+        overridable (as Paimon's expire_snapshots procedure), and delete the files nothing retained
+        references. Run it after a commit, as Paimon does."""
+        import dataclasses
+
+        from .expire import ExpireConfig, SnapshotExpiration
+        config = ExpireConfig.from_options(self.schema)
+        overrides = {k: v for k, v in (("retain_max", retain_max), ("retain_min", retain_min),
+                                       ("time_retained_ms", time_retained_ms), ("max_deletes", max_deletes))
+                     if v is not None}
+        config = dataclasses.replace(config, **overrides)
+        clock = None if now_ms is None else (lambda: now_ms)
+        return SnapshotExpiration(self.io, self.path, self.schema, config, now_ms=clock).expire()
+
+    @property
+    def tags(self) -> "TagManager":
+        from .tags import TagManager
+        return TagManager(self.io, self.path)
+
+    def create_tag(self, name: str, snapshot_id: int | None = None, time_retained=None,
+                   ignore_if_exists: bool = False) -> "Tag":
+        """Tag a snapshot (default: the latest). time_retained: a datetime.timedelta or a duration
+        such as '1d' (then the tag records its create time and expires by expire_tags())."""
+        import datetime as dt
+
+        from .options import parse_duration_ms
+        if isinstance(time_retained, str):
+            time_retained = dt.timedelta(milliseconds=parse_duration_ms("time_retained", time_retained))
+        return self.tags.create(name, snapshot_id, time_retained, ignore_if_exists)
+
+    def delete_tag(self, name: str) -> bool:
+        from .expire import FileDeletion
+        return self.tags.delete(name, FileDeletion(self.io, self.path, self.schema))
+
+    def list_tags(self) -> list["Tag"]:
+        return self.tags.tags()
+
+    def expire_tags(self, now=None, older_than=None) -> list[str]:
+        from .expire import expire_tags
+        return expire_tags(self.io, self.path, self.schema, now, older_than)
+
+    def rollback_to(self, target: int | str) -> "RollbackResult":
+        """Roll back to a snapshot id (int) or a tag name (str): later snapshots, tags of later
+        snapshots and the files only they referenced are removed."""
+        from .expire import rollback
+        return rollback(self.io, self.path, self.schema, target)
 
     # ---- write ---------------------------------------------------------------------------------
     def new_write(self, next_sequence: Mapping[tuple[bytes, int], int] | None = None) -> "TableWrite":
