@@ -2,6 +2,7 @@
 
     spark.read.format("paimon").load(path)                             # latest snapshot
     spark.read.format("paimon").option("snapshot-id", 3).load(path)   # time travel
+    spark.read.format("paimon").option("tag", "v1").load(path)         # ... to a tag
     spark.read.format("paimon").load(path + "$files")                  # a system table
 
 The driver plans the snapshot (manifests only); each input partition carries a few splits, one
@@ -46,24 +47,35 @@ class PaimonDataSource(DataSource):
         return FileStoreTable.open(self._path()[0])
 
     def _snapshot_id(self) -> int | None:
-        value = self.options.get("snapshot-id")
+        value = self.options.get("snapshot-id") or self.options.get("scan.snapshot-id")
+        if value and self._tag():
+            raise PaimonError("give either snapshot-id or tag, not both")
         return int(value) if value not in (None, "") else None
+
+    def _tag(self) -> str | None:
+        return self.options.get("tag") or self.options.get("scan.tag-name") or None
+
+    def _schema_id(self, table: FileStoreTable) -> int | None:
+        if self._tag():  # the tag holds its snapshot, which may have expired since
+            return table.tags.get_or_throw(self._tag()).snapshot.schema_id
+        sid = self._snapshot_id()
+        return table.snapshots.snapshot(sid).schema_id if sid is not None else None
 
     def schema(self) -> StructType:
         if self._path()[1] is not None:
             return from_arrow_schema(system_tables.SCHEMAS[self._path()[1]])
         table = self._table()
-        sid = self._snapshot_id()
+        schema_id = self._schema_id(table)
         schema = table.schema
-        if sid is not None:  # time travel reads with the schema of that snapshot
-            schema = SchemaManager(table.io, table.path).schema(table.snapshots.snapshot(sid).schema_id)
+        if schema_id is not None:  # time travel reads with the schema of that snapshot
+            schema = SchemaManager(table.io, table.path).schema(schema_id)
         return spark_schema(schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         system = self._path()[1]
         if system is not None:
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
-        return PaimonReader(self._table(), self._snapshot_id(), schema)
+        return PaimonReader(self._table(), self._snapshot_id(), schema, self._tag())
 
 
 class SystemTableReader(DataSourceReader):
@@ -85,12 +97,13 @@ class SplitsPartition(InputPartition):
 
 
 class PaimonReader(DataSourceReader):
-    def __init__(self, table: FileStoreTable, snapshot_id: int | None, schema: StructType):
+    def __init__(self, table: FileStoreTable, snapshot_id: int | None, schema: StructType, tag: str | None = None):
         self.path = table.path
-        plan = table.plan(snapshot_id)
+        plan = table.plan(snapshot_id, tag=tag)
         self.splits = plan.splits
         self.table_schema = table.schema
-        if plan.snapshot is not None and plan.snapshot.schema_id != table.schema.id and snapshot_id is not None:
+        travelled = snapshot_id is not None or tag is not None
+        if plan.snapshot is not None and plan.snapshot.schema_id != table.schema.id and travelled:
             self.table_schema = SchemaManager(table.io, table.path).schema(plan.snapshot.schema_id)
         self.columns = [f.name for f in schema.fields]
 

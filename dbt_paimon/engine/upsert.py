@@ -253,15 +253,20 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
 
 
 def after_commit(spark: SparkSession, path: str, schema: TableSchema) -> list[int]:
-    """Compaction a commit calls for: first-row tables always (Paimon's batch readers skip their
-    level-0 files), others when a bucket reached num-sorted-run.compaction-trigger sorted runs.
-    A compaction that loses a race is logged; the next commit tries again."""
+    """What Paimon's writers do after a commit: compaction (first-row tables always, since Paimon's
+    batch readers skip their level-0 files; others when a bucket reached
+    num-sorted-run.compaction-trigger sorted runs), then snapshot expiration by the snapshot.*
+    options. A compaction that loses a race is logged; the next commit tries again."""
+    extra = []
     try:
         sid = compact(spark, path) if schema.core.merge_engine == "first-row" else auto_compact(spark, path)
+        extra = [sid] if sid else []
     except CommitConflictError as e:
         log.warning("compaction of %s lost a race with another commit and will run after the next one: %s", path, e)
-        return []
-    return [sid] if sid else []
+    expired = FileStoreTable.open(path).expire_snapshots()
+    if expired.expired:
+        log.info("expired snapshots %s of %s", list(expired.expired), path)
+    return extra
 
 
 def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, sequence_by: str | None,

@@ -140,6 +140,11 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
         raise SchemaError(f"option 'fields.default-aggregate-function': unknown function "
                           f"{out['fields.default-aggregate-function']!r}")
     _check_merge_options(out)
+    rmin = int(out.get("snapshot.num-retained.min", "10"))
+    rmax = int(out.get("snapshot.num-retained.max", str(2**31 - 1)))
+    if rmin < 1 or rmin > rmax:
+        raise SchemaError(f"snapshot.num-retained.min ({rmin}) must be at least 1 and at most "
+                          f"snapshot.num-retained.max ({rmax}), as Paimon requires")
     return out
 
 

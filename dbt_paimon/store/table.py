@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
@@ -141,6 +143,30 @@ class FileStoreTable:
         snapshots and the files only they referenced are removed."""
         from .expire import rollback
         return rollback(self.io, self.path, self.schema, target)
+
+    # ---- schema evolution ----------------------------------------------------------------------
+    # Options that decide where rows live or how versions merge: changing them would misread the data.
+    FIXED_OPTIONS = ("bucket", "bucket-key", "merge-engine", "rowkind.field", "sequence.field",
+                     "partition.default-name", "file.format")
+
+    def alter_options(self, set_options: Mapping[str, object] | None = None,
+                      reset: Sequence[str] = ()) -> TableSchema:
+        """ALTER TABLE ... SET / RESET options: a new schema-N, as Paimon writes it; data untouched."""
+        from . import options as opts
+
+        changes = opts.validate(set_options or {}, self.schema.field_names)
+        fixed = [k for k in list(changes) + list(reset) if k in self.FIXED_OPTIONS or k.startswith("fields.")
+                 and k.endswith(".aggregate-function")]
+        if fixed:
+            raise SchemaError(f"option(s) {fixed} cannot change on an existing table (rebuild it instead)")
+        merged = {k: v for k, v in self.schema.options.items() if k not in reset}
+        merged.update(changes)
+        opts.validate(merged, self.schema.field_names)
+        evolved = dataclasses.replace(self.schema, id=self.schema.id + 1, options=merged,
+                                      time_millis=int(time.time() * 1000))
+        SchemaManager(self.io, self.path).commit(evolved)
+        self.schema = evolved
+        return evolved
 
     # ---- write ---------------------------------------------------------------------------------
     def new_write(self, next_sequence: Mapping[tuple[bytes, int], int] | None = None) -> "TableWrite":

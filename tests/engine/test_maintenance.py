@@ -18,12 +18,15 @@ def _partition_dirs(path):
     return sorted(d for d in os.listdir(path) if d.startswith("dt="))
 
 
-def test_delete_writes_new_files_then_full_compaction_drops_them(spark, warehouse):
+def test_the_seeds_walkthrough_insert_delete_compact_alter_expire(spark, warehouse):
+    """insert 1 row; insert 9 rows in 9 partitions; DELETE WHERE dt >= '20230503'; full compact;
+    ALTER the retention; expire: snapshot kinds APPEND, APPEND, APPEND, COMPACT, the delete writing
+    new files (no partition removed) and 2 rows left, in our reader and in pypaimon."""
     path = f"{warehouse}/db.db/seeds"
-    upsert(frame(spark, [ROW]), path, primary_keys="id", partition_keys="dt")
+    upsert(frame(spark, [{**ROW, "id": 1}]), path, primary_keys="id", partition_keys="dt")
     nine = [{**ROW, "id": i, "dt": f"2023050{i}", "v": i} for i in range(1, 10)]
     upsert(frame(spark, nine), path, primary_keys="id", partition_keys="dt")
-    before = {f for s in FileStoreTable.open(path).plan().splits for f in (x.file_name for x in s.files)}
+    before = {f.file_name for s in FileStoreTable.open(path).plan().splits for f in s.files}
     dirs = _partition_dirs(path)
 
     result = delete(spark, path, "dt >= '20230503'")
@@ -32,7 +35,7 @@ def test_delete_writes_new_files_then_full_compaction_drops_them(spark, warehous
     after = {f.file_name for s in table.plan().splits for f in s.files}
     assert before < after  # only new files (holding the -D records); nothing removed
     assert _partition_dirs(path) == dirs
-    expected = [(0, "20230501"), (1, "20230501"), (2, "20230502")]
+    expected = [(1, "20230501"), (2, "20230502")]
     assert [(r["id"], r["dt"]) for r in spark_rows(spark, path)] == expected
     assert [(r["id"], r["dt"]) for r in pypaimon_rows(path)] == expected
 
@@ -41,9 +44,33 @@ def test_delete_writes_new_files_then_full_compaction_drops_them(spark, warehous
     kinds = [table.snapshots.snapshot(i).commit_kind for i in range(1, sid + 1)]
     assert kinds == ["APPEND", "APPEND", "APPEND", "COMPACT"]
     splits = table.plan().splits
-    assert all(len(s.files) == 1 and s.files[0].level == 5 and s.files[0].delete_row_count == 0 for s in splits)
-    assert sum(s.row_count for s in splits) == 3  # the deletes are gone with the rows they removed
+    assert all(s.files[0].level == 5 and not s.files[0].delete_row_count for s in splits)
+    assert sum(s.row_count for s in splits) == 2  # the deletes went with the rows they removed
+
+    table.alter_options({"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1"})
+    assert FileStoreTable.open(path).schema.id == 1
+    expired = FileStoreTable.open(path).expire_snapshots()
+    assert list(expired.expired) == [1, 2, 3]
+    assert [r.snapshot_id for r in spark.read.format("paimon").load(f"{path}$snapshots").collect()] == [4]
+    live = {f"{s.bucket_path}/{f.file_name}" for s in FileStoreTable.open(path).plan().splits for f in s.files}
+    on_disk = {os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.startswith("data-")}
+    assert on_disk == live
+    assert [(r["id"], r["dt"]) for r in spark_rows(spark, path)] == expected
     assert [(r["id"], r["dt"]) for r in pypaimon_rows(path)] == expected
+
+
+def test_tags_time_travel_and_rollback_through_spark(spark, warehouse):
+    path = f"{warehouse}/db.db/tags"
+    upsert(frame(spark, [{**ROW, "id": 1}]), path, primary_keys="id", partition_keys="dt")
+    FileStoreTable.open(path).create_tag("v1")
+    upsert(frame(spark, [{**ROW, "id": 1, "dt": "b", "v": 9}, {**ROW, "id": 2}]), path, primary_keys="id",
+           partition_keys="dt")
+    tagged = spark.read.format("paimon").option("tag", "v1").load(path).collect()
+    assert [(r.id, r.dt, r.v) for r in tagged] == [(1, "20230501", 0)]
+    assert [r.tag_name for r in spark.read.format("paimon").load(f"{path}$tags").collect()] == ["v1"]
+    FileStoreTable.open(path).rollback_to("v1")
+    assert [(r["id"], r["dt"]) for r in spark_rows(spark, path)] == [(1, "20230501")]
+    assert [(r["id"], r["dt"]) for r in pypaimon_rows(path)] == [(1, "20230501")]
 
 
 def test_delete_refuses_a_bad_predicate_and_engines_without_deletes(spark, warehouse):
