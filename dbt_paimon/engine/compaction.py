@@ -45,9 +45,25 @@ def auto_compact(spark: SparkSession, path: str) -> int | None:
     core = table.schema.core
     if (core.get("write-only") or "false").lower() == "true":
         return None
+    delta_commits = core.get("full-compaction.delta-commits")
+    if delta_commits and _appends_since_compaction(table) >= int(delta_commits):
+        return compact(spark, path)  # every bucket, as Paimon's full-compaction.delta-commits does
     trigger = core.num_sorted_run_compaction_trigger
     due = [(s.partition, s.bucket) for s in table.plan().splits if sorted_runs(s) >= trigger]
     return compact(spark, path, due) if due else None
+
+
+def _appends_since_compaction(table: FileStoreTable) -> int:
+    """APPEND snapshots since the latest COMPACT one (walking back over retained snapshots only)."""
+    mgr = table.snapshots
+    latest, earliest = mgr.latest_id(), mgr.earliest_id() or 1
+    count = 0
+    for sid in range(latest or 0, earliest - 1, -1):  # per snapshot (metadata), newest first
+        snap = mgr.try_snapshot(sid)
+        if snap is None or snap.commit_kind == COMPACT:
+            break
+        count += 1
+    return count
 
 
 def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]] | None = None) -> int | None:

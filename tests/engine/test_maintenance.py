@@ -146,3 +146,15 @@ def test_system_tables_show_snapshots_files_buckets_partitions(spark, warehouse)
     assert parts == {"{20230500}": 3, "{20230501}": 3, "{20230502}": 3}
     with pytest.raises(Exception, match="unknown system table"):
         spark.read.format("paimon").load(f"{path}$nope").collect()
+
+
+def test_full_compaction_every_delta_commits(spark, warehouse):
+    path = f"{warehouse}/db.db/delta_commits"
+    options = {"full-compaction.delta-commits": "2"}
+    for i in range(4):
+        upsert(frame(spark, [{**ROW, "id": i, "dt": "ab"[i % 2]}]), path, primary_keys="id", partition_keys="dt",
+               options=options)
+    table = FileStoreTable.open(path)
+    kinds = [table.snapshots.snapshot(i).commit_kind for i in range(1, table.latest_snapshot().id + 1)]
+    assert kinds == ["APPEND", "APPEND", "COMPACT", "APPEND", "APPEND", "COMPACT"]
+    assert all(f.level == 5 for s in table.plan().splits for f in s.files)
