@@ -2,7 +2,7 @@
 # One entry point for a fresh machine (Python 3.11 + Java 17): sets up .venv, then runs a job.
 #   bash run.sh demo   - the demo
 #   bash run.sh test   - the whole test suite
-#   bash run.sh bench  - benchmarks (bench/)
+#   bash run.sh bench  - benchmarks against the peers (bench/run.py, in bench/.venv)
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3.11}
@@ -17,6 +17,6 @@ export PYTHONHASHSEED=0
 case "${1:-}" in
   demo)  shift; exec "$VENV/bin/python" -m dbt_paimon.demo "$@" ;;
   test)  shift; exec "$VENV/bin/python" -m pytest -q "$@" ;;
-  bench) shift; exec "$VENV/bin/python" bench/store_bench.py "$@" ;;
+  bench) shift; exec bash bench/bench.sh "$@" ;;
   *) echo "usage: bash run.sh demo|test|bench" >&2; exit 2 ;;
 esac

@@ -1,0 +1,23 @@
+"""The systems under test, one module each, behind the Peer interface of peers.base.
+
+ORDER is the order of the report; the first is the reference every ratio is taken against.
+"""
+
+from importlib import import_module
+
+ORDER = ["dbt-paimon", "dbt-run", "pypaimon-rust", "pypaimon", "deltalake", "pyiceberg", "pyarrow-probe"]
+_MODULES = {
+    "dbt-paimon": "dbt_paimon_engine",
+    "dbt-run": "dbt_run",
+    "pypaimon-rust": "pypaimon_rust_native",
+    "pypaimon": "pypaimon_python",
+    "deltalake": "deltalake_merge",
+    "pyiceberg": "pyiceberg_upsert",
+    "pyarrow-probe": "pyarrow_probe",
+}
+REFERENCE = ORDER[0]
+
+
+def get(name: str):
+    """A fresh Peer instance for a system name (its module is imported only now)."""
+    return import_module(f"peers.{_MODULES[name]}").Peer()

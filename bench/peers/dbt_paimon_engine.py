@@ -1,0 +1,140 @@
+"""dbt-paimon's Spark engine: `dbt_paimon.engine.upsert` into a cross-partition table.
+
+Table: primary key (id) only, partitioned by dt, bucket -1, so Paimon's KEY_DYNAMIC mode: a key
+whose dt changes is deleted from its old partition and written into the new one.
+The SparkSession (local[2], one JVM) is started before the clock runs, like the session a dbt run
+already has; its start-up is reported apart. The batch is cached in Spark before timing so that the
+upsert is measured from in-memory rows, as for the Python peers that get an Arrow table.
+Read-back uses the project's own store reader (dbt_paimon.store), not Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from peers.base import Peer as Base
+
+TABLE_OPTIONS = {"bucket": "-1"}
+
+
+def spark_session(event_dir: str | None = None):
+    from pyspark.sql import SparkSession
+
+    conf = {
+        "spark.master": "local[2]",
+        "spark.driver.memory": os.environ.get("BENCH_SPARK_DRIVER_MEMORY", "6g"),
+        "spark.sql.shuffle.partitions": "4",       # 2 cores: Spark's default of 200 is all overhead
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+    if event_dir:   # Spark's event log gives the per-stage profile (where the time goes) for free
+        os.makedirs(event_dir, exist_ok=True)
+        conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + os.path.abspath(event_dir),
+                     "spark.eventLog.compress": "false"})
+    conf.update(json.loads(os.environ.get("BENCH_SPARK_CONF", "{}")))   # run.py --spark-conf k=v
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)             # workers use the bench venv
+    b = SparkSession.builder.appName("dbt-paimon-bench")
+    for k, v in conf.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.range(1).count()   # first job: JIT and executor start belong to start-up, not to the upsert
+    return spark
+
+
+class Peer(Base):
+    label = "dbt-paimon engine"
+    note = "Spark local[2], cross-partition (bucket -1, PK id, partitioned by dt)"
+    second_reader = "pypaimon-rust reader"
+
+    def available(self):
+        try:
+            from dbt_paimon.engine import upsert  # noqa: F401
+        except ImportError as e:
+            return f"dbt_paimon.engine.upsert not importable ({e})"
+        return None
+
+    def versions(self):
+        import pyspark
+        return {"pyspark": pyspark.__version__}
+
+    def start(self, work_dir):
+        self.events = os.path.join(work_dir, "spark-events")
+        self.window = (float("inf"), float("inf"))
+        self.spark = spark_session(self.events)
+
+    def stop(self):
+        self.spark.stop()   # also flushes the event log that profile() reads
+
+    def _table(self, work_dir):
+        return os.path.join(work_dir, "warehouse", "bench.db", "t")
+
+    def _upsert(self, df, work_dir):
+        from dbt_paimon.engine import upsert
+        return upsert(df, self._table(work_dir), primary_keys=["id"], partition_keys=["dt"],
+                      options=dict(TABLE_OPTIONS))
+
+    def setup(self, work_dir, base_path):
+        self._upsert(self.spark.read.parquet(base_path), work_dir)   # first write creates the table
+
+    def load_batch(self, batch_path):
+        df = self.spark.read.parquet(batch_path).cache()
+        df.count()
+        return df
+
+    def upsert(self, work_dir, batch):
+        self.window = (time.time() * 1000, float("inf"))
+        facts = _facts(self._upsert(batch, work_dir))
+        self.window = (self.window[0], time.time() * 1000)
+        return facts
+
+    def profile(self):
+        """The Spark stages the timed upsert ran, longest first (name, seconds, tasks), and the time in
+        which no stage ran: driver-side planning, bootstrap listing, commit, Python start-up."""
+        stages, spans = [], []
+        files = [os.path.join(d, n) for d, _, names in os.walk(self.events) for n in names
+                 if not n.startswith(".")]   # Spark 4: eventlog_v2_<app>/events_<n>_<app>[.inprogress]
+        for path in files:
+            with open(path) as f:
+                for line in f:
+                    e = json.loads(line)
+                    if e.get("Event") != "SparkListenerStageCompleted":
+                        continue
+                    info = e["Stage Info"]
+                    start, end = info.get("Submission Time"), info.get("Completion Time")
+                    if start and end and self.window[0] <= start <= self.window[1]:
+                        stages.append({"stage": info["Stage ID"], "name": info["Stage Name"],
+                                       "seconds": (end - start) / 1000, "tasks": info["Number of Tasks"]})
+                        spans.append((start, end))
+        busy, reach = 0.0, float("-inf")   # union of the stage intervals
+        for a, b in sorted(spans):
+            busy += max(0.0, b - max(a, reach))
+            reach = max(reach, b)
+        return {"stages": sorted(stages, key=lambda s: -s["seconds"]),
+                "no_stage_running_seconds": round((self.window[1] - self.window[0] - busy) / 1000, 3)}
+
+    def check(self, info, case):
+        """The engine's own counts must match the batch's mix (only the unambiguous ones)."""
+        want = {"inserted": case["new_keys"], "moved": case["moves"]}
+        bad = {k: (info[k], v) for k, v in want.items() if k in info and info[k] != v}
+        return f"engine counts (got, expected): {bad}" if bad else None
+
+    def read_back(self, work_dir):
+        from dbt_paimon.store.table import FileStoreTable
+        return FileStoreTable.open(self._table(work_dir)).to_arrow()
+
+    def second_opinion(self, work_dir):
+        """Apache Paimon's Rust reader on our table: right for us is not enough, right for Paimon is."""
+        from peers import pypaimon_rust_native
+        return pypaimon_rust_native.Peer().read_back(work_dir)
+
+
+def _facts(result) -> dict:
+    """The engine's result as JSON-able facts (snapshot id, counts), whatever its exact class."""
+    fields = getattr(result, "__dict__", None) or {
+        k: getattr(result, k) for k in dir(result) if not k.startswith("_") and not callable(getattr(result, k))}
+    return {k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v) for k, v in fields.items()}

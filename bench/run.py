@@ -1,0 +1,311 @@
+"""Cross-partition upsert benchmark: dbt-paimon against its peers, same data, every result checked.
+
+    python bench/run.py [--workload W1|W2|W3|all] [--scale F] [--systems a,b,...] [--keep]
+
+Per case (W1, W2, W3-1M, W3-10M; see data.py) and system (see peers/): set up the base table in one
+fresh process, then time the upsert of the batch in another, read its peak RSS, read the table back
+and compare its checksum with the model's (model.py). A failed check marks the figure INVALID.
+Prints a table, writes bench/results/<date>.json (<date>-s<F>.json below full scale; -2, -3 ... for
+later runs of the day, never overwriting) and a PNG chart beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+import data  # noqa: E402
+import model  # noqa: E402
+import peers  # noqa: E402
+
+RESULTS_DIR = os.path.join(HERE, "results")
+WORK_ROOT = os.path.join(HERE, ".work")
+
+
+# ---- machine and data -------------------------------------------------------------------------
+def machine() -> dict:
+    """What the figures were measured on, read now (the machine is shared: load average too)."""
+    def first(path, prefix):
+        try:
+            with open(path) as f:
+                return next((line.split(":", 1)[1].strip() for line in f if line.startswith(prefix)), None)
+        except OSError:
+            return None
+    mem_kib = first("/proc/meminfo", "MemTotal")
+    return {
+        "cores": len(os.sched_getaffinity(0)),
+        "memory_gib": round(int(mem_kib.split()[0]) / 2**20, 1) if mem_kib else None,
+        "cpu": first("/proc/cpuinfo", "model name"),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def prepare_case(case: data.Case) -> str:
+    """Write base.parquet, batch.parquet and case.json (with the model checksums) once per case."""
+    case_dir = os.path.join(WORK_ROOT, "data", f"{case.name}-b{case.base_rows}-u{case.batch_rows}-v{data.DATA_VERSION}")
+    meta_path = os.path.join(case_dir, "case.json")
+    if os.path.exists(meta_path):
+        return case_dir
+    os.makedirs(case_dir, exist_ok=True)
+    base, batch = data.generate(case)
+    pq.write_table(base, os.path.join(case_dir, "base.parquet"), compression="zstd")
+    pq.write_table(batch, os.path.join(case_dir, "batch.parquet"), compression="zstd")
+    meta = case.to_json()
+    meta["bytes_per_row"] = round(base.nbytes / base.num_rows, 1)
+    meta["expected"] = {m: model.checksum(model.expected(base, batch, m)) for m in model.MODELS}
+    with open(meta_path + ".tmp", "w") as f:
+        json.dump(meta, f, indent=2)
+    os.replace(meta_path + ".tmp", meta_path)   # a killed run leaves no half-made case behind
+    return case_dir
+
+
+# ---- running one system -----------------------------------------------------------------------
+def run_phase(phase: str, system: str, case_dir: str, work_dir: str, timeout: float, env: dict) -> dict:
+    """Run worker.py in a fresh interpreter; its RESULT line, or an error with its stderr's tail."""
+    cmd = [sys.executable, os.path.join(HERE, "worker.py"), phase, system, case_dir, work_dir]
+    log = os.path.join(work_dir + f".{phase}.log")
+    # Its own process group: on a timeout the whole tree goes (Spark's JVM and Python workers too).
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    try:
+        stdout, stderr = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return {"error": f"{phase} timed out after {timeout:.0f} s"}
+    with open(log, "w") as f:
+        f.write(stdout + "\n--- stderr ---\n" + stderr)
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+    if p.returncode != 0 or not lines:
+        tail = [line for line in stderr.strip().splitlines() if line.strip()][-3:]
+        return {"error": f"{phase} failed (exit {p.returncode}): " + " | ".join(tail)[-600:], "log": log}
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def run_system(system: str, case: data.Case, case_dir: str, run_dir: str, args, env: dict) -> dict:
+    peer = peers.get(system)
+    row = {"case": case.name, "system": system, "label": peer.label, "note": peer.note, "model": peer.model,
+           "batch_rows": case.batch_rows}
+    if peer.workloads is not None and case.workload not in peer.workloads:
+        return dict(row, status="n/a", reason=f"only for {', '.join(sorted(peer.workloads))}")
+    reason = peer.available()
+    if reason:
+        return dict(row, status="unavailable", reason=reason)
+
+    work_dir = os.path.join(run_dir, case.name, system)
+    print(f"  {case.name:<7} {system:<14} setup ...", end="", flush=True)
+    setup = run_phase("setup", system, case_dir, work_dir, args.timeout, env)
+    if "error" in setup:
+        print(" error")
+        return dict(row, status="error", reason=setup["error"])
+    print(f" {setup['setup_seconds']:.1f} s, upsert ...", end="", flush=True)
+    res = run_phase("upsert", system, case_dir, work_dir, args.timeout, env)
+    if not args.keep:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    if "error" in res:
+        print(" error")
+        return dict(row, status="error", reason=res["error"], setup_seconds=setup["setup_seconds"])
+    status = "ok" if res["valid"] else "INVALID"
+    print(f" {res['seconds']:.2f} s, {res['peak_rss_mb']:.0f} MB, check {status}", flush=True)
+    return dict(row, status=status, reason=res["problem"], seconds=res["seconds"],
+                rows_per_s=case.batch_rows / res["seconds"], peak_rss_mb=res["peak_rss_mb"],
+                startup_seconds=res["startup_seconds"], setup_seconds=setup["setup_seconds"],
+                read_seconds=res["read_seconds"], check={"got": res["got"], "expected": res["expected"]},
+                info=res["info"], versions=res["versions"], profile=res.get("profile"),
+                cross_read=res.get("cross_read"))
+
+
+def add_ratios(results: list[dict]) -> None:
+    """seconds / the reference's (dbt-paimon's) seconds for the same case; < 1 is faster."""
+    ref = {r["case"]: r["seconds"] for r in results if r["system"] == peers.REFERENCE and r["status"] == "ok"}
+    for r in results:
+        r["ratio_to_dbt_paimon"] = r["seconds"] / ref[r["case"]] if "seconds" in r and r["case"] in ref else None
+
+
+# ---- report -----------------------------------------------------------------------------------
+HEAD = ["case", "system", "upsert s", "rows/s", "peak RSS MB", "vs dbt-paimon", "check"]
+
+
+def table_lines(results: list[dict], markdown: bool = False) -> list[str]:
+    head = HEAD
+    body = []
+    for r in results:
+        if "seconds" in r:
+            ratio = r["ratio_to_dbt_paimon"]
+            body.append([r["case"], r["label"], f"{r['seconds']:.3f}", f"{r['rows_per_s']:,.0f}",
+                         f"{r['peak_rss_mb']:,.0f}", "-" if ratio is None else f"{ratio:.2f}x",
+                         "ok" if r["status"] == "ok" else "INVALID"])
+        else:
+            body.append([r["case"], r["label"], "-", "-", "-", "-", r["status"]])
+    if markdown:   # for BENCHMARKS.md
+        return ["| " + " | ".join(x) + " |" for x in [head, ["---"] * 2 + ["---:"] * 4 + ["---"]] + body]
+    widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
+    fmt = lambda x: " | ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(x, widths)))  # noqa: E731
+    return [fmt(head), "-+-".join("-" * w for w in widths)] + [fmt(x) for x in body]
+
+
+def footnotes(results: list[dict]) -> list[str]:
+    notes, seen = [], set()
+    for r in results:
+        if r.get("reason") and (r["system"], r["reason"]) not in seen:
+            seen.add((r["system"], r["reason"]))
+            notes.append(f"{r['label']} [{r['case']}] {r['status']}: {r['reason']}")
+    for r in results:
+        c = r.get("cross_read")
+        if c and not c["agrees"]:
+            what = c.get("error") or f"{c['got']['rows']:,} rows hash {c['got']['hash']}, model {r['check']['expected']}"
+            notes.append(f"cross-read of {r['label']}'s table [{r['case']}] by {c['reader']}: "
+                         f"DISAGREES ({what})")
+    starts = [f"{r['case']} {r['startup_seconds']:.1f} s" for r in results
+              if r["system"] == peers.REFERENCE and "startup_seconds" in r]
+    if starts:
+        notes.append("SparkSession start-up before the clock (not in the figures): " + ", ".join(starts))
+    for r in results:
+        prof = r.get("profile")
+        if prof and prof.get("stages"):
+            top = ", ".join(f"stage {s['stage']} ({s['name'].rsplit('/', 1)[-1]}, {s['tasks']} tasks) {s['seconds']:.2f} s"
+                            for s in prof["stages"][:3])
+            notes.append(f"{r['label']} [{r['case']}] profile: {len(prof['stages'])} Spark stages, longest: {top}; "
+                         f"no stage running for {prof['no_stage_running_seconds']:.2f} s of {r['seconds']:.2f} s")
+    if any(r["system"] == "pypaimon" and "seconds" in r for r in results):
+        notes.append("* pypaimon's table is keyed on (id, dt): moved keys stay in their old partition too; "
+                     "checked against that model (`id_dt`), not the cross-partition one")
+    return notes
+
+
+def targets(results: list[dict]) -> list[str]:
+    """Issue 6's goals (not assertions), from valid figures only."""
+    sec = {(r["case"], r["system"]): r["seconds"] for r in results if r["status"] == "ok"}
+    ours, rust = peers.REFERENCE, "pypaimon-rust"
+    goals = [("W1", "dbt-paimon time / pypaimon-rust time", (("W1", ours), ("W1", rust)), "<=", 1.0),
+             ("W2", "pypaimon-rust time / dbt-paimon time", (("W2", rust), ("W2", ours)), ">=", 1.5),
+             ("W3", "dbt-paimon 10K into 10M / 10K into 1M", (("W3-10M", ours), ("W3-1M", ours)), "<=", 3.0)]
+    out = []
+    for name, what, (a, b), op, goal in goals:
+        if a in sec and b in sec:
+            x = sec[a] / sec[b]
+            met = x <= goal if op == "<=" else x >= goal
+            out.append(f"target {name}: {what} = {x:.2f} (goal {op} {goal}): {'met' if met else 'NOT met'}")
+    return out
+
+
+def chart(results: list[dict], path: str, title: str) -> None:
+    """One panel per case, a bar per system (log scale: the systems span orders of magnitude).
+    dbt-paimon blue, valid peers grey, INVALID figures red; no bar for a system that did not run."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(dict.fromkeys(r["case"] for r in results))
+    fig, axes = plt.subplots(len(cases), 1, figsize=(9, 1.0 + 0.45 * len(peers.ORDER) * len(cases)), squeeze=False)
+    for ax, case in zip(axes[:, 0], cases):
+        rows = [r for r in results if r["case"] == case][::-1]   # barh draws bottom-up
+        measured = [r["seconds"] for r in rows if "seconds" in r] or [1.0]
+        lo, hi = min(measured) / 3, max(measured) * 10
+        colors = ["#2a6fdb" if r["system"] == peers.REFERENCE else "#888888" if r["status"] == "ok"
+                  else "#d62728" for r in rows]
+        ax.barh([r["label"] for r in rows], [r.get("seconds", float("nan")) for r in rows], color=colors)
+        for y, r in enumerate(rows):
+            text = f"{r['seconds']:.2f} s" + ("" if r["status"] == "ok" else " INVALID") if "seconds" in r \
+                else r["status"]
+            ax.text(r.get("seconds", lo), y, " " + text, va="center", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_title(f"{case}: upsert of {rows[0]['batch_rows']:,} rows (wall seconds, log scale, lower is better)",
+                     fontsize=9)
+        ax.tick_params(labelsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workload", default="W1", choices=["W1", "W2", "W3", "all"])
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every row count (0.01 for a smoke run)")
+    ap.add_argument("--systems", default=",".join(peers.ORDER), help="comma-separated, from: " + ",".join(peers.ORDER))
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per phase of one system")
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="K=V", help="extra SparkSession config")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the tables under bench/.work/run-*/ (the phases' logs are always kept there)")
+    args = ap.parse_args()
+
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in peers.ORDER]
+    if unknown:
+        ap.error(f"unknown systems {unknown}; known: {peers.ORDER}")
+    systems = [s for s in peers.ORDER if s in systems]
+    workloads = ["W1", "W2", "W3"] if args.workload == "all" else [args.workload]
+    all_cases = [c for w in workloads for c in data.cases(w, args.scale)]
+
+    env = dict(os.environ, PYTHONHASHSEED="0",
+               BENCH_SPARK_CONF=json.dumps(dict(kv.split("=", 1) for kv in args.spark_conf)))
+    started = dt.datetime.now()
+    run_dir = os.path.join(WORK_ROOT, "run-" + started.strftime("%Y%m%d-%H%M%S"))
+    mach = machine()
+    print(f"machine: {mach['cores']} cores, {mach['memory_gib']} GiB, {mach['cpu']}; "
+          f"load {mach['load_average_at_start']}; scale {args.scale:g}")
+
+    results, case_meta = [], []
+    for case in all_cases:
+        t0 = time.perf_counter()
+        case_dir = prepare_case(case)
+        with open(os.path.join(case_dir, "case.json")) as f:
+            meta = json.load(f)
+        case_meta.append(meta)
+        print(f"{case.name}: base {case.base_rows:,} rows in {case.partitions} partitions, batch "
+              f"{case.batch_rows:,} ({case.moves:,} moving, {case.updates - case.moves:,} staying, "
+              f"{case.batch_rows - case.updates:,} new); {meta['bytes_per_row']} B/row; data {time.perf_counter() - t0:.1f} s")
+        for system in systems:
+            results.append(run_system(system, case, case_dir, run_dir, args, env))
+    results = [r for r in results if r["status"] != "n/a"]   # e.g. the dbt-run slot outside W1
+    add_ratios(results)
+
+    lines = table_lines(results)
+    notes = footnotes(results) + targets(results)
+    print("\n" + "\n".join(lines) + "\n")
+    for n in notes:
+        print(n)
+
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    stem = started.date().isoformat() + ("" if args.scale == 1 else f"-s{args.scale:g}")
+    versions = {"pyarrow": pa.__version__}
+    for r in results:
+        versions.update(r.get("versions", {}))
+    doc = dict(date=started.isoformat(timespec="seconds"), machine=mach, versions=versions,
+               args=dict(workload=args.workload, scale=args.scale, systems=systems, spark_conf=args.spark_conf),
+               cases=case_meta, results=results, table=lines, markdown=table_lines(results, markdown=True), notes=notes)
+    n = 1   # never overwrite an earlier run of the day: <date>.json, then <date>-2.json, ...
+    while os.path.exists(os.path.join(RESULTS_DIR, stem + ("" if n == 1 else f"-{n}") + ".json")):
+        n += 1
+    stem += "" if n == 1 else f"-{n}"
+    json_path = os.path.join(RESULTS_DIR, stem + ".json")
+    # Paths inside the results are made relative to the repository: no machine paths in the repo.
+    text = json.dumps(doc, indent=2).replace(os.path.dirname(HERE) + "/", "")
+    with open(json_path, "w") as f:
+        f.write(text)
+    png_path = os.path.join(RESULTS_DIR, stem + ".png")
+    chart(results, png_path, f"dbt-paimon upsert benchmark, {started.date()}, scale {args.scale:g}, "
+                             f"{mach['cores']} cores / {mach['memory_gib']} GiB")
+    print(f"\nresults: {json_path}\nchart:   {png_path}")
+
+
+if __name__ == "__main__":
+    main()
