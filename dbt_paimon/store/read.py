@@ -33,6 +33,10 @@ class TableRead:
             self._file_schemas[schema_id] = self.schemas.schema(schema_id)
         return self._file_schemas[schema_id]
 
+    def _file_field_name(self, file_schema: TableSchema, name: str) -> str:
+        fid = self.schema.field(name).id
+        return next(f.name for f in file_schema.fields if f.id == fid)
+
     def _read_file(self, split: DataSplit, file) -> pa.Table:
         """Read one file projected to the current schema: columns matched by field id, so renamed,
         added (null-filled) and widened columns read as the current schema says."""
@@ -42,9 +46,17 @@ class TableRead:
         for name in self.projection:
             old = by_id.get(self.schema.field(name).id)
             wanted.append(old.name if old is not None else None)
-        cols = self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + [w for w in wanted if w is not None]
-        raw = read_kv_file(self.io, f"{split.bucket_path}/{file.file_name}", cols)
-        arrays = [raw.column(c) for c in self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND]]
+        values = [w for w in wanted if w is not None]
+        path = f"{split.bucket_path}/{file.file_name}"
+        try:
+            raw = read_kv_file(self.io, path, self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + values)
+            arrays = [raw.column(c) for c in self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND]]
+        except KeyError:
+            # Paimon's data-file.thin-mode (pypaimon-rust writes it): no _KEY_* copies, the key
+            # fields are read from their value columns.
+            key_fields = [self._file_field_name(fs, k) for k in self.schema.trimmed_primary_keys]
+            raw = read_kv_file(self.io, path, list(dict.fromkeys(key_fields + [SEQUENCE_NUMBER, VALUE_KIND] + values)))
+            arrays = [raw.column(c) for c in key_fields + [SEQUENCE_NUMBER, VALUE_KIND]]
         for name, old in zip(self.projection, wanted):
             target = self.schema.field(name).type.to_arrow()
             if old is None:
