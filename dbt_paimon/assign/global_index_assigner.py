@@ -158,11 +158,13 @@ class GlobalIndexAssigner:
         return ordered.filter(pa.array(last)), int(n - last.sum())
 
     # ---- the batch ---------------------------------------------------------------------------
-    def process(self, rows: pa.Table, existing: pa.Table | None = None, index: pa.Table | None = None
-                ) -> AssignResult:
+    def process(self, rows: pa.Table, existing: pa.Table | None = None, index: pa.Table | None = None,
+                bucket_counts: pa.Table | None = None) -> AssignResult:
         """rows: the table's columns (+ HASH in HASH_DYNAMIC mode); existing: key columns +
         old_column(p) per partition field + OLD_BUCKET (+ OLD_SEQUENCE with sequence_by) for the
-        keys of this assigner; index (HASH_DYNAMIC): old_column(p)... + HASH + OLD_BUCKET."""
+        keys of this assigner; index (HASH_DYNAMIC): old_column(p)... + HASH + OLD_BUCKET.
+        bucket_counts: old_column(p)... + OLD_BUCKET + "count": live rows per bucket, when the
+        bootstrap shipped only the keys the batch may touch (then `existing` cannot be counted)."""
         counts = AssignCounts()
         self._check_keys(rows)
         rows, superseded = self.deduplicate(rows)
@@ -174,6 +176,8 @@ class GlobalIndexAssigner:
             existing = self._unique_existing(existing)
         if self.mode == "HASH_DYNAMIC":
             self._bootstrap(index if index is not None else self._empty_index())
+        elif bucket_counts is not None:
+            self._bootstrap(bucket_counts, counted=True)
         else:
             self._bootstrap(existing)
         rows = rows.append_column(_ROW, pa.array(np.arange(n, dtype=np.int64)))
@@ -263,14 +267,19 @@ class GlobalIndexAssigner:
             return ordered
         return ordered.filter(pa.array(np.append(~dup, True)))
 
-    def _bootstrap(self, existing: pa.Table) -> None:
+    def _bootstrap(self, existing: pa.Table, counted: bool = False) -> None:
         if self.mode == "HASH_FIXED" or existing.num_rows == 0:
             return
         cols = [old_column(p) for p in self.partition_keys] + [OLD_BUCKET]
-        per_bucket = existing.group_by(cols, use_threads=False).aggregate([([], "count_all")])
+        if counted:
+            per_bucket = existing.group_by(cols, use_threads=False).aggregate([("count", "sum")])
+            total = "count_sum"
+        else:
+            per_bucket = existing.group_by(cols, use_threads=False).aggregate([([], "count_all")])
+            total = "count_all"
         for r in per_bucket.to_pylist():  # one iteration per (partition, bucket), not per row
             part = tuple(r[old_column(p)] for p in self.partition_keys)
-            self.assigner.bootstrap(part, r[OLD_BUCKET], r["count_all"])
+            self.assigner.bootstrap(part, r[OLD_BUCKET], r[total])
 
     def _empty_index(self) -> pa.Table:
         fields = [pa.field(old_column(p), self.schema.field(p).type.to_arrow()) for p in self.partition_keys]

@@ -27,11 +27,13 @@ from ..store.read import TableRead
 from ..store.scan import DataSplit
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
+from . import bloom
 from .spark_types import for_spark
 
-SOURCE = "__source"  # where a row comes from: FROM_TABLE, FROM_BATCH or FROM_INDEX
-COUNT = "__count"    # set on summary rows only (BUCKET = -1): a count of KIND's action
-FROM_TABLE, FROM_BATCH, FROM_INDEX = 0, 1, 2  # a live key; a batch row; a HASH index entry
+SOURCE = "__source"  # where a row comes from: FROM_TABLE, FROM_BATCH, FROM_INDEX or FROM_COUNT
+COUNT = "__count"    # a bucket's live rows (FROM_COUNT rows); after assignment, summary rows' counts
+ROUTE = "__route"    # what the shuffle to the assigners hashes: the key's hash, or a count row's target
+FROM_TABLE, FROM_BATCH, FROM_INDEX, FROM_COUNT = 0, 1, 2, 3  # live key; batch row; HASH index entry; bucket count
 _COUNT_FIELDS = list(AssignCounts.__dataclass_fields__)
 
 
@@ -86,15 +88,20 @@ def index_bootstrap_task(path: str, schema: TableSchema):
     return run
 
 
-def bootstrap_task(path: str, schema: TableSchema, sequence_by: str | None, with_hash: bool = False):
+def bootstrap_task(path: str, schema: TableSchema, sequence_by: str | None, with_hash: bool = False,
+                   bloom_bits: np.ndarray | None = None, routes: dict[int, int] | None = None):
     """Rows of pickled split lists -> (key, current partition, bucket[, sequence_by][, hash]) of
-    live keys."""
+    live keys.
+
+    With a Bloom filter of the batch's keys, only keys the batch may touch are shipped, plus one
+    FROM_COUNT row per bucket (its live rows) routed to the assigner that owns the bucket
+    (routes: assigner id -> a ROUTE value the shuffle sends to it)."""
     keys = list(schema.primary_keys)
     columns = keys + [p for p in schema.partition_keys if p not in keys]
     if sequence_by and sequence_by not in columns:
         columns.append(sequence_by)
     projection = [c for c in columns if c not in schema.partition_keys or c in keys]
-    extra = {BUCKET: pa.int32(), SOURCE: pa.int8(), HASH: pa.int32()}
+    extra = {BUCKET: pa.int32(), SOURCE: pa.int8(), HASH: pa.int32(), COUNT: pa.int64(), ROUTE: pa.int32()}
 
     def read_split(reader: TableRead, split: DataSplit) -> pa.Table:
         live = reader.read_split(split)
@@ -109,7 +116,17 @@ def bootstrap_task(path: str, schema: TableSchema, sequence_by: str | None, with
             names.append(c)
         arrays += [pa.array(np.full(n, split.bucket, np.int32)), pa.array(np.full(n, FROM_TABLE, np.int8))]
         out = pa.Table.from_arrays(arrays, names=names + [BUCKET, SOURCE])
-        return with_key_hash(out, schema) if with_hash else out
+        if bloom_bits is None:
+            return with_key_hash(out, schema) if with_hash else out
+        out = out.filter(pa.array(bloom.might_contain(bloom_bits, out, keys, schema)))
+        out = out.append_column(COUNT, pa.nulls(out.num_rows, pa.int64()))
+        out = out.append_column(ROUTE, pa.nulls(out.num_rows, pa.int32()))
+        counted = [pa.nulls(1, schema.field(c).type.to_arrow()) if c not in schema.partition_keys else
+                   pa.array([split.partition_values[schema.partition_keys.index(c)]], schema.field(c).type.to_arrow())
+                   for c in columns]
+        counted += [pa.array([split.bucket], pa.int32()), pa.array([FROM_COUNT], pa.int8()),
+                    pa.array([n], pa.int64()), pa.array([routes[split.bucket % len(routes)]], pa.int32())]
+        return pa.concat_tables([out, pa.Table.from_arrays(counted, names=out.column_names)])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         reader = TableRead(FileIO(), path, schema, projection)
@@ -123,8 +140,9 @@ def bootstrap_task(path: str, schema: TableSchema, sequence_by: str | None, with
     return run
 
 
-def assign_task(schema: TableSchema, num_assigners: int, sequence_by: str | None):
-    """One assigner per Spark partition of the shuffle by key: its id is the partition id."""
+def assign_task(schema: TableSchema, num_assigners: int, sequence_by: str | None, counted: bool = False):
+    """One assigner per Spark partition of the shuffle by key: its id is the partition id.
+    counted: the bootstrap was filtered by the batch's keys and sends bucket counts (FROM_COUNT)."""
     hashed = schema.bucket_mode == "HASH_DYNAMIC"
     names = schema.field_names + ([HASH] if hashed else [])
     extra = {BUCKET: pa.int32(), KIND: pa.int8(), COUNT: pa.int64(), HASH: pa.int32()}
@@ -141,6 +159,13 @@ def assign_task(schema: TableSchema, num_assigners: int, sequence_by: str | None
         rows = table.filter(pc.equal(source, FROM_BATCH)).select(names)
         stored = table.filter(pc.equal(source, FROM_TABLE))
         existing = _as_existing(stored, schema, sequence_by)
+        bucket_counts = None
+        if counted:
+            rows_per_bucket = table.filter(pc.equal(source, FROM_COUNT))
+            bucket_counts = pa.Table.from_arrays(
+                [rows_per_bucket.column(p) for p in schema.partition_keys]
+                + [rows_per_bucket.column(BUCKET), rows_per_bucket.column(COUNT)],
+                names=[old_column(p) for p in schema.partition_keys] + [OLD_BUCKET, "count"])
         index = None
         if hashed:
             indexed = table.filter(pc.equal(source, FROM_INDEX))
@@ -148,7 +173,7 @@ def assign_task(schema: TableSchema, num_assigners: int, sequence_by: str | None
                 [indexed.column(p) for p in schema.partition_keys] + [indexed.column(HASH), indexed.column(BUCKET)],
                 names=[old_column(p) for p in schema.partition_keys] + [HASH, OLD_BUCKET])
         assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, sequence_by)
-        result = assigner.process(rows, existing, index)
+        result = assigner.process(rows, existing, index, bucket_counts)
         out = result.rows.append_column(COUNT, pa.nulls(result.rows.num_rows, pa.int64()))
         yield from for_spark(out, schema, extra).to_batches(max_chunksize=1 << 17)
         yield from for_spark(_summary(result.counts, schema, hashed), schema, extra).to_batches()

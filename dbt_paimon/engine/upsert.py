@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -31,7 +32,7 @@ from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from ..assign.global_index_assigner import BUCKET, HASH, KIND
 from ..store.index import HashIndexFile, IndexManifestFile, read_hash_index
-from . import tasks
+from . import bloom, tasks
 from .compaction import auto_compact, compact
 from .spark_types import arrow_schema_of, fits, spark_schema
 
@@ -200,7 +201,18 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             raise SchemaError(f"sequence_by column {sequence_by!r} is part of the primary key")
     run_options = {**schema.options, **{k: v for k, v in given.items() if k in RUN_OPTIONS}}
     batch = _prepare_input(df, schema, counted)
+    # The batch is read twice when the table has keys (its Bloom filter, then the job): keep it.
+    cached = exists and schema.bucket_mode != "HASH_DYNAMIC"
+    if cached:
+        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started)
+    finally:
+        if cached:
+            batch.unpersist()
 
+
+def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started) -> UpsertResult:
     for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
@@ -269,6 +281,34 @@ def after_commit(spark: SparkSession, path: str, schema: TableSchema) -> list[in
     return extra
 
 
+def _batch_bloom(spark: SparkSession, batch: DataFrame, schema: TableSchema, plan):
+    """OR of the per-task Bloom filters of the batch's keys (None when the key cannot be hashed)."""
+    if any(schema.field(k).type.root == "DECIMAL" and schema.field(k).type.precision > 18
+           for k in schema.primary_keys):
+        return None
+    import numpy as np
+
+    bits = bloom.size_bits(plan.snapshot.total_record_count if plan and plan.snapshot else 0)
+    keys = [F.col(f"`{k}`") for k in schema.primary_keys]
+    parts = batch.select(*keys).mapInArrow(bloom.build_task(schema, bits), "bits binary").collect()
+    out = np.zeros(bits // 8, dtype=np.uint8)
+    for row in parts:  # one per task
+        out |= np.frombuffer(row.bits, dtype=np.uint8)
+    return out
+
+
+def _routes(spark: SparkSession, n: int) -> dict[int, int]:
+    """For each assigner id, an int whose Spark hash partitioning (pmod(murmur3, n)) sends it there."""
+    found: dict[int, int] = {}
+    span = 16 * n
+    while len(found) < n:
+        rows = spark.range(0, span).selectExpr("cast(id as int) as r", f"pmod(hash(cast(id as int)), {n}) as p")
+        for r in rows.collect():  # a few dozen ints
+            found.setdefault(r.p, r.r)
+        span *= 4
+    return found
+
+
 def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, sequence_by: str | None,
              options: Mapping[str, str]):
     schema = table.schema
@@ -294,14 +334,23 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     def descriptors(blobs):
         return spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in blobs], len(blobs)), "blob binary")
 
+    key_cols = [F.col(f"`{k}`") for k in schema.primary_keys]
+    bloom_bits = _batch_bloom(spark, batch, schema, plan) if splits and not hashed else None
+    routes = _routes(spark, num_assigners) if bloom_bits is not None else None
     if splits:
         boot_cols = list(dict.fromkeys(list(schema.primary_keys) + list(schema.partition_keys)
                                        + ([sequence_by] if sequence_by else [])))
+        counted = [T.StructField(tasks.COUNT, T.LongType()), T.StructField(tasks.ROUTE, T.IntegerType())]
         boot_schema = T.StructType([union_schema[c] for c in boot_cols] + [union_schema[BUCKET],
-                                                                           union_schema[tasks.SOURCE]] + hash_field)
+                                                                           union_schema[tasks.SOURCE]] + hash_field
+                                   + (counted if bloom_bits is not None else []))
         blobs = tasks.chunk_splits(splits, bootstrap_parallelism)
         existing = descriptors(blobs).mapInArrow(
-            tasks.bootstrap_task(table.path, schema, sequence_by, with_hash=hashed), boot_schema)
+            tasks.bootstrap_task(table.path, schema, sequence_by, with_hash=hashed, bloom_bits=bloom_bits,
+                                 routes=routes), boot_schema)
+        if bloom_bits is not None:
+            existing = existing.withColumn(tasks.ROUTE, F.coalesce(F.col(tasks.ROUTE), F.hash(*key_cols)))
+            rows = rows.withColumn(tasks.COUNT, F.lit(None).cast("bigint")).withColumn(tasks.ROUTE, F.hash(*key_cols))
         rows = rows.unionByName(existing, allowMissingColumns=True)
     if index_files:
         entries = list(index_files.values())
@@ -316,9 +365,9 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         T.StructField(tasks.COUNT, T.LongType())])
     # Paimon routes a HASH_DYNAMIC row by (partition, key hash) and a cross-partition row by its key.
     shuffle = ([F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(HASH)] if hashed
-               else [F.col(f"`{k}`") for k in schema.primary_keys])
+               else [F.col(tasks.ROUTE)] if bloom_bits is not None else key_cols)
     assigned = rows.repartition(num_assigners, *shuffle).mapInArrow(
-        tasks.assign_task(schema, num_assigners, sequence_by), assigned_schema)
+        tasks.assign_task(schema, num_assigners, sequence_by, counted=bloom_bits is not None), assigned_schema)
     part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
     written = assigned.repartition(num_writers, *part_cols).mapInArrow(
         tasks.write_task(table.path, schema, next_sequence, index_files), "payload binary")
