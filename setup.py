@@ -4,13 +4,20 @@ setup(
     name="dbt-paimon",
     version="0.1.0",
     description="Keep Apache Paimon primary-key tables up to date from dbt, on Spark",
-    packages=find_packages(include=["dbt_paimon", "dbt_paimon.*"]),
+    packages=find_packages(include=["dbt_paimon", "dbt_paimon.*"]) + ["dbt.adapters.paimon", "dbt_paimon.macros"],
+    # the dbt macros live at the top level (macros/) and ship as package data of dbt_paimon.macros
+    package_dir={"dbt_paimon.macros": "macros"},
+    package_data={"dbt_paimon.macros": ["*.yml", "*.sql", "*/*.sql"], "dbt_paimon.adapter": ["log4j2.properties"]},
     python_requires=">=3.11,<3.12",
     install_requires=[
         "pyarrow==19.0.1",
         "fastavro==1.13.1",
         "numpy==2.4.6",
         "pyspark==4.3.0",
+        # dbt-core 1.12 depends on a package whose build downloads a binary: stay below it
+        "dbt-core==1.11.16",
+        "dbt-adapters==1.24.5",
+        "dbt-spark[session]==1.11.0",
     ],
     extras_require={
         "test": [
@@ -18,6 +25,7 @@ setup(
             "hypothesis==6.170.15",
             "pypaimon==2.1.0",
             "pandas==2.3.3",
+            "dbt-tests-adapter==1.20.0",
         ],
     },
 )

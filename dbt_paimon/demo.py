@@ -1,6 +1,12 @@
-"""Demo: a Paimon primary-key table written, updated and read back by the store (no Spark, no dbt yet).
+"""Demo: the integration project (integration_tests/) run end to end by dbt on local Spark, then the table.
 
-Run with `bash run.sh demo`; the table is left under ./warehouse/demo.db/customers for other tools.
+    bash run.sh demo            # = python -m dbt_paimon.demo
+
+dbt seeds the source data, then for each batch of source rows runs the models and tests them:
+customers are upserted into Paimon tables (one per merge engine), keys move between partitions
+(customers moving country), stale updates are skipped. The tables are left in
+integration_tests/paimon_warehouse/ for any Paimon reader; the demo ends by reading them back with
+the official pypaimon and printing the table's snapshots.
 """
 
 from __future__ import annotations
@@ -8,45 +14,88 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
+import time
 
-import pyarrow as pa
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROJECT = os.path.join(os.path.dirname(HERE), "integration_tests")
+BATCHES = 3
 
-from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.datafile import DELETE, INSERT, UPDATE_AFTER
 
-SCHEMA = pa.schema([("customer_id", pa.int64()), ("country", pa.string()), ("name", pa.string()),
-                    ("lifetime_value", pa.decimal128(12, 2))])
+def dbt(args: list[str], project_dir: str) -> "object":
+    """One dbt command in this process (all of them share one SparkSession); exits on failure."""
+    from dbt.cli.main import dbtRunner
+
+    full = [*args, "--project-dir", project_dir, "--profiles-dir", project_dir]
+    print(f"\n$ dbt {' '.join(args)}", flush=True)
+    result = dbtRunner().invoke(full)
+    if not result.success:
+        print(f"dbt {args[0]} failed: {result.exception or 'see the log above'}", file=sys.stderr)
+        sys.exit(1)
+    return result.result
+
+
+def run_project(project_dir: str, batches: int = BATCHES) -> list[dict]:
+    """dbt seed, then dbt run + dbt test for each batch; returns each paimon model's run message."""
+    dbt(["seed"], project_dir)
+    messages = []
+    for batch in range(1, batches + 1):
+        results = dbt(["run", "--vars", f"{{batch: {batch}}}"], project_dir)
+        for r in results:
+            if r.node.config.materialized == "paimon_upsert":
+                messages.append({"batch": batch, "model": r.node.name, "message": r.message,
+                                 "adapter_response": r.adapter_response})
+        dbt(["test", "--vars", f"{{batch: {batch}}}"], project_dir)
+    return messages
+
+
+def show(warehouse: str, schema: str) -> None:
+    from dbt_paimon.store import FileStoreTable
+
+    path = os.path.join(warehouse, f"{schema}.db", "customers")
+    table = FileStoreTable.open(path)
+    print(f"\nThe Paimon table {path}")
+    print(f"  primary key {list(table.schema.primary_keys)}, partitioned by {list(table.schema.partition_keys)}, "
+          f"options {dict(table.schema.options)}")
+    for sid in table.snapshots.ids():
+        s = table.snapshots.snapshot(sid)
+        print(f"  snapshot {sid}: {s.commit_kind:<7} schema {s.schema_id}  rows {s.total_record_count:>3} "
+              f"(+{s.delta_record_count} in this commit)")
+    try:
+        from pypaimon import CatalogFactory
+    except ImportError:
+        rows = table.to_arrow()
+        reader = "dbt-paimon's store"
+    else:
+        catalog = CatalogFactory.create({"warehouse": warehouse})
+        pt = catalog.get_table(f"{schema}.customers")
+        rb = pt.new_read_builder()
+        rows = rb.new_read().to_arrow(rb.new_scan().plan().splits())
+        reader = "pypaimon (the official Python reader)"
+    print(f"\ncustomers after batch {BATCHES}, read by {reader}:")
+    print(rows.sort_by("customer_id").to_pandas().to_string(index=False))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--warehouse", default=os.path.abspath("warehouse"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--project-dir", default=PROJECT)
+    parser.add_argument("--keep", action="store_true", help="keep the warehouse of an earlier run")
     args = parser.parse_args()
-    path = os.path.join(args.warehouse, "demo.db", "customers")
-    shutil.rmtree(path, ignore_errors=True)
-
-    table = FileStoreTable.create(path, SCHEMA, ["customer_id", "country"], ["country"], {"bucket": "-1"})
-    base = pa.Table.from_pylist([
-        {"customer_id": i, "country": ["NL", "DE", "FR"][i % 3], "name": f"customer {i}", "lifetime_value": i * 10}
-        for i in range(1, 10)], SCHEMA)
-    w = table.new_write()
-    w.write(base, buckets=0)
-    print(f"snapshot {w.commit().snapshot.id}: inserted {base.num_rows} customers")
-
-    changes = pa.Table.from_pylist([
-        {"customer_id": 1, "country": "FR", "name": "customer 1 (gold)", "lifetime_value": 1000},
-        {"customer_id": 2, "country": "DE", "name": "customer 2", "lifetime_value": 20},
-        {"customer_id": 10, "country": "NL", "name": "customer 10", "lifetime_value": 5},
-    ], SCHEMA)
-    w = table.new_write()
-    w.write(changes, buckets=0, row_kinds=[UPDATE_AFTER, DELETE, INSERT])
-    print(f"snapshot {w.commit().snapshot.id}: updated 1, deleted 1, inserted 1")
-
-    current = table.to_arrow().sort_by("customer_id")
-    print(current.to_pandas().to_string(index=False))
-    first = table.to_arrow(snapshot_id=1)
-    print(f"time travel: snapshot 1 had {first.num_rows} rows, the latest has {current.num_rows}")
-    print(f"table written to {path}")
+    project = os.path.abspath(args.project_dir)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    warehouse = os.environ.get("DBT_PAIMON_WAREHOUSE", "paimon_warehouse")
+    warehouse = warehouse if os.path.isabs(warehouse) else os.path.join(project, warehouse)
+    schema = os.environ.get("DBT_PAIMON_SCHEMA", "customers_demo")
+    if not args.keep:
+        shutil.rmtree(warehouse, ignore_errors=True)
+    started = time.time()
+    messages = run_project(project)
+    print("\nWhat each paimon_upsert run did:")
+    for m in messages:
+        print(f"  batch {m['batch']}  {m['model']:<22} {m['message']}")
+    show(warehouse, schema)
+    print(f"\nDone in {time.time() - started:.0f}s. The tables stay in {warehouse} "
+          f"(Spark's catalog of them in {os.path.join(warehouse, '.spark')}).")
 
 
 if __name__ == "__main__":

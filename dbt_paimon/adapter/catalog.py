@@ -1,0 +1,271 @@
+"""Paimon tables in Spark's catalog, so that SQL (`ref()`, `dbt test`, `dbt show`, docs) reads them.
+
+A Paimon table lives at `<warehouse>/<schema>.db/<table>/`. Spark sees it as a catalog table
+`schema.table` whose provider is a Python data source made for that one table: a subclass of the
+engine's `paimon` source with the table's path built in (options given to `CREATE TABLE ... USING`
+never reach a Python data source's reader). Every read goes through it: merge-on-read of the latest
+snapshot, never a copy.
+
+The provider's name encodes the table's path and Paimon schema, so a catalog entry that no longer
+matches its table (schema evolved elsewhere, table moved or deleted) is recognised by name alone
+(`SHOW TABLE EXTENDED`), without resolving the provider. Sources exist only in the Python process
+that registered them, so `sync()` runs when a connection first opens in a process: it registers a
+source for every Paimon table of the warehouse and creates, replaces or drops catalog entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dbt.adapters.events.logging import AdapterLogger
+import os
+import re
+import threading
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from pyspark.sql import SparkSession
+
+from ..engine.source import PaimonDataSource
+from ..engine.spark_types import spark_schema
+from ..store.errors import PaimonError
+from ..store.fileio import FileIO
+from ..store.schema import SchemaManager, TableSchema
+from ..store.table import FileStoreTable
+
+log = AdapterLogger("Paimon")
+
+PROVIDER_PREFIX = "dbt_paimon__"
+_lock = threading.RLock()
+_registered: dict[str, str] = {}  # provider name -> table path, in this process
+
+
+def quote(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def table_path(warehouse: str, schema: str, table: str) -> str:
+    """Where the Paimon table of `schema.table` lives (Paimon's filesystem catalog layout)."""
+    return os.path.join(warehouse, f"{schema.lower()}.db", table.lower())
+
+
+def schema_dir(warehouse: str, schema: str) -> str:
+    return os.path.join(warehouse, f"{schema.lower()}.db")
+
+
+def provider_name(schema: str, table: str, path: str, table_schema: TableSchema) -> str:
+    """A name that changes whenever the catalog entry must: another path, or another Paimon schema
+    (columns, types, comments; a rebuilt table's schema-0 differs by its creation time)."""
+    clean = re.sub(r"[^a-z0-9_]", "_", f"{schema}__{table}".lower())
+    digest = hashlib.sha1(f"{os.path.abspath(path)}|{table_schema.to_json()}".encode()).hexdigest()[:12]
+    return f"{PROVIDER_PREFIX}{clean}__{digest}"
+
+
+def source_class(name: str, path: str) -> type:
+    """The `paimon` data source with one table's path built in, under its own name."""
+
+    class PaimonTableSource(PaimonDataSource):
+        """Exactly `spark.read.format("paimon").load(path)`: the path is the only option it adds."""
+
+        @classmethod
+        def name(cls) -> str:
+            return name
+
+        def __init__(self, options):
+            super().__init__({**dict(options or {}), "path": path})
+
+    PaimonTableSource.__qualname__ = PaimonTableSource.__name__ = f"PaimonTableSource_{name}"
+    return PaimonTableSource
+
+
+def register_source(spark: SparkSession, name: str, path: str) -> None:
+    with _lock:
+        if _registered.get(name) == path:
+            return
+        spark.dataSource.register(source_class(name, path))
+        _registered[name] = path
+
+
+def forget_sources() -> None:
+    """Sources belong to a SparkSession: forget them when a new session starts."""
+    with _lock:
+        _registered.clear()
+
+
+@dataclass(frozen=True)
+class PaimonTable:
+    schema: str  # catalog schema (database) name, lower case
+    name: str  # catalog table name, lower case
+    path: str
+    table_schema: TableSchema
+
+    @property
+    def provider(self) -> str:
+        return provider_name(self.schema, self.name, self.path, self.table_schema)
+
+    @property
+    def identifier(self) -> str:
+        return f"{quote(self.schema)}.{quote(self.name)}"
+
+
+def load(schema: str, name: str, path: str) -> Optional[PaimonTable]:
+    io = FileIO()
+    if not FileStoreTable.exists(path, io):
+        return None
+    return PaimonTable(schema.lower(), name.lower(), path, SchemaManager(io, path).latest())
+
+
+def discover(warehouse: str) -> list[PaimonTable]:
+    """Every Paimon table of the warehouse (`<schema>.db/<table>/schema/schema-N`)."""
+    found = []
+    try:
+        databases = sorted(os.listdir(warehouse))
+    except FileNotFoundError:
+        return []
+    for db in databases:
+        db_path = os.path.join(warehouse, db)
+        if not db.endswith(".db") or db.startswith(".") or not os.path.isdir(db_path):
+            continue
+        for name in sorted(os.listdir(db_path)):
+            if name.startswith("."):
+                continue
+            try:
+                table = load(db[:-3], name, os.path.join(db_path, name))
+            except PaimonError as e:  # a damaged table must not stop dbt from starting
+                log.warning(f"skipping {os.path.join(db_path, name)}: {e}")
+                continue
+            if table is not None:
+                found.append(table)
+    return found
+
+
+def create_table_sql(table: PaimonTable) -> str:
+    schema = table.table_schema
+    struct = spark_schema(schema)
+    columns = []
+    for field, spark_field in zip(schema.fields, struct.fields):
+        column = f"{quote(field.name)} {spark_field.dataType.simpleString()}"
+        if field.description:
+            column += f" COMMENT {sql_string(field.description)}"
+        columns.append(column)
+    properties = {
+        "paimon.path": table.path,
+        "paimon.primary-key": ",".join(schema.primary_keys),
+        "paimon.partition": ",".join(schema.partition_keys),
+        "paimon.schema-id": str(schema.id),
+    }
+    props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
+    comment = f"\nCOMMENT {sql_string(schema.comment)}" if schema.comment else ""
+    return (f"CREATE TABLE {table.identifier} (\n  " + ",\n  ".join(columns) + f"\n) USING {table.provider}"
+            f"{comment}\nTBLPROPERTIES ({props})")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    schema: str
+    name: str
+    provider: Optional[str]
+    is_view: bool
+    path: Optional[str] = None  # the Paimon table an entry of ours reads (its `paimon.path` property)
+
+    @property
+    def ours(self) -> bool:
+        return (self.provider or "").startswith(PROVIDER_PREFIX)
+
+
+def _parse_information(schema: str, name: str, information: str) -> CatalogEntry:
+    provider = re.search(r"^Provider: (.*)$", information, re.MULTILINE)
+    kind = re.search(r"^Type: (.*)$", information, re.MULTILINE)
+    path = re.search(r"^Table Properties: \[.*?\bpaimon\.path=(.*?)(?:, [\w.-]+=.*)?\]$", information, re.MULTILINE)
+    return CatalogEntry(schema, name, provider.group(1).strip() if provider else None,
+                        bool(kind and kind.group(1).strip() == "VIEW"), path.group(1) if path else None)
+
+
+def catalog_entries(spark: SparkSession, schema: str) -> dict[str, CatalogEntry]:
+    """The tables and views of one catalog schema (none if it does not exist)."""
+    if not spark.catalog.databaseExists(schema):
+        return {}
+    rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote(schema)} LIKE '*'").collect()
+    return {r.tableName.lower(): _parse_information(schema, r.tableName.lower(), r.information)
+            for r in rows if not r.isTemporary}
+
+
+def catalog_entry(spark: SparkSession, schema: str, name: str) -> Optional[CatalogEntry]:
+    if not spark.catalog.databaseExists(schema):
+        return None
+    rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote(schema)} LIKE {sql_string(name)}").collect()
+    rows = [r for r in rows if not r.isTemporary and r.tableName.lower() == name.lower()]
+    return _parse_information(schema, name.lower(), rows[0].information) if rows else None
+
+
+def drop_entry(spark: SparkSession, entry: CatalogEntry, path: str = "") -> None:
+    """Drop a catalog entry; one of ours needs its provider registered (any path will do)."""
+    ident = f"{quote(entry.schema)}.{quote(entry.name)}"
+    if entry.is_view:
+        spark.sql(f"DROP VIEW IF EXISTS {ident}")
+        return
+    if entry.ours and entry.provider not in _registered:
+        register_source(spark, entry.provider, path or "/nonexistent")
+    spark.sql(f"DROP TABLE IF EXISTS {ident}")
+
+
+def ensure_schema(spark: SparkSession, schema: str) -> None:
+    if not spark.catalog.databaseExists(schema):
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
+
+
+def expose(spark: SparkSession, table: PaimonTable, entry: Optional[CatalogEntry] | bool = False) -> bool:
+    """Make `schema.table` in Spark's catalog read this Paimon table; True when the entry changed.
+
+    entry: the current catalog entry if known (None: there is none), False: look it up."""
+    with _lock:
+        register_source(spark, table.provider, table.path)
+        if entry is False:
+            entry = catalog_entry(spark, table.schema, table.name)
+        if entry is not None and entry.provider == table.provider:
+            return False
+        if entry is not None:
+            if not entry.ours:
+                raise PaimonError(
+                    f"{table.schema}.{table.name} is a {'view' if entry.is_view else 'table'} in Spark's catalog "
+                    f"that is not the Paimon table at {table.path}; drop one of the two")
+            drop_entry(spark, entry, table.path)
+        ensure_schema(spark, table.schema)
+        spark.sql(create_table_sql(table))
+        return True
+
+
+def _inside(path: str, warehouse: str) -> bool:
+    return os.path.abspath(path).startswith(os.path.abspath(warehouse).rstrip(os.sep) + os.sep)
+
+
+def sync(spark: SparkSession, warehouse: str, schemas: Iterable[str] = ()) -> dict[str, int]:
+    """Bring Spark's catalog in line with the warehouse: every Paimon table readable as
+    `schema.table`, no entry left for a table that is gone. Returns counts for the log."""
+    counts = {"tables": 0, "created": 0, "dropped": 0, "conflicts": 0}
+    with _lock:
+        tables = discover(warehouse)
+        by_schema: dict[str, list[PaimonTable]] = {}
+        for t in tables:
+            by_schema.setdefault(t.schema, []).append(t)
+        names = {r.namespace.lower() for r in spark.sql("SHOW DATABASES").collect()}
+        for schema in sorted(names | set(by_schema) | {s.lower() for s in schemas}):
+            entries = catalog_entries(spark, schema) if schema in names else {}
+            wanted = {t.name: t for t in by_schema.get(schema, [])}
+            for name, table in wanted.items():
+                counts["tables"] += 1
+                try:
+                    counts["created"] += expose(spark, table, entries.get(name))
+                except PaimonError as e:
+                    counts["conflicts"] += 1
+                    log.warning(str(e))
+            for name, entry in entries.items():
+                # an entry of ours whose table is gone from this warehouse (an entry of a table in
+                # another warehouse sharing the catalog is left alone)
+                if name not in wanted and entry.ours and entry.path and _inside(entry.path, warehouse):
+                    drop_entry(spark, entry)
+                    counts["dropped"] += 1
+    return counts

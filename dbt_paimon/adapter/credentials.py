@@ -1,0 +1,121 @@
+"""The `type: paimon` profile: dbt-spark's in-process `session` method plus where the Paimon tables live.
+
+    my_project:
+      target: dev
+      outputs:
+        dev:
+          type: paimon
+          schema: analytics
+          warehouse: ./paimon_warehouse      # path or file: URI; relative to the dbt project
+          master: local[*]
+          server_side_parameters:            # any Spark setting, passed through as in dbt-spark
+            spark.driver.memory: 4g
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+from urllib.parse import urlparse
+
+from dbt.adapters.spark.connections import SparkConnectionMethod, SparkCredentials
+from dbt_common.exceptions import DbtRuntimeError
+
+DEFAULT_WAREHOUSE = "paimon_warehouse"
+DEFAULT_MASTER = "local[*]"
+SPARK_DIR_NAME = ".spark"  # inside the warehouse: Spark's Derby metastore and its own (non-Paimon) tables
+LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+
+# Settings a running SparkSession cannot change: they are used when the session starts and are not
+# sent again with every statement (Spark would log a warning for each).
+STATIC_PREFIXES = ("spark.master", "spark.app.", "spark.driver.", "spark.executor.", "spark.jars",
+                   "spark.sql.warehouse.dir", "spark.sql.catalogImplementation", "spark.sql.extensions",
+                   "spark.ui.", "spark.pyspark.", "spark.local.", "spark.log.", "spark.hadoop.",
+                   "spark.serializer", "spark.kryo", "spark.memory.", "spark.default.parallelism",
+                   "spark.sql.hive.", "spark.sql.catalog.spark_catalog")
+
+
+def local_dir(value: str, base: str) -> str:
+    """An absolute local path for a profile path or `file:` URI (relative paths are taken from base)."""
+    if value.startswith("file:"):
+        value = urlparse(value).path or value[5:]
+    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
+        raise DbtRuntimeError(
+            f"warehouse {value!r}: dbt-paimon writes to local or mounted filesystems only "
+            f"(a path or a file: URI)")
+    value = os.path.expanduser(value)
+    return os.path.normpath(value if os.path.isabs(value) else os.path.join(base, value))
+
+
+@dataclass
+class PaimonCredentials(SparkCredentials):
+    method: SparkConnectionMethod = SparkConnectionMethod.SESSION  # type: ignore[assignment]
+    host: Optional[str] = "local"
+    warehouse: str = DEFAULT_WAREHOUSE
+    master: str = DEFAULT_MASTER
+    # Where Spark keeps its catalog (Derby metastore) and the tables it writes itself (seeds,
+    # `table` models); default <warehouse>/.spark, so the catalog travels with the warehouse.
+    spark_dir: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.method != SparkConnectionMethod.SESSION:
+            raise DbtRuntimeError(
+                f"type: paimon runs Spark inside the dbt process (method: session); got method: {self.method}")
+        super().__post_init__()
+        self._resolved_from: Optional[str] = None
+        self.resolve_paths(os.getcwd())
+
+    @property
+    def type(self) -> str:
+        return "paimon"
+
+    @property
+    def unique_field(self) -> str:
+        return self.warehouse
+
+    def _connection_keys(self) -> Tuple[str, ...]:
+        return ("schema", "warehouse", "master", "spark_dir")
+
+    # ---- paths ---------------------------------------------------------------------------------
+    def resolve_paths(self, project_root: Optional[str]) -> None:
+        """Make warehouse and spark_dir absolute, relative paths being taken from the dbt project
+        (or the working directory when there is no project, as in `dbt debug --connection`)."""
+        base = project_root or os.getcwd()
+        raw = getattr(self, "_raw_paths", None)
+        if raw is None:
+            raw = self._raw_paths = (self.warehouse, self.spark_dir)
+        warehouse, spark_dir = raw
+        self.warehouse = local_dir(warehouse or DEFAULT_WAREHOUSE, base)
+        self.spark_dir = local_dir(spark_dir, base) if spark_dir else os.path.join(self.warehouse, SPARK_DIR_NAME)
+        self._resolved_from = base
+
+    # ---- Spark settings ------------------------------------------------------------------------
+    def spark_settings(self) -> Dict[str, str]:
+        """Every setting the SparkSession starts with: ours, then the profile's (which win)."""
+        derby = f"-Dderby.system.home={self.spark_dir}"
+        log4j = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+        settings = {
+            "spark.master": self.master,
+            "spark.app.name": "dbt-paimon",
+            "spark.sql.warehouse.dir": os.path.join(self.spark_dir, "spark-warehouse"),
+            "spark.driver.extraJavaOptions": f"{derby} {log4j}",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.ui.enabled": "false",
+            "spark.log.level": "ERROR",
+            # timestamps are instants in Paimon (TIMESTAMP WITH LOCAL TIME ZONE): render and parse
+            # them the same on every machine
+            "spark.sql.session.timeZone": "UTC",
+        }
+        user: Dict[str, Any] = dict(self.server_side_parameters)
+        java = user.get("spark.driver.extraJavaOptions")
+        if java:
+            extra = [o for key, o in (("derby.system.home", derby), ("log4j2.configurationFile", log4j)) if key not in java]
+            user["spark.driver.extraJavaOptions"] = " ".join([java, *extra])
+        settings.update({k: str(v) for k, v in user.items()})
+        return settings
+
+    def statement_settings(self) -> Dict[str, str]:
+        """What dbt-spark's session cursor applies to the running session with every statement."""
+        return {k: v for k, v in self.server_side_parameters.items() if not k.startswith(STATIC_PREFIXES)}

@@ -1,0 +1,405 @@
+"""PaimonAdapter: dbt-spark's adapter plus the Paimon tables of one warehouse.
+
+The Jinja side (macros/) orchestrates a model as dbt-spark's materializations do (hooks, relations,
+temporary view, grants, docs); the work on Paimon tables is done here, through the engine and the
+store, and reported back to dbt as an adapter response.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from dbt.adapters.base import available
+from dbt.adapters.base.relation import BaseRelation
+from dbt.adapters.contracts.connection import AdapterResponse
+from dbt.adapters.events.logging import AdapterLogger
+from dbt.adapters.spark.impl import SparkAdapter, SparkConfig
+from dbt_common.exceptions import CompilationError, DbtRuntimeError
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..engine import UpsertResult, upsert
+from ..engine.spark_types import spark_schema
+from ..store import options as opts
+from ..store.errors import PaimonError
+from ..store.fileio import FileIO
+from ..store.schema import SchemaManager, TableSchema
+from ..store.table import FileStoreTable
+from . import catalog, evolution
+from .connections import PaimonConnectionManager, error_message
+from .credentials import PaimonCredentials
+from .relation import PaimonRelation
+from .session import spark_for
+
+log = AdapterLogger("Paimon")
+
+MATERIALIZATION = "paimon_upsert"
+# dbt-spark configs that mean nothing for a Paimon table: said out loud rather than dropped silently.
+UNSUPPORTED_CONFIGS = {
+    "file_format": "a paimon_upsert model is always a Paimon table",
+    "location_root": "Paimon tables live at <warehouse>/<schema>.db/<model>",
+    "clustered_by": "use options={'bucket': N, 'bucket-key': ...} for fixed buckets",
+    "buckets": "use options={'bucket': N}",
+    "tblproperties": "Paimon table options go in options={...}",
+    "incremental_predicates": "every run upserts all the rows the model returns",
+    "predicates": "every run upserts all the rows the model returns",
+    "merge_update_columns": "the merge engine decides how columns update (options={'merge-engine': ...})",
+    "merge_exclude_columns": "the merge engine decides how columns update (options={'merge-engine': ...})",
+    "unique_key_nulls": "primary key columns are NOT NULL in Paimon",
+}
+
+
+@dataclass
+class PaimonConfig(SparkConfig):
+    unique_key: Optional[Union[str, List[str]]] = None
+    sequence_by: Optional[str] = None
+
+
+@dataclass
+class PaimonAdapterResponse(AdapterResponse):
+    """What one paimon_upsert did; lands in run_results.json as the node's adapter_response."""
+
+    snapshot_id: Optional[int] = None
+    inserted: int = 0
+    updated: int = 0
+    moved: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    rows_written: int = 0
+    table_path: Optional[str] = None
+    schema_id: Optional[int] = None
+    extra_snapshots: Optional[List[int]] = None  # e.g. a compaction committed right after the upsert
+
+
+def summary(result: UpsertResult) -> str:
+    """`UPSERT 200000: 100000 inserted, 50000 updated, 50000 moved` (zero moves/deletes/skips left out)."""
+    total = result.inserted + result.updated + result.moved + result.deleted + result.skipped
+    parts = [f"{result.inserted} inserted", f"{result.updated} updated"]
+    parts += [f"{n} {what}" for what, n in (("moved", result.moved), ("deleted", result.deleted),
+                                             ("skipped", result.skipped)) if n]
+    return f"UPSERT {total}: " + ", ".join(parts)
+
+
+def _as_list(value: Union[None, str, Sequence[str]]) -> List[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v).strip() for v in value if str(v).strip()]
+
+
+class PaimonAdapter(SparkAdapter):
+    Relation = PaimonRelation  # type: ignore[assignment]
+    ConnectionManager = PaimonConnectionManager  # type: ignore[assignment]
+    AdapterSpecificConfigs = PaimonConfig  # type: ignore[assignment]
+
+    # ---- plumbing ------------------------------------------------------------------------------
+    @property
+    def credentials(self) -> PaimonCredentials:
+        return self.config.credentials  # type: ignore[return-value]
+
+    def spark(self) -> SparkSession:
+        return spark_for(self.credentials)
+
+    def _build_spark_relation_list(self, row_list, relation_info_func):  # type: ignore[override]
+        relations = super()._build_spark_relation_list(row_list, relation_info_func)
+        return [r.incorporate(is_paimon=f"Provider: {catalog.PROVIDER_PREFIX}" in (r.information or ""))
+                for r in relations]
+
+    def _get_columns_for_catalog(self, relation: BaseRelation):  # type: ignore[override]
+        """Catalog rows of a Paimon table from its Paimon schema: Spark SQL types as `describe`
+        shows them, and the table's and columns' comments (dbt-spark's parsing has neither)."""
+        path = self.paimon_table_path(relation) if getattr(relation, "is_paimon", False) else None
+        if not path or not FileStoreTable.exists(path):
+            yield from super()._get_columns_for_catalog(relation)
+            return
+        schema = SchemaManager(FileIO(), path).latest()
+        owner = re.search(r"^Owner: (.*)$", getattr(relation, "information", None) or "", re.MULTILINE)
+        types = spark_schema(schema)
+        for index, (field, spark_field) in enumerate(zip(schema.fields, types.fields)):
+            yield {
+                "table_database": None,
+                "table_schema": relation.schema,
+                "table_name": relation.identifier,
+                "table_type": relation.type,
+                "table_owner": owner.group(1).strip() if owner else None,
+                "table_comment": schema.comment,
+                "column_name": field.name,
+                "column_index": index,
+                "column_type": spark_field.dataType.simpleString(),
+                "column_comment": field.description,
+            }
+
+    def valid_incremental_strategies(self) -> List[str]:
+        return ["append", "merge", "insert_overwrite", "microbatch", MATERIALIZATION]
+
+    @classmethod
+    def _get_adapter_specific_run_info(cls, config: Any) -> Dict[str, Any]:
+        return {"adapter_type": "paimon", "table_format": "paimon"}
+
+    # ---- paths ---------------------------------------------------------------------------------
+    @available
+    def paimon_table_path(self, relation: BaseRelation) -> str:
+        """Where the Paimon table of a relation lives: <warehouse>/<schema>.db/<identifier>."""
+        return catalog.table_path(self.credentials.warehouse, relation.schema, relation.identifier)
+
+    @available
+    def paimon_table_exists(self, relation: BaseRelation) -> bool:
+        return FileStoreTable.exists(self.paimon_table_path(relation))
+
+    # ---- catalog -------------------------------------------------------------------------------
+    def _expose(self, relation: BaseRelation, path: str) -> None:
+        table = catalog.load(relation.schema, relation.identifier, path)
+        if table is not None:
+            catalog.expose(self.spark(), table)
+            self.cache_added(self.Relation.create(schema=relation.schema, identifier=relation.identifier,
+                                                  type="table", is_paimon=True))
+
+    @available
+    def paimon_drop_table(self, relation: BaseRelation) -> None:
+        """Drop the catalog entry and delete the Paimon table's files."""
+        spark = self.spark()
+        entry = catalog.catalog_entry(spark, relation.schema, relation.identifier)
+        if entry is not None:
+            catalog.drop_entry(spark, entry)
+        path = self.paimon_table_path(relation)
+        if FileStoreTable.exists(path):
+            shutil.rmtree(path)
+            log.debug(f"dropped Paimon table {path}")
+        self.cache_dropped(relation)
+
+    @available
+    def paimon_drop_schema(self, relation: BaseRelation) -> None:
+        """After `drop schema ... cascade`: delete the schema's Paimon tables too."""
+        path = catalog.schema_dir(self.credentials.warehouse, relation.schema)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+
+    @available
+    def paimon_create_schema(self, relation: BaseRelation) -> None:
+        os.makedirs(catalog.schema_dir(self.credentials.warehouse, relation.schema), exist_ok=True)
+
+    # ---- the materialization -------------------------------------------------------------------
+    @available
+    def paimon_warn_unsupported(self, config: Mapping[str, Any], materialization: str = MATERIALIZATION) -> List[str]:
+        """Warn about configs a paimon_upsert model ignores; returns their names."""
+        ignored = []
+        for name, why in UNSUPPORTED_CONFIGS.items():
+            value = config.get(name)
+            if value in (None, [], {}, "") or (name == "file_format" and value in ("parquet", "paimon")):
+                continue
+            ignored.append(name)
+            log.warning(f"{materialization}: config {name}={value!r} is ignored: {why}")
+        return ignored
+
+    @available
+    def paimon_upsert(self, relation: BaseRelation, source: BaseRelation, unique_key: Any = None,
+                      partition_by: Any = None, options: Optional[Mapping[str, Any]] = None,
+                      sequence_by: Optional[str] = None, on_schema_change: Optional[str] = "ignore",
+                      full_refresh: bool = False) -> PaimonAdapterResponse:
+        """Upsert the rows of `source` (the model's temporary view) into the Paimon table of
+        `relation`, creating it first if needed (or anew with full_refresh); one snapshot."""
+        spark = self.spark()
+        path = self.paimon_table_path(relation)
+        name = f"{relation.schema}.{relation.identifier}"
+        on_schema_change = on_schema_change or "ignore"
+        if on_schema_change not in evolution.ON_SCHEMA_CHANGE:
+            raise DbtRuntimeError(f"{name}: on_schema_change must be one of {', '.join(evolution.ON_SCHEMA_CHANGE)}, "
+                                  f"got {on_schema_change!r}")
+        try:
+            batch = spark.table(source.render())
+        except Exception as e:  # noqa: BLE001
+            raise DbtRuntimeError(f"{name}: the model's SQL failed: {error_message(e)}") from e
+        columns = batch.columns
+        keys = self._columns(name, "unique_key", _as_list(unique_key), columns)
+        if not keys:
+            raise DbtRuntimeError(
+                f"{name}: a {MATERIALIZATION} model needs unique_key (a column or a list of columns): it is the "
+                f"Paimon table's primary key, and Paimon keeps primary-key tables")
+        partitions = self._columns(name, "partition_by", _as_list(partition_by), columns)
+        sequence = self._columns(name, "sequence_by", _as_list(sequence_by), columns)
+        if len(sequence) > 1:
+            raise DbtRuntimeError(f"{name}: sequence_by takes one column, got {sequence}")
+        io = FileIO()
+        exists = FileStoreTable.exists(path, io)
+        target = path
+        if full_refresh and exists:
+            target = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.dbt-refresh-{uuid.uuid4().hex[:8]}")
+            exists = False
+        evolved: Optional[TableSchema] = None
+        try:
+            if exists:
+                schema = SchemaManager(io, path).latest()
+                self._check_keys(name, path, schema, keys, partitions)
+                batch, evolved = self._apply_schema_change(name, path, schema, batch, on_schema_change, options or {},
+                                                           sequence)
+            t0 = time.time()
+            result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=options or {},
+                            sequence_by=sequence[0] if sequence else None)
+        except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
+            if evolved is not None:
+                evolution.rollback(path, evolved, io)
+            if target != path:
+                shutil.rmtree(target, ignore_errors=True)
+            if isinstance(e, DbtRuntimeError):
+                raise
+            what = str(e) if isinstance(e, PaimonError) else error_message(e)
+            raise DbtRuntimeError(f"{MATERIALIZATION} of {name} failed, nothing was written: {what}") from e
+        if target != path:
+            self._swap(target, path)
+        self._expose(relation, path)
+        log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id}, "
+                  f"{result.attempts} attempt(s))")
+        return PaimonAdapterResponse(
+            _message=summary(result), code="UPSERT", rows_affected=result.rows_affected,
+            snapshot_id=result.snapshot_id, inserted=result.inserted, updated=result.updated, moved=result.moved,
+            deleted=result.deleted, skipped=result.skipped, rows_written=result.rows_written, table_path=path,
+            schema_id=SchemaManager(io, path).latest().id,
+            extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None)
+
+    @staticmethod
+    def _columns(name: str, what: str, wanted: List[str], columns: List[str]) -> List[str]:
+        """Config column names resolved against the model's columns (case-insensitively, as Spark)."""
+        lower = {c.lower(): c for c in columns}
+        out: List[str] = []
+        for w in wanted:
+            c = lower.get(w.lower())
+            if c is None:
+                raise DbtRuntimeError(f"{name}: {what} column {w!r} is not a column of the model "
+                                      f"(columns: {', '.join(columns)})")
+            if c not in out:
+                out.append(c)
+        return out
+
+    @staticmethod
+    def _check_keys(name: str, path: str, schema: TableSchema, keys: List[str], partitions: List[str]) -> None:
+        def same(a: Sequence[str], b: Sequence[str], ordered: bool) -> bool:
+            a, b = [x.lower() for x in a], [x.lower() for x in b]
+            return a == b if ordered else sorted(a) == sorted(b)
+
+        problems = []
+        if not same(keys, schema.primary_keys, ordered=False):
+            problems.append(f"unique_key {keys} but the table's primary key is {list(schema.primary_keys)}")
+        if not same(partitions, schema.partition_keys, ordered=True):
+            problems.append(f"partition_by {partitions} but the table is partitioned by {list(schema.partition_keys)}")
+        if problems:
+            raise DbtRuntimeError(
+                f"{name}: the model's config disagrees with the existing Paimon table at {path}: "
+                f"{'; '.join(problems)}. Keys cannot change in place: rebuild the table with --full-refresh "
+                f"(nothing was written)")
+
+    def _apply_schema_change(self, name: str, path: str, schema: TableSchema, batch: DataFrame, mode: str,
+                             options: Mapping[str, Any], sequence: List[str]):
+        """The batch to write and the evolved schema (committed), per on_schema_change."""
+        change = evolution.diff(schema, batch.schema)
+        if not change.changed:
+            return batch, None
+        log.debug(f"{name}: schema change ({mode}): {change.describe()}")
+        if mode == "fail":
+            raise CompilationError(
+                f"{name}: the model's columns no longer match the Paimon table and on_schema_change='fail': "
+                f"{change.describe()}. Set on_schema_change to 'append_new_columns' or 'sync_all_columns', or "
+                f"rebuild the table with --full-refresh")
+        if mode == "ignore":
+            if change.removed:
+                raise DbtRuntimeError(
+                    f"{name}: the model no longer returns column(s) {change.removed} of the Paimon table; with "
+                    f"on_schema_change='ignore' every column must be given. Set on_schema_change to "
+                    f"'append_new_columns' (they become null) or 'sync_all_columns' (they are dropped), or "
+                    f"rebuild the table with --full-refresh")
+            if change.added:
+                log.debug(f"{name}: on_schema_change='ignore': not adding {[f.name for f in change.added]}")
+            return batch.select(*[F.col(f"`{c}`") for c in batch.columns
+                                  if c.lower() in {n.lower() for n in schema.field_names}]), None
+        retype: Dict[str, Any] = {}
+        if change.retyped:
+            if mode != "sync_all_columns":
+                bad = [n for n, _, _ in change.retyped]
+                raise DbtRuntimeError(f"{name}: column(s) {bad} changed type ({change.describe()}); "
+                                      f"on_schema_change='{mode}' does not change types")
+            for col, old, new in change.retyped:
+                widened = evolution.widened(old, new)
+                if widened is None:
+                    raise DbtRuntimeError(
+                        f"{name}: column {col!r} is {old.sql()} in the Paimon table and cannot become "
+                        f"{new.simpleString()} in place (only lossless widenings are applied); cast it in the "
+                        f"model or rebuild the table with --full-refresh")
+                retype[col] = widened
+        drop = change.removed if mode == "sync_all_columns" else []
+        # The model may read its own table ({{ this }}): evaluate it against the table as it is now,
+        # before its schema (and so its catalog entry) changes under the running job.
+        batch = batch.localCheckpoint(eager=True)
+        new_options = {k: v for k, v in self._new_column_options(options, change.added).items()}
+        try:
+            evolved = evolution.evolve(schema, add=change.added, drop=drop, retype=retype, options=new_options,
+                                       protected=sequence)
+        except PaimonError as e:
+            raise DbtRuntimeError(f"{name}: {e}") from e
+        evolution.commit(path, evolved)
+        log.info(f"{name}: Paimon schema {evolved.id} ({mode}): added {[f.name for f in change.added]}, "
+                 f"dropped {drop}, widened {list(retype)}")
+        if mode == "append_new_columns":  # columns the model left out are written as null
+            for col in change.removed:
+                field = evolved.field(col)
+                batch = batch.withColumn(col, F.lit(None).cast(evolution.spark_type(field.type)))
+        return batch, evolved
+
+    @staticmethod
+    def _new_column_options(options: Mapping[str, Any], added) -> Dict[str, str]:
+        """Per-column options (`fields.<c>.*`) the config gives for columns this run adds, stored as
+        the engine stores them (its `count` aggregate is Paimon's `sum` plus a marker)."""
+        out: Dict[str, str] = {}
+        for f in added:
+            prefix = f"fields.{f.name}."
+            for key, value in options.items():
+                if not key.startswith(prefix):
+                    continue
+                value = str(value).lower() if isinstance(value, bool) else str(value)
+                if key == f"{prefix}aggregate-function" and value == "count":
+                    out[key] = "sum"
+                    out[f"{prefix}{opts.COUNT_MARKER}"] = "true"
+                else:
+                    out[key] = value
+        return out
+
+    @staticmethod
+    def _swap(staged: str, path: str) -> None:
+        """Put a table built by a full refresh in place of the old one (directories renamed)."""
+        backup = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.dbt-backup-{uuid.uuid4().hex[:8]}")
+        os.rename(path, backup)
+        try:
+            os.rename(staged, path)
+        except BaseException:
+            os.rename(backup, path)
+            raise
+        shutil.rmtree(backup, ignore_errors=True)
+
+    # ---- docs ----------------------------------------------------------------------------------
+    @available
+    def paimon_persist_docs(self, relation: BaseRelation, model: Mapping[str, Any], for_relation: bool,
+                            for_columns: bool) -> bool:
+        """Write the model's description and column descriptions into the Paimon schema (a new
+        schema-N, read by every Paimon reader) and Spark's catalog entry. True when they changed."""
+        path = self.paimon_table_path(relation)
+        if not FileStoreTable.exists(path):
+            return False
+        schema = SchemaManager(FileIO(), path).latest()
+        comment = (model.get("description") or "") if for_relation else None
+        descriptions = {}
+        if for_columns:
+            for col_name, col in (model.get("columns") or {}).items():
+                descriptions[col.get("name") or col_name] = col.get("description") or ""
+            descriptions = {k: v for k, v in descriptions.items() if k.lower() in
+                            {n.lower() for n in schema.field_names}}
+        docs = evolution.with_docs(schema, comment, descriptions)
+        if docs is None:
+            return False
+        evolution.commit(path, docs)
+        self._expose(relation, path)
+        return True

@@ -1,0 +1,145 @@
+"""The adapter's pure-Python parts, without Spark: profile, settings, messages, schema evolution rules."""
+
+import os
+
+import pytest
+import yaml
+from dbt_common.exceptions import DbtRuntimeError
+from pyspark.sql import types as T
+
+from dbt_paimon.adapter import evolution, macros_path
+from dbt_paimon.adapter.catalog import create_table_sql, load, provider_name, table_path
+from dbt_paimon.adapter.connections import error_message
+from dbt_paimon.adapter.credentials import PaimonCredentials
+from dbt_paimon.adapter.impl import summary
+from dbt_paimon.engine import UpsertResult
+from dbt_paimon.store import FileStoreTable, SchemaError
+from dbt_paimon.store.types import DataType
+
+
+def _creds(**kwargs):
+    return PaimonCredentials(schema="s", **kwargs)
+
+
+def test_profile_defaults_and_paths_relative_to_the_project(tmp_path):
+    creds = _creds()
+    assert creds.type == "paimon" and creds.method == "session" and creds.master == "local[*]"
+    creds.resolve_paths(str(tmp_path))
+    assert creds.warehouse == str(tmp_path / "paimon_warehouse")
+    assert creds.spark_dir == str(tmp_path / "paimon_warehouse" / ".spark")
+    assert dict(creds.connection_info()) == {"schema": "s", "warehouse": creds.warehouse, "master": "local[*]",
+                                             "spark_dir": creds.spark_dir}
+
+    uri = _creds(warehouse=f"file:{tmp_path}/wh", spark_dir="state")
+    uri.resolve_paths(str(tmp_path / "project"))
+    assert uri.warehouse == str(tmp_path / "wh")
+    assert uri.spark_dir == str(tmp_path / "project" / "state")
+
+    with pytest.raises(DbtRuntimeError, match="local or mounted filesystems only"):
+        _creds(warehouse="s3://bucket/wh")
+    with pytest.raises(DbtRuntimeError, match="method: session"):
+        _creds(method="thrift")
+
+
+def test_spark_settings_put_the_catalog_in_the_spark_dir_and_let_the_profile_win(tmp_path):
+    creds = _creds(warehouse=str(tmp_path), master="local[2]", server_side_parameters={
+        "spark.driver.extraJavaOptions": "-Dfoo=1", "spark.sql.shuffle.partitions": 4,
+        "spark.sql.session.timeZone": "Europe/Amsterdam"})
+    settings = creds.spark_settings()
+    assert settings["spark.master"] == "local[2]"
+    assert settings["spark.sql.warehouse.dir"] == str(tmp_path / ".spark" / "spark-warehouse")
+    java = settings["spark.driver.extraJavaOptions"]
+    assert java.startswith("-Dfoo=1 ") and f"-Dderby.system.home={tmp_path / '.spark'}" in java
+    assert "-Dlog4j2.configurationFile=" in java
+    assert settings["spark.sql.session.timeZone"] == "Europe/Amsterdam"
+    assert settings["spark.sql.ansi.enabled"] == "false"  # dbt-spark's rule
+    # what the session cursor sends with each statement: runtime settings only
+    assert creds.statement_settings() == {"spark.sql.shuffle.partitions": "4",
+                                          "spark.sql.session.timeZone": "Europe/Amsterdam",
+                                          "spark.sql.ansi.enabled": "false"}
+
+
+def test_plugin_macros_and_profile_template():
+    from dbt.adapters.paimon import Plugin
+    from dbt.adapters.paimon.__version__ import version
+
+    assert Plugin.project_name == "dbt_paimon" and Plugin.dependencies == ["spark"] and version
+    path = macros_path()
+    assert Plugin.include_path == path
+    with open(os.path.join(path, "dbt_project.yml")) as f:
+        assert yaml.safe_load(f)["name"] == "dbt_paimon"
+    with open(os.path.join(path, "profile_template.yml")) as f:
+        template = yaml.safe_load(f)
+    assert template["fixed"] == {"type": "paimon"}
+    assert {"schema", "warehouse", "master", "threads"} <= set(template["prompts"])
+
+
+def test_run_message():
+    result = UpsertResult("p", 3, inserted=100000, updated=50000, moved=50000)
+    assert summary(result) == "UPSERT 200000: 100000 inserted, 50000 updated, 50000 moved"
+    assert summary(UpsertResult("p", 1, inserted=2, skipped=1, deleted=1)) == \
+        "UPSERT 4: 2 inserted, 0 updated, 1 deleted, 1 skipped"
+
+
+def test_error_message_keeps_our_words_and_drops_stacks():
+    spark_error = ("An error occurred while calling o1.collect.\n: org.apache.spark.SparkException: Job aborted: "
+                   "Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+                   "dbt_paimon.store.errors.DataError: primary key column 'id' is null in 1 row(s)\n"
+                   "\tat org.apache.spark.Foo(Foo.scala:1)")
+    assert error_message(Exception(spark_error)) == "primary key column 'id' is null in 1 row(s)"
+    assert error_message(Exception("[TABLE_OR_VIEW_NOT_FOUND] x\n\tat org.Foo")) == "[TABLE_OR_VIEW_NOT_FOUND] x"
+
+
+def _schema(tmp_path):
+    import pyarrow as pa
+
+    arrow = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("n", pa.int32()), ("s", pa.string())])
+    return FileStoreTable.create(str(tmp_path / "db.db" / "t"), arrow, ["id"], ["dt"],
+                                 {"fields.s.aggregate-function": "max", "merge-engine": "aggregation"}).schema
+
+
+def test_schema_diff_treats_lossless_widenings_as_no_change(tmp_path):
+    schema = _schema(tmp_path)
+    same = T.StructType([T.StructField("ID", T.IntegerType()), T.StructField("dt", T.StringType()),
+                         T.StructField("n", T.ShortType()), T.StructField("s", T.StringType())])
+    assert not evolution.diff(schema, same).changed
+    changed = evolution.diff(schema, T.StructType([
+        T.StructField("id", T.LongType()), T.StructField("dt", T.StringType()), T.StructField("n", T.LongType()),
+        T.StructField("extra", T.DateType())]))
+    assert [f.name for f in changed.added] == ["extra"] and changed.removed == ["s"]
+    assert [(n, t.root, s.simpleString()) for n, t, s in changed.retyped] == [("n", "INT", "bigint")]
+
+
+def test_evolve_adds_with_new_ids_drops_and_widens(tmp_path):
+    schema = _schema(tmp_path)
+    new = evolution.evolve(schema, add=[T.StructField("extra", T.DateType())], drop=["n"],
+                           retype={}, options={"fields.extra.aggregate-function": "max"})
+    assert new.id == 1 and new.highest_field_id == 4
+    assert [(f.id, f.name, f.type.sql()) for f in new.fields] == [
+        (0, "id", "BIGINT NOT NULL"), (1, "dt", "STRING"), (3, "s", "STRING"), (4, "extra", "DATE")]
+    assert new.options["fields.extra.aggregate-function"] == "max"
+    assert evolution.widened(DataType("INT"), T.LongType()).root == "BIGINT"
+    assert evolution.widened(DataType("DECIMAL", precision=10, scale=2), T.DecimalType(12, 1)).sql() == \
+        "DECIMAL(13, 2)"  # room for both: 11 integer digits, 2 decimals
+    assert evolution.widened(DataType("BIGINT"), T.IntegerType()) is None
+    assert evolution.widened(DataType("STRING"), T.LongType()) is None
+    for bad, message in ((dict(drop=["dt"]), "part of the primary or partition key"),
+                         (dict(drop=["s"]), "refer to it"),
+                         (dict(retype={"id": DataType("DOUBLE")}), "key column 'id'")):
+        with pytest.raises(SchemaError, match=message):
+            evolution.evolve(schema, **bad)
+
+
+def test_docs_schema_and_the_catalog_entry_it_gives(tmp_path):
+    schema = _schema(tmp_path)
+    docs = evolution.with_docs(schema, "The table's 'comment'", {"ID": "the key", "nope": "ignored"})
+    assert docs.comment == "The table's 'comment'" and docs.field("id").description == "the key"
+    assert evolution.with_docs(docs, "The table's 'comment'", {"id": "the key"}) is None
+    path = str(tmp_path / "db.db" / "t")
+    evolution.commit(path, docs)
+    table = load("DB", "T", path)
+    assert table.provider == provider_name("db", "t", path, docs) != provider_name("db", "t", path, schema)
+    ddl = create_table_sql(table)
+    assert "`id` bigint COMMENT 'the key'" in ddl and "`n` int" in ddl
+    assert "COMMENT 'The table\\'s \\'comment\\''" in ddl and f"USING {table.provider}" in ddl
+    assert table_path("/wh", "Analytics", "Customers") == "/wh/analytics.db/customers"

@@ -1,0 +1,66 @@
+{#-- dbt-spark's relation macros, made aware of Paimon tables (a Paimon table is files in the
+    warehouse plus a catalog entry that reads them). Everything else is dbt-spark's. --#}
+
+{% macro paimon__drop_relation(relation) -%}
+  {%- if relation.type != 'view' and (relation.is_paimon or adapter.paimon_table_exists(relation)) -%}
+    {#-- drops the catalog entry and deletes the table's files --#}
+    {% do adapter.paimon_drop_table(relation) %}
+  {%- else -%}
+    {{ spark__drop_relation(relation) }}
+  {%- endif -%}
+{%- endmacro %}
+
+
+{% macro paimon__create_schema(relation) -%}
+  {{ spark__create_schema(relation) }}
+  {#-- the Paimon database: <warehouse>/<schema>.db --#}
+  {% do adapter.paimon_create_schema(relation) %}
+{%- endmacro %}
+
+
+{% macro paimon__drop_schema(relation) -%}
+  {{ spark__drop_schema(relation) }}
+  {% do adapter.paimon_drop_schema(relation) %}
+{%- endmacro %}
+
+
+{% macro paimon__rename_relation(from_relation, to_relation) -%}
+  {%- if from_relation.is_paimon or adapter.paimon_table_exists(from_relation) -%}
+    {% do exceptions.raise_compiler_error("dbt-paimon cannot rename the Paimon table " ~ from_relation ~ " to " ~ to_relation) %}
+  {%- else -%}
+    {{ spark__rename_relation(from_relation, to_relation) }}
+  {%- endif -%}
+{%- endmacro %}
+
+
+{% macro paimon__persist_docs(relation, model, for_relation, for_columns) -%}
+  {%- if relation.type != 'view' and (relation.is_paimon or adapter.paimon_table_exists(relation)) -%}
+    {#-- into the Paimon schema (table comment, field descriptions), read by every Paimon reader,
+         and from there into Spark's catalog --#}
+    {% do adapter.paimon_persist_docs(relation, model,
+                                      for_relation and config.persist_relation_docs(),
+                                      for_columns and config.persist_column_docs()) %}
+  {%- else -%}
+    {{ spark__persist_docs(relation, model, for_relation, for_columns) }}
+  {%- endif -%}
+{%- endmacro %}
+
+
+{#-- dbt's is_incremental() is not dispatched: this one (an adapter macro wins over dbt's) also
+     answers for paimon_upsert models. True on a later run of a model whose Paimon table exists. --#}
+{% macro is_incremental() %}
+  {% if not execute %}
+    {{ return(False) }}
+  {% endif %}
+  {% set materialized = model.config.materialized %}
+  {% set paimon = materialized == 'paimon_upsert'
+                  or (materialized == 'incremental' and config.get('incremental_strategy') == 'paimon_upsert') %}
+  {% if materialized not in ('incremental', 'paimon_upsert') or should_full_refresh() %}
+    {{ return(False) }}
+  {% endif %}
+  {% set relation = adapter.get_relation(this.database, this.schema, this.table) %}
+  {% if relation is none or relation.type != 'table' %}
+    {{ return(False) }}
+  {% endif %}
+  {{ return(adapter.paimon_table_exists(relation) if paimon else True) }}
+{% endmacro %}
