@@ -246,7 +246,9 @@ class GlobalIndexAssigner:
         out = out.append_column(KIND, pa.array(np.full(n, INSERT, dtype=np.int8)))
         out = out.filter(pa.array(active))
         if deletes:
-            out = pa.concat_tables([out] + deletes)
+            # The batch carries Spark's session time zone on LTZ timestamps; the -D rows the
+            # table's: same instants, so align the types before concatenating.
+            out = pa.concat_tables([out] + [d.cast(out.schema) for d in deletes])
         return AssignResult(out, counts)
 
     # ---- pieces ----------------------------------------------------------------------------

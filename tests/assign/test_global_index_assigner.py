@@ -91,3 +91,13 @@ def test_rowkind_field_deletes_a_key_where_it_lives():
     assert res.counts.as_dict() == dict(inserted=1, updated=0, moved=0, deleted=1, skipped=1)
     with pytest.raises(DataError, match="must hold"):
         GlobalIndexAssigner(schema).process(pa.Table.from_pylist([{"id": 1, "dt": "a", "v": 1, "op": "D"}], arrow))
+
+
+def test_a_move_on_a_table_with_local_time_zone_timestamps():
+    """Spark hands batches with its session zone on TIMESTAMP_LTZ columns; the -D rows of a move
+    carry the table's: both must land in one output."""
+    arrow = ARROW.append(pa.field("ts", pa.timestamp("us", tz="UTC")))
+    schema = build_schema(arrow, ["id"], ["dt"])
+    rows = pa.table({"id": [1], "dt": ["b"], "v": [1], "ts": pa.array([0], pa.timestamp("us", tz="Etc/UTC"))})
+    res = GlobalIndexAssigner(schema).process(rows, _existing((1, "a", 0)))
+    assert sorted((r["dt"], r[KIND]) for r in res.rows.to_pylist()) == [("a", 3), ("b", 0)]
