@@ -354,19 +354,9 @@ class PaimonAdapter(SparkAdapter):
     def _new_column_options(options: Mapping[str, Any], added) -> Dict[str, str]:
         """Per-column options (`fields.<c>.*`) the config gives for columns this run adds, stored as
         the engine stores them (its `count` aggregate is Paimon's `sum` plus a marker)."""
-        out: Dict[str, str] = {}
-        for f in added:
-            prefix = f"fields.{f.name}."
-            for key, value in options.items():
-                if not key.startswith(prefix):
-                    continue
-                value = str(value).lower() if isinstance(value, bool) else str(value)
-                if key == f"{prefix}aggregate-function" and value == "count":
-                    out[key] = "sum"
-                    out[f"{prefix}{opts.COUNT_MARKER}"] = "true"
-                else:
-                    out[key] = value
-        return out
+        prefixes = tuple(f"fields.{f.name}." for f in added)
+        stored, _ = opts.count_sugar({k: v for k, v in options.items() if k.startswith(prefixes)})
+        return stored
 
     @staticmethod
     def _swap(staged: str, path: str) -> None:

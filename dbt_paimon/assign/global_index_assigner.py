@@ -111,6 +111,16 @@ def group_codes(table: pa.Table, columns: Sequence[str]) -> tuple[np.ndarray, li
     return inverse.astype(np.int64), [tuple(r[c] for c in columns) for r in reps]
 
 
+def group_runs(codes: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """A stable order that makes equal codes adjacent, and the (start, end) of each run in it:
+    loops then go over groups (partitions, buckets), never over rows."""
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    ends = np.append(np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1, len(order))
+    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    return order, list(zip(starts.tolist(), ends.tolist()))
+
+
 class GlobalIndexAssigner:
     def __init__(self, schema: TableSchema, num_assigners: int = 1, assign_id: int = 0,
                  sequence_by: str | None = None):
@@ -312,14 +322,10 @@ class GlobalIndexAssigner:
         distinct = unknown.group_by(cols, use_threads=False).aggregate([])
         distinct = distinct.take(pc.sort_indices(distinct, sort_keys=[(c, "ascending") for c in cols]))
         codes, parts = group_codes(distinct, self.partition_keys)
-        order = np.argsort(codes, kind="stable")
-        sorted_codes = codes[order]
-        ends = np.append(np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1, len(order))
+        order, runs = group_runs(codes)
         chosen = np.empty(distinct.num_rows, dtype=np.int32)
-        start = 0
-        for end in ends:  # one iteration per partition
-            chosen[order[start:end]] = self.assigner.assign(parts[sorted_codes[start]], end - start)
-            start = end
+        for start, end in runs:  # one iteration per partition
+            chosen[order[start:end]] = self.assigner.assign(parts[codes[order[start]]], end - start)
         distinct = distinct.append_column(OLD_BUCKET, pa.array(chosen))
         unknown = unknown.append_column(_ROW, pa.array(np.flatnonzero(~hit)))
         placed = unknown.join(distinct, cols, join_type="inner", use_threads=False)
@@ -390,12 +396,7 @@ class GlobalIndexAssigner:
         fresh = rows.take(pa.array(idx))
         codes, parts = group_codes(fresh, self.partition_keys)
         # Rows arrive de-duplicated and sorted by key: a stable sort by partition keeps key order.
-        order = np.argsort(codes, kind="stable")
-        sorted_codes = codes[order]
-        ends = np.append(np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1, len(order))
-        start = 0
-        for end in ends:  # one iteration per partition
-            part = parts[sorted_codes[start]]
-            buckets[idx[order[start:end]]] = self.assigner.assign(part, end - start)
-            start = end
+        order, runs = group_runs(codes)
+        for start, end in runs:  # one iteration per partition
+            buckets[idx[order[start:end]]] = self.assigner.assign(parts[codes[order[start]]], end - start)
         return buckets

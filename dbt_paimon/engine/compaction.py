@@ -17,6 +17,7 @@ from ..store.compact import abort_compaction, compact_bucket, max_level
 from ..store.errors import CommitConflictError
 from ..store.snapshot import COMPACT
 from ..store.table import FileStoreTable
+from . import jobs
 
 
 def _compact_task(path: str, schema, level: int):
@@ -78,11 +79,9 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
               and not (len(s.files) == 1 and s.files[0].level == level)]
     if not splits:
         return None
-    blobs = [(pickle.dumps(s),) for s in splits]
-    rdd = spark.sparkContext.parallelize(blobs, len(blobs))
-    results = (spark.createDataFrame(rdd, "split binary")
-               .mapInArrow(_compact_task(table.path, table.schema, level), "payload binary").collect())
-    done = [pickle.loads(r.payload) for r in results]
+    tasks = jobs.descriptors(spark, [pickle.dumps(s) for s in splits])
+    done = jobs.collect_payloads(spark, tasks.mapInArrow(_compact_task(table.path, table.schema, level),
+                                                         "payload binary"))
     entries = [e for _, es in done for e in es]
     if not entries:
         return None

@@ -27,7 +27,7 @@ from ..store.read import TableRead
 from ..store.scan import DataSplit
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
-from . import tasks
+from . import jobs, tasks
 from .spark_types import for_spark, spark_schema
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def _check_engine(schema) -> None:
 
 def delete(spark: SparkSession, path: str, where: str) -> DeleteResult:
     """Delete every live row of the table at path for which the Spark SQL predicate holds."""
-    from .upsert import _conf, _reraise_task_error, after_commit
+    from .upsert import after_commit  # upsert imports this module's siblings first
 
     started = time.time()
     if not where or not where.strip():
@@ -92,10 +92,8 @@ def delete(spark: SparkSession, path: str, where: str) -> DeleteResult:
             return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, attempt)
         parallelism = spark.sparkContext.defaultParallelism
         blobs = tasks.chunk_splits(plan.splits, parallelism * 2)
-        descriptors = spark.createDataFrame(
-            spark.sparkContext.parallelize([(b,) for b in blobs], len(blobs)), "blob binary")
         rows_schema = T.StructType(spark_schema(schema).fields + [T.StructField(BUCKET, T.IntegerType())])
-        rows = descriptors.mapInArrow(_rows_task(table.path, schema), rows_schema)
+        rows = jobs.descriptors(spark, blobs).mapInArrow(_rows_task(table.path, schema), rows_schema)
         try:
             matched = rows.filter(F.expr(where))
         except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
@@ -108,13 +106,7 @@ def delete(spark: SparkSession, path: str, where: str) -> DeleteResult:
         written = doomed.repartition(max(parallelism * 2, 1), *part_cols).mapInArrow(
             tasks.write_task(table.path, schema, next_sequence, index_files=None, update_index=False),
             "payload binary")
-        with _conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000"}):
-            try:
-                payloads = written.collect()
-            except Exception as e:  # noqa: BLE001
-                _reraise_task_error(e)
-                raise
-        entries = [e for r in payloads for e in pickle.loads(r.payload)[0]]
+        entries = [e for payload in jobs.collect_payloads(spark, written) for e in payload[0]]
         deleted = sum(e.file.row_count for e in entries)
         if not entries:
             return DeleteResult(table.path, plan.snapshot.id, 0, attempt, time.time() - started)

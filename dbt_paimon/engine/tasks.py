@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..assign.global_index_assigner import (BUCKET, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, AssignCounts,
-                                            GlobalIndexAssigner, group_codes, old_column)
+                                            GlobalIndexAssigner, group_codes, group_runs, old_column)
 from ..store import binary_row
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestEntry
@@ -243,19 +243,16 @@ def _update_hash_index(path: str, schema: TableSchema, data: pa.Table, index_fil
     cols = list(schema.partition_keys) + [BUCKET]
     codes, groups = group_codes(data, cols)
     hashes = data.column(HASH).to_numpy(zero_copy_only=False)
-    order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    ends = np.append(np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1, len(order))
-    changed, start = {}, 0
-    for end in ends:  # one iteration per bucket
-        *values, bucket = groups[sorted_codes[start]]
+    order, runs = group_runs(codes)
+    changed = {}
+    for start, end in runs:  # one iteration per bucket
+        *values, bucket = groups[codes[order[start]]]
         pbytes = binary_row.serialize(list(values), schema.partition_types)
         incoming = np.unique(hashes[order[start:end]])
         old = index_files.get((pbytes, bucket))
         known = files.read(old) if old is not None else np.empty(0, np.int32)
         if not np.isin(incoming, known).all():
             changed[(pbytes, bucket)] = files.write(np.union1d(known, incoming))
-        start = end
     return changed
 
 

@@ -13,26 +13,26 @@ from __future__ import annotations
 
 import logging
 import pickle
-import re
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+import numpy as np
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..store import options as opts
-from ..store.errors import CommitConflictError, CorruptTableError, DataError, PaimonError, SchemaError
+from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.schema import SchemaManager, TableSchema, build_schema
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from ..assign.global_index_assigner import BUCKET, HASH, KIND
 from ..store.index import HashIndexFile, IndexManifestFile, read_hash_index
-from . import bloom, tasks
+from . import bloom, jobs, tasks
 from .compaction import auto_compact, compact
 from .spark_types import arrow_schema_of, fits, spark_schema
 
@@ -41,8 +41,6 @@ log = logging.getLogger(__name__)
 # Options that steer one run rather than describe the table: they may differ from the stored ones.
 RUN_OPTIONS = {"dynamic-bucket.assigner-parallelism", "sink.parallelism", "commit.max-retries",
                "cross-partition-upsert.bootstrap-parallelism"}
-# Marker that a `sum` column was declared as `count` (Paimon has no count aggregate; see _count_sugar).
-COUNT_MARKER = "fields.{}.dbt-paimon.count"
 MAX_JOB_ATTEMPTS = 3
 # Test hook: called with the attempt number between the job and its commit (to land a racing commit).
 _before_commit = None
@@ -79,25 +77,6 @@ def _as_list(value: str | Sequence[str] | None) -> list[str]:
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
     return list(value)
-
-
-def _count_sugar(options: Mapping[str, object]) -> tuple[dict[str, str], list[str]]:
-    """`fields.f.aggregate-function = count` is stored as Paimon's `sum` plus a marker, and the engine
-    writes 1 for each non-null input value: a table Paimon itself can read and aggregate."""
-    out, counted = {}, []
-    for key, value in options.items():
-        m = re.fullmatch(r"fields\.(.+)\.aggregate-function", key)
-        if m and str(value) == "count":
-            out[key] = "sum"
-            out[COUNT_MARKER.format(m.group(1))] = "true"
-            counted.append(m.group(1))
-        else:
-            out[key] = value if not isinstance(value, bool) else str(value).lower()
-    return out, counted
-
-
-def _counted_columns(schema: TableSchema) -> list[str]:
-    return [f.name for f in schema.fields if schema.options.get(COUNT_MARKER.format(f.name)) == "true"]
 
 
 def _check_against_table(schema: TableSchema, primary_keys: list[str], partition_keys: list[str],
@@ -143,33 +122,6 @@ def _prepare_input(df: DataFrame, schema: TableSchema, counted: Sequence[str]) -
     return df.select(*cols)
 
 
-@contextmanager
-def _conf(spark: SparkSession, settings: Mapping[str, str]):
-    old = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
-
-
-_ERRORS = {"DataError": DataError, "SchemaError": SchemaError, "CorruptTableError": CorruptTableError}
-
-
-def _reraise_task_error(exc: Exception) -> None:
-    """An error of ours raised on an executor reaches the driver as text inside a Spark exception:
-    raise it again as itself, so a user sees 'primary key column ... is null', not a JVM trace."""
-    text = str(exc)
-    m = re.search(r"dbt_paimon\.store\.errors\.(DataError|SchemaError|CorruptTableError): (.+)", text)
-    if m:
-        raise _ERRORS[m.group(1)](m.group(2).strip()) from None
-
-
 def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None = None,
            partition_keys: str | Sequence[str] | None = (), options: Mapping[str, object] | None = None,
            sequence_by: str | None = None) -> UpsertResult:
@@ -179,19 +131,18 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     io = FileIO()
     path = path.rstrip("/")
     primary_keys, partition_keys = _as_list(primary_keys), _as_list(partition_keys)
-    given, counted = _count_sugar(options or {})
+    given, counted = opts.count_sugar(options or {})
     exists = FileStoreTable.exists(path, io)
     if exists:
         schema = SchemaManager(io, path).latest()
         given = opts.validate(given, schema.field_names) if given else {}
         _check_against_table(schema, primary_keys, partition_keys, given, path)
-        counted = _counted_columns(schema)
+        counted = [f.name for f in schema.fields if schema.core.is_count(f.name)]
     else:
         if not primary_keys:
             raise SchemaError(f"table {path} does not exist and no primary key (unique_key) was given")
         arrow = arrow_schema_of(df.schema)
         if counted:
-            import pyarrow as pa
             arrow = pa.schema([pa.field(f.name, pa.int64()) if f.name in counted else f for f in arrow])
         schema = build_schema(arrow, primary_keys, partition_keys, given)
     if sequence_by is not None:
@@ -286,8 +237,6 @@ def _batch_bloom(spark: SparkSession, batch: DataFrame, schema: TableSchema, pla
     if any(schema.field(k).type.root == "DECIMAL" and schema.field(k).type.precision > 18
            for k in schema.primary_keys):
         return None
-    import numpy as np
-
     bits = bloom.size_bits(plan.snapshot.total_record_count if plan and plan.snapshot else 0)
     keys = [F.col(f"`{k}`") for k in schema.primary_keys]
     parts = batch.select(*keys).mapInArrow(bloom.build_task(schema, bits), "bits binary").collect()
@@ -331,9 +280,6 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
             spark_schema(schema).fields + [union_schema[BUCKET], union_schema[tasks.SOURCE], union_schema[HASH]]))
     bootstrap_parallelism = int(core.get("cross-partition-upsert.bootstrap-parallelism") or parallelism * 2)
 
-    def descriptors(blobs):
-        return spark.createDataFrame(spark.sparkContext.parallelize([(b,) for b in blobs], len(blobs)), "blob binary")
-
     key_cols = [F.col(f"`{k}`") for k in schema.primary_keys]
     bloom_bits = _batch_bloom(spark, batch, schema, plan) if splits and not hashed else None
     routes = _routes(spark, num_assigners) if bloom_bits is not None else None
@@ -345,7 +291,7 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
                                                                            union_schema[tasks.SOURCE]] + hash_field
                                    + (counted if bloom_bits is not None else []))
         blobs = tasks.chunk_splits(splits, bootstrap_parallelism)
-        existing = descriptors(blobs).mapInArrow(
+        existing = jobs.descriptors(spark, blobs).mapInArrow(
             tasks.bootstrap_task(table.path, schema, sequence_by, with_hash=hashed, bloom_bits=bloom_bits,
                                  routes=routes), boot_schema)
         if bloom_bits is not None:
@@ -358,7 +304,7 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         blobs = [pickle.dumps(entries[i:i + step]) for i in range(0, len(entries), step)]
         index_schema = T.StructType([union_schema[p] for p in schema.partition_keys] + [
             union_schema[HASH], union_schema[BUCKET], union_schema[tasks.SOURCE]])
-        indexed = descriptors(blobs).mapInArrow(tasks.index_bootstrap_task(table.path, schema), index_schema)
+        indexed = jobs.descriptors(spark, blobs).mapInArrow(tasks.index_bootstrap_task(table.path, schema), index_schema)
         rows = rows.unionByName(indexed, allowMissingColumns=True)
     assigned_schema = T.StructType(spark_schema(schema).fields + hash_field + [
         T.StructField(BUCKET, T.IntegerType()), T.StructField(KIND, T.ByteType()),
@@ -371,16 +317,8 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
     written = assigned.repartition(num_writers, *part_cols).mapInArrow(
         tasks.write_task(table.path, schema, next_sequence, index_files), "payload binary")
-    with _conf(spark, {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
-                       "spark.sql.adaptive.coalescePartitions.enabled": "false"}):
-        try:
-            payloads = written.collect()
-        except Exception as e:  # noqa: BLE001 - translated when it is one of ours
-            _reraise_task_error(e)
-            raise
     entries, counts, index_changes = [], {}, {}
-    for row in payloads:
-        part_entries, part_counts, part_index = pickle.loads(row.payload)
+    for part_entries, part_counts, part_index in jobs.collect_payloads(spark, written):
         entries += part_entries
         index_changes.update(part_index)
         for k, v in part_counts.items():

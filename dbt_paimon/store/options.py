@@ -21,6 +21,26 @@ AGGREGATE_FUNCTIONS = (
     "first_non_null_value", "bool_and", "bool_or", "listagg",
 )
 COUNT_MARKER = "dbt-paimon.count"
+_AGG_KEY = re.compile(r"^fields\.(?P<field>.+)\.aggregate-function$")
+
+
+def count_sugar(options: Mapping[str, object]) -> tuple[dict[str, str], list[str]]:
+    """Options as stored, and the columns declared `count`. Paimon has no count aggregate: a
+    `fields.f.aggregate-function = count` is stored as `sum` plus the marker
+    `fields.f.dbt-paimon.count`, and the writer adds 1 per non-null input value, so Paimon itself
+    reads and aggregates the table."""
+    out: dict[str, str] = {}
+    counted: list[str] = []
+    for key, raw in options.items():
+        value = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        m = _AGG_KEY.match(key)
+        if m and value == "count":
+            out[key] = "sum"
+            out[f"fields.{m.group('field')}.{COUNT_MARKER}"] = "true"
+            counted.append(m.group("field"))
+        else:
+            out[key] = value
+    return out, counted
 
 _MEMORY_UNITS = {"b": 1, "kb": 1 << 10, "k": 1 << 10, "mb": 1 << 20, "m": 1 << 20, "gb": 1 << 30, "g": 1 << 30,
                  "tb": 1 << 40, "t": 1 << 40, "bytes": 1}

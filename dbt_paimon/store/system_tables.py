@@ -70,9 +70,9 @@ def snapshots(table) -> pa.Table:
     rows = []
     if latest is not None:
         for sid in range(earliest or 1, latest + 1):  # per snapshot (metadata), not per row
-            if not table.io.exists(f"{mgr.dir}/snapshot-{sid}"):
+            s = mgr.try_snapshot(sid)  # one read; None when expired meanwhile
+            if s is None:
                 continue
-            s = mgr.snapshot(sid)
             rows.append({"snapshot_id": s.id, "schema_id": s.schema_id, "commit_user": s.commit_user,
                          "commit_identifier": s.commit_identifier, "commit_kind": s.commit_kind,
                          "commit_time": _millis(s.time_millis), "base_manifest_list": s.base_manifest_list,
