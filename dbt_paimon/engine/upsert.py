@@ -239,7 +239,12 @@ def _batch_bloom(spark: SparkSession, batch: DataFrame, schema: TableSchema, pla
         return None
     bits = bloom.size_bits(plan.snapshot.total_record_count if plan and plan.snapshot else 0)
     keys = [F.col(f"`{k}`") for k in schema.primary_keys]
-    parts = batch.select(*keys).mapInArrow(bloom.build_task(schema, bits), "bits binary").collect()
+    # One partial filter per core, not per input partition: the driver ORs at most `cores` bitsets.
+    cores = max(spark.sparkContext.defaultParallelism, 1)
+    keyed = batch.select(*keys)
+    if keyed.rdd.getNumPartitions() > cores:
+        keyed = keyed.coalesce(cores)
+    parts = keyed.mapInArrow(bloom.build_task(schema, bits), "bits binary").collect()
     out = np.zeros(bits // 8, dtype=np.uint8)
     for row in parts:  # one per task
         out |= np.frombuffer(row.bits, dtype=np.uint8)
