@@ -48,7 +48,9 @@ def spark_session(event_dir: str | None = None):
 
 class Peer(Base):
     label = "dbt-paimon engine"
-    note = "Spark local[2], cross-partition (bucket -1, PK id, partitioned by dt)"
+    note = ("Spark local[2], cross-partition (bucket -1, PK id, partitioned by dt); execution auto "
+            "(driver-local when the batch and the key index fit in the driver)")
+    execution = "auto"
     second_reader = "pypaimon-rust reader"
 
     def available(self):
@@ -76,7 +78,7 @@ class Peer(Base):
     def _upsert(self, df, work_dir):
         from dbt_paimon.engine import upsert
         return upsert(df, self._table(work_dir), primary_keys=["id"], partition_keys=["dt"],
-                      options=dict(TABLE_OPTIONS))
+                      options=dict(TABLE_OPTIONS), execution=self.execution)
 
     def setup(self, work_dir, base_path):
         self._upsert(self.spark.read.parquet(base_path), work_dir)   # first write creates the table

@@ -156,28 +156,36 @@ def assign_task(schema: TableSchema, num_assigners: int, sequence_by: str | None
         if table.num_rows == 0:
             return
         source = table.column(SOURCE)
-        rows = table.filter(pc.equal(source, FROM_BATCH)).select(names)
-        stored = table.filter(pc.equal(source, FROM_TABLE))
-        existing = _as_existing(stored, schema, sequence_by)
-        bucket_counts = None
-        if counted:
-            rows_per_bucket = table.filter(pc.equal(source, FROM_COUNT))
-            bucket_counts = pa.Table.from_arrays(
-                [rows_per_bucket.column(p) for p in schema.partition_keys]
-                + [rows_per_bucket.column(BUCKET), rows_per_bucket.column(COUNT)],
-                names=[old_column(p) for p in schema.partition_keys] + [OLD_BUCKET, "count"])
-        index = None
-        if hashed:
-            indexed = table.filter(pc.equal(source, FROM_INDEX))
-            index = pa.Table.from_arrays(
-                [indexed.column(p) for p in schema.partition_keys] + [indexed.column(HASH), indexed.column(BUCKET)],
-                names=[old_column(p) for p in schema.partition_keys] + [HASH, OLD_BUCKET])
-        assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, sequence_by)
-        result = assigner.process(rows, existing, index, bucket_counts)
+        result = assign(schema, num_assigners, assign_id, sequence_by,
+                        rows=table.filter(pc.equal(source, FROM_BATCH)).select(names),
+                        stored=table.filter(pc.equal(source, FROM_TABLE)),
+                        count_rows=table.filter(pc.equal(source, FROM_COUNT)) if counted else None,
+                        indexed=table.filter(pc.equal(source, FROM_INDEX)) if hashed else None)
         out = result.rows.append_column(COUNT, pa.nulls(result.rows.num_rows, pa.int64()))
         yield from for_spark(out, schema, extra).to_batches(max_chunksize=1 << 17)
         yield from for_spark(_summary(result.counts, schema, hashed), schema, extra).to_batches()
     return run
+
+
+def assign(schema: TableSchema, num_assigners: int, assign_id: int, sequence_by: str | None, rows: pa.Table,
+           stored: pa.Table | None, count_rows: pa.Table | None = None, indexed: pa.Table | None = None):
+    """One assigner's work on its share: rows (the table's columns [+ HASH]) against the stored keys
+    the bootstrap sent it (FROM_TABLE layout), per-bucket counts (FROM_COUNT rows, when the bootstrap
+    was filtered) and HASH index entries (FROM_INDEX rows, HASH_DYNAMIC)."""
+    existing = _as_existing(stored, schema, sequence_by) if stored is not None else None
+    bucket_counts = None
+    if count_rows is not None:
+        bucket_counts = pa.Table.from_arrays(
+            [count_rows.column(p) for p in schema.partition_keys]
+            + [count_rows.column(BUCKET), count_rows.column(COUNT)],
+            names=[old_column(p) for p in schema.partition_keys] + [OLD_BUCKET, "count"])
+    index = None
+    if indexed is not None:
+        index = pa.Table.from_arrays(
+            [indexed.column(p) for p in schema.partition_keys] + [indexed.column(HASH), indexed.column(BUCKET)],
+            names=[old_column(p) for p in schema.partition_keys] + [HASH, OLD_BUCKET])
+    assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, sequence_by)
+    return assigner.process(rows, existing, index, bucket_counts)
 
 
 def _as_existing(stored: pa.Table, schema: TableSchema, sequence_by: str | None) -> pa.Table:
@@ -210,9 +218,6 @@ def write_task(path: str, schema: TableSchema, next_sequence: dict, index_files:
     row: the pickled manifest entries, counts and (HASH_DYNAMIC) rewritten index files.
 
     index_files: (partition bytes, bucket) -> the bucket's HASH index entry in the bootstrap snapshot."""
-    names = schema.field_names
-    hashed = schema.bucket_mode == "HASH_DYNAMIC" and update_index  # deletes keep their hashes, as in Paimon
-
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(batches)
         counts = AssignCounts()
@@ -226,15 +231,23 @@ def write_task(path: str, schema: TableSchema, next_sequence: dict, index_files:
                 field = _COUNT_FIELDS[kind]
                 setattr(counts, field, getattr(counts, field) + total)
             data = table.filter(pc.invert(is_summary))
-            if data.num_rows:
-                store = FileStoreTable(path, schema)
-                writer = store.new_write(next_sequence)
-                entries = writer.write(data.select(names), data.column(BUCKET), data.column(KIND))
-                if hashed:
-                    new_index = _update_hash_index(path, schema, data, index_files or {})
+            entries, new_index = write_rows(path, schema, next_sequence, index_files, data, update_index)
         payload = pickle.dumps((entries, counts.as_dict(), new_index))
         yield pa.RecordBatch.from_arrays([pa.array([payload], pa.binary())], names=["payload"])
     return run
+
+
+def write_rows(path: str, schema: TableSchema, next_sequence: dict, index_files: dict | None, data: pa.Table,
+               update_index: bool = True) -> tuple[list, dict]:
+    """Write assigned rows (the table's columns + BUCKET + KIND [+ HASH]) into their buckets' files:
+    (manifest entries, rewritten HASH index files)."""
+    if not data.num_rows:
+        return [], {}
+    writer = FileStoreTable(path, schema).new_write(next_sequence)
+    entries = writer.write(data.select(schema.field_names), data.column(BUCKET), data.column(KIND))
+    # deletes keep their hashes, as in Paimon
+    hashed = schema.bucket_mode == "HASH_DYNAMIC" and update_index
+    return entries, _update_hash_index(path, schema, data, index_files or {}) if hashed else {}
 
 
 def _update_hash_index(path: str, schema: TableSchema, data: pa.Table, index_files: dict) -> dict:

@@ -7,6 +7,7 @@
 The driver only plans (reads manifests), collects the small per-task results (manifest entries and
 counts) and commits. If another writer committed after the bootstrap snapshot, the files written
 may duplicate keys that moved meanwhile: they are deleted and the job re-runs on the new snapshot.
+A job that fits in the driver of a local master runs the same steps there (local.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from ..assign.global_index_assigner import BUCKET, HASH, KIND
 from ..store.index import HashIndexFile, IndexManifestFile, read_hash_index
-from . import bloom, jobs, tasks
+from . import bloom, jobs, local, tasks
 from .compaction import auto_compact, compact
 from .spark_types import arrow_schema_of, fits, spark_schema
 
@@ -59,7 +60,8 @@ class UpsertResult:
     attempts: int = 1
     seconds: float = 0.0
     extra_snapshots: list[int] = field(default_factory=list)
-    plan: str = ""  # Spark's executed physical plan of the job, for logs and tests
+    plan: str = ""  # Spark's executed physical plan of the job (or the driver-local plan), for logs and tests
+    execution: str = ""  # "distributed" (the Spark job) or "local" (its topology inside the driver)
 
     @property
     def rows_affected(self) -> int:
@@ -124,8 +126,12 @@ def _prepare_input(df: DataFrame, schema: TableSchema, counted: Sequence[str]) -
 
 def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None = None,
            partition_keys: str | Sequence[str] | None = (), options: Mapping[str, object] | None = None,
-           sequence_by: str | None = None) -> UpsertResult:
-    """Upsert df into the Paimon table at path (created if absent); commits one snapshot."""
+           sequence_by: str | None = None, execution: str = "auto") -> UpsertResult:
+    """Upsert df into the Paimon table at path (created if absent); commits one snapshot.
+
+    execution: "distributed" runs the Spark job; "local" runs its topology inside the driver
+    (engine/local.py); "auto" picks local on a local master when the batch and the table's keys
+    fit in the driver."""
     started = time.time()
     spark = df.sparkSession
     io = FileIO()
@@ -152,11 +158,26 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             raise SchemaError(f"sequence_by column {sequence_by!r} is part of the primary key")
     run_options = {**schema.options, **{k: v for k, v in given.items() if k in RUN_OPTIONS}}
     batch = _prepare_input(df, schema, counted)
-    # The batch is read twice when the table has keys (its Bloom filter, then the job): keep it.
-    cached = exists and schema.bucket_mode != "HASH_DYNAMIC"
+    latest = FileStoreTable(path, schema, io).latest_snapshot() if exists else None
+    local.check_execution(execution)
+    # The batch is read twice when the table has keys (its Bloom filter, then the job), and once
+    # more when auto must count it: keep it.
+    cached = (exists and schema.bucket_mode != "HASH_DYNAMIC") or (execution == "auto" and local.unknown_size(batch))
     if cached:
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        mode = local.choose(spark, batch, execution, latest.total_record_count if latest else 0)
+        if mode == "local":
+            with jobs.spark_conf(spark, jobs.JOB_SETTINGS):
+                try:
+                    rows = batch.toArrow()
+                except Exception as e:  # noqa: BLE001 - translated when it is one of ours
+                    jobs.reraise_task_error(e)
+                    raise
+            if cached:
+                batch.unpersist()
+                cached = False
+            return _attempts(spark, io, path, schema, exists, rows, sequence_by, run_options, started)
         return _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started)
     finally:
         if cached:
@@ -164,11 +185,16 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
 
 
 def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started) -> UpsertResult:
+    """batch: a DataFrame (the Spark job) or an Arrow table (the driver-local job)."""
+    on_driver = isinstance(batch, pa.Table)
     for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
         snapshot_id = plan.snapshot.id if plan and plan.snapshot else None
-        entries, counts, index_changes, job_plan = _run_job(spark, table, batch, plan, sequence_by, run_options)
+        if on_driver:
+            entries, counts, index_changes, job_plan = local.run_job(table, batch, plan, sequence_by, run_options)
+        else:
+            entries, counts, index_changes, job_plan = _run_job(spark, table, batch, plan, sequence_by, run_options)
         if _before_commit is not None:
             _before_commit(attempt)
         commit = table.new_commit()
@@ -211,7 +237,8 @@ def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, 
         new_id = result.snapshot.id if result else snapshot_id
         extra = after_commit(spark, path, schema) if result is not None else []
         return UpsertResult(path, new_id, rows_written=written, attempts=attempt, extra_snapshots=extra,
-                            seconds=time.time() - started, plan=job_plan, **counts)
+                            seconds=time.time() - started, plan=job_plan,
+                            execution="local" if on_driver else "distributed", **counts)
     raise AssertionError("unreachable")
 
 

@@ -57,9 +57,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("name,make,kwargs,error,message", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_refused_and_nothing_is_committed(spark, base, name, make, kwargs, error, message):
+def test_bad_input_is_refused_and_nothing_is_committed(spark, base, name, make, kwargs, error, message, execution):
     before = _files(base)
-    args = {"primary_keys": "id", "partition_keys": "dt", **kwargs}
+    args = {"primary_keys": "id", "partition_keys": "dt", "execution": execution, **kwargs}
     with pytest.raises(error) as info:
         upsert(make(spark), base, **args)
     assert message in str(info.value)

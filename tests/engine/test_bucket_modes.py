@@ -43,13 +43,14 @@ def _check_all(spark, path, model):
     assert _by_key(pypaimon_rows(path)) == expected
 
 
-def test_fixed_bucket_rows_land_where_paimon_hashes_them(spark, warehouse):
+def test_fixed_bucket_rows_land_where_paimon_hashes_them(spark, warehouse, execution):
     path = f"{warehouse}/db.db/fixed"
     model = UpsertModel(KEY, ["dt"])
     batches = random_batches(seed=11, batches=3, size=30, key_space=40)
     for batch in batches[:2]:
         expected = model.apply(batch)
-        r = upsert(frame(spark, batch), path, primary_keys=KEY, partition_keys=["dt"], options={"bucket": "3"})
+        r = upsert(frame(spark, batch), path, primary_keys=KEY, partition_keys=["dt"], options={"bucket": "3"},
+                   execution=execution)
         assert (r.inserted, r.updated, r.moved) == (expected["inserted"], expected["updated"], 0)
     table = FileStoreTable.open(path)
     reader = table.new_read(["id"])
@@ -64,14 +65,15 @@ def test_fixed_bucket_rows_land_where_paimon_hashes_them(spark, warehouse):
     _check_all(spark, path, model)
 
 
-def test_dynamic_bucket_keeps_a_hash_index_pypaimon_accepts(spark, warehouse):
+def test_dynamic_bucket_keeps_a_hash_index_pypaimon_accepts(spark, warehouse, execution):
     path = f"{warehouse}/db.db/dyn"
     options = {"dynamic-bucket.target-row-num": "3", "dynamic-bucket.assigner-parallelism": "2"}
     model = UpsertModel(KEY, ["dt"])
     batches = random_batches(seed=12, batches=4, size=30, key_space=40)
     for batch in batches[:3]:
         expected = model.apply(batch)
-        r = upsert(frame(spark, batch), path, primary_keys=KEY, partition_keys=["dt"], options=options)
+        r = upsert(frame(spark, batch), path, primary_keys=KEY, partition_keys=["dt"], options=options,
+                   execution=execution)
         assert (r.inserted, r.updated) == (expected["inserted"], expected["updated"])
     table = FileStoreTable.open(path)
     assert table.schema.bucket_mode == "HASH_DYNAMIC"

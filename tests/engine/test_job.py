@@ -1,13 +1,14 @@
-"""The job itself: a commit that raced it makes it re-run instead of duplicating keys, and the
-input and the key index never pass through the driver."""
+"""The job itself: a commit that raced it makes it re-run instead of duplicating keys (on Spark and
+driver-local), on Spark the input and the key index never pass through the driver, and "auto"
+picks between the two."""
 
+import importlib
 import os
 import threading
 import time
 
+import pytest
 from pyspark.sql import functions as F
-
-import importlib
 
 from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
@@ -17,7 +18,7 @@ from .helpers import frame, live_places, spark_rows
 ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0}
 
 
-def test_a_commit_racing_the_job_makes_it_rerun_on_the_new_snapshot(spark, warehouse, monkeypatch):
+def test_a_commit_racing_the_job_makes_it_rerun_on_the_new_snapshot(spark, warehouse, monkeypatch, execution):
     path = f"{warehouse}/db.db/race"
     upsert(frame(spark, [{**ROW, "id": i} for i in range(10)]), path, primary_keys="id", partition_keys="dt")
     mod = importlib.import_module("dbt_paimon.engine.upsert")
@@ -30,7 +31,7 @@ def test_a_commit_racing_the_job_makes_it_rerun_on_the_new_snapshot(spark, wareh
 
     monkeypatch.setattr(mod, "_before_commit", racing_writer)
     result = upsert(frame(spark, [{**ROW, "id": 3, "dt": "b", "v": 30}, {**ROW, "id": 11, "dt": "b"}]), path,
-                    primary_keys="id", partition_keys="dt")
+                    primary_keys="id", partition_keys="dt", execution=execution)
     assert result.attempts == 2 and result.snapshot_id == 3
     assert (result.inserted, result.moved) == (1, 1)
     places = live_places(path)
@@ -73,8 +74,8 @@ def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        first = upsert(batch(0), path, primary_keys="id", partition_keys="dt")
-        second = upsert(batch(1), path, primary_keys="id", partition_keys="dt")
+        first = upsert(batch(0), path, primary_keys="id", partition_keys="dt", execution="distributed")
+        second = upsert(batch(1), path, primary_keys="id", partition_keys="dt", execution="distributed")
     finally:
         stop.set()
         sampler.join()
@@ -84,3 +85,18 @@ def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
     plan = second.plan.split("== Initial Plan ==")[0]  # AQE prints the final plan first
     assert plan.count("Exchange hashpartitioning") == 2, plan
     assert "Broadcast" not in plan and "CollectLimit" not in plan and "LocalTableScan" not in plan, plan
+
+
+def test_auto_runs_jobs_that_fit_in_the_driver_there_and_others_on_spark(spark, warehouse, monkeypatch):
+    from dbt_paimon.engine import local
+
+    path = f"{warehouse}/db.db/auto"
+    small = upsert(frame(spark, [{**ROW, "id": i} for i in range(5)]), path, primary_keys="id", partition_keys="dt")
+    assert small.execution == "local" and small.plan.startswith("driver-local")
+    monkeypatch.setattr(local, "LOCAL_MAX_BATCH_BYTES", 0)  # Spark's estimate of any batch exceeds it
+    big = upsert(frame(spark, [{**ROW, "id": 3, "dt": "b"}]), path, primary_keys="id", partition_keys="dt")
+    assert big.execution == "distributed" and "Exchange hashpartitioning" in big.plan
+    assert big.moved == 1
+    with pytest.raises(ValueError, match="execution must be one of auto, local, distributed"):
+        upsert(frame(spark, [ROW]), path, primary_keys="id", partition_keys="dt", execution="fast")
+    assert FileStoreTable.open(path).latest_snapshot().id == 2

@@ -25,7 +25,7 @@ ENGINES = {
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
-def test_merge_engine_random_batches(spark, warehouse, name):
+def test_merge_engine_random_batches(spark, warehouse, name, execution):
     options, aggregates = ENGINES[name]
     engine = options["merge-engine"]
     path = f"{warehouse}/db.db/{name.replace('-', '_')}"
@@ -33,7 +33,7 @@ def test_merge_engine_random_batches(spark, warehouse, name):
     for i, batch in enumerate(random_batches(seed=20 + len(name), batches=4, size=30, key_space=45)):
         expected = model.apply(batch)
         result = upsert(frame(spark, batch), path, primary_keys="id", partition_keys="dt",
-                        options={**BASE, **options})
+                        options={**BASE, **options}, execution=execution)
         got = {k: getattr(result, k) for k in expected}
         assert got == expected, f"batch {i}"
         places = live_places(path)

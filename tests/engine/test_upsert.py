@@ -10,11 +10,11 @@ from .model import UpsertModel, random_batches
 OPTIONS = {"dynamic-bucket.target-row-num": "4"}  # small: buckets fill and new ones open
 
 
-def _run(spark, path, batches, model, options, sequence_by=None):
+def _run(spark, path, batches, model, options, sequence_by=None, execution="auto"):
     for i, batch in enumerate(batches):
         expected = model.apply(batch)
         result = upsert(frame(spark, batch), path, primary_keys=["id"], partition_keys=["dt"],
-                        options=options, sequence_by=sequence_by)
+                        options=options, sequence_by=sequence_by, execution=execution)
         got = {k: getattr(result, k) for k in expected}
         assert got == expected, f"batch {i}: counts {got} != model {expected}"
         assert result.snapshot_id == i + 1
@@ -24,11 +24,12 @@ def _run(spark, path, batches, model, options, sequence_by=None):
     return result
 
 
-def test_deduplicate_random_batches_match_model_and_pypaimon(spark, warehouse):
+def test_deduplicate_random_batches_match_model_and_pypaimon(spark, warehouse, execution):
     path = f"{warehouse}/db.db/dedup"
     model = UpsertModel(["id"], ["dt"])
     batches = random_batches(seed=1, batches=4, size=40, key_space=70, with_null_partition=True)
-    _run(spark, path, batches, model, {**OPTIONS, "dynamic-bucket.assigner-parallelism": "3"})
+    _run(spark, path, batches, model, {**OPTIONS, "dynamic-bucket.assigner-parallelism": "3"},
+         execution=execution)
     expected = model.sorted_rows()
     assert spark_rows(spark, path) == expected
     assert pypaimon_rows(path) == expected
@@ -51,11 +52,11 @@ def test_time_travel_reads_each_snapshot(spark, warehouse):
         assert pypaimon_rows(path, sid) == expected
 
 
-def test_sequence_by_highest_wins_in_batch_and_older_rows_are_skipped(spark, warehouse):
+def test_sequence_by_highest_wins_in_batch_and_older_rows_are_skipped(spark, warehouse, execution):
     path = f"{warehouse}/db.db/seq"
     model = UpsertModel(["id"], ["dt"], sequence_by="seq")
     batches = random_batches(seed=3, batches=4, size=30, key_space=40, duplicates=True)
-    result = _run(spark, path, batches, model, OPTIONS, sequence_by="seq")
+    result = _run(spark, path, batches, model, OPTIONS, sequence_by="seq", execution=execution)
     assert spark_rows(spark, path) == model.sorted_rows()
     assert pypaimon_rows(path) == model.sorted_rows()
     assert result.skipped > 0
@@ -63,13 +64,16 @@ def test_sequence_by_highest_wins_in_batch_and_older_rows_are_skipped(spark, war
     assert "sequence.field" not in FileStoreTable.open(path).schema.options
 
 
-def test_assigner_parallelism_1_and_4_give_the_same_table(spark, warehouse):
+def test_assigner_parallelism_and_driver_local_execution_give_the_same_table(spark, warehouse):
     batches = random_batches(seed=4, batches=3, size=40, key_space=60)
     results = {}
-    for parallelism in ("1", "4"):
-        path = f"{warehouse}/db.db/p{parallelism}"
+    for name, parallelism, execution in (("p1", "1", "distributed"), ("p4", "4", "distributed"),
+                                         ("local", "4", "local")):
+        path = f"{warehouse}/db.db/{name}"
         model = UpsertModel(["id"], ["dt"])
-        _run(spark, path, batches, model, {**OPTIONS, "dynamic-bucket.assigner-parallelism": parallelism})
-        results[parallelism] = spark_rows(spark, path)
-        assert results[parallelism] == model.sorted_rows()
-    assert results["1"] == results["4"]
+        result = _run(spark, path, batches, model, {**OPTIONS, "dynamic-bucket.assigner-parallelism": parallelism},
+                      execution=execution)
+        assert result.execution == execution
+        results[name] = spark_rows(spark, path)
+        assert results[name] == model.sorted_rows()
+    assert results["p1"] == results["p4"] == results["local"]
