@@ -31,7 +31,7 @@ from ..store.errors import PaimonError
 from ..store.fileio import FileIO
 from ..store.schema import SchemaManager, TableSchema
 from ..store.table import FileStoreTable
-from . import catalog, evolution
+from . import catalog, evolution, maintenance
 from .connections import PaimonConnectionManager, error_message
 from .credentials import PaimonCredentials
 from .relation import PaimonRelation
@@ -393,3 +393,38 @@ class PaimonAdapter(SparkAdapter):
         evolution.commit(path, docs)
         self._expose(relation, path)
         return True
+
+    # ---- maintenance (macros/maintenance.sql; the work is in maintenance.py) -------------------
+    @available
+    def paimon_delete(self, relation: Any, where: Any = None) -> Dict[str, Any]:
+        return maintenance.delete_rows(self, relation, where)
+
+    @available
+    def paimon_compact(self, relation: Any) -> Dict[str, Any]:
+        return maintenance.compact_table(self, relation)
+
+    @available
+    def paimon_expire(self, relation: Any, retain_max: Any = None, retain_min: Any = None, older_than: Any = None,
+                      max_deletes: Any = None) -> Dict[str, Any]:
+        return maintenance.expire(self, relation, retain_max, retain_min, older_than, max_deletes)
+
+    @available
+    def paimon_create_tag(self, relation: Any, tag: Any = None, snapshot_id: Any = None, time_retained: Any = None,
+                          ignore_if_exists: bool = False) -> Dict[str, Any]:
+        return maintenance.create_tag(self, relation, tag, snapshot_id, time_retained, ignore_if_exists)
+
+    @available
+    def paimon_delete_tag(self, relation: Any, tag: Any = None) -> Dict[str, Any]:
+        return maintenance.delete_tag(self, relation, tag)
+
+    @available
+    def paimon_rollback(self, relation: Any, snapshot_id: Any = None, tag: Any = None) -> Dict[str, Any]:
+        return maintenance.rollback(self, relation, snapshot_id, tag)
+
+    @available
+    def paimon_as_of(self, relation: Any, snapshot_id: Any = None, tag: Any = None) -> BaseRelation:
+        return maintenance.as_of(self, relation, snapshot_id, tag)
+
+    @available
+    def paimon_system_table(self, relation: Any, name: Any) -> BaseRelation:
+        return maintenance.system_table(self, relation, name)
