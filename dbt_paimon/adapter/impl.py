@@ -59,6 +59,7 @@ UNSUPPORTED_CONFIGS = {
 class PaimonConfig(SparkConfig):
     unique_key: Optional[Union[str, List[str]]] = None
     sequence_by: Optional[str] = None
+    execution: Optional[str] = None  # the engine's: auto | local | distributed
 
 
 @dataclass
@@ -75,6 +76,7 @@ class PaimonAdapterResponse(AdapterResponse):
     table_path: Optional[str] = None
     schema_id: Optional[int] = None
     extra_snapshots: Optional[List[int]] = None  # e.g. a compaction committed right after the upsert
+    execution: Optional[str] = None  # where the engine ran the job: local (the driver) or distributed
 
 
 def summary(result: UpsertResult) -> str:
@@ -201,7 +203,8 @@ class PaimonAdapter(SparkAdapter):
     @available
     def paimon_upsert(self, relation: BaseRelation, source: BaseRelation, unique_key: Any = None,
                       partition_by: Any = None, options: Optional[Mapping[str, Any]] = None,
-                      sequence_by: Optional[str] = None, on_schema_change: Optional[str] = "ignore",
+                      sequence_by: Optional[str] = None, execution: Optional[str] = None,
+                      on_schema_change: Optional[str] = "ignore",
                       full_refresh: bool = False) -> PaimonAdapterResponse:
         """Upsert the rows of `source` (the model's temporary view) into the Paimon table of
         `relation`, creating it first if needed (or anew with full_refresh); one snapshot."""
@@ -209,6 +212,8 @@ class PaimonAdapter(SparkAdapter):
         path = self.paimon_table_path(relation)
         name = f"{relation.schema}.{relation.identifier}"
         on_schema_change = on_schema_change or "ignore"
+        if execution not in (None, "auto", "local", "distributed"):
+            raise DbtRuntimeError(f"{name}: execution must be one of auto, local, distributed, got {execution!r}")
         if on_schema_change not in evolution.ON_SCHEMA_CHANGE:
             raise DbtRuntimeError(f"{name}: on_schema_change must be one of {', '.join(evolution.ON_SCHEMA_CHANGE)}, "
                                   f"got {on_schema_change!r}")
@@ -241,7 +246,7 @@ class PaimonAdapter(SparkAdapter):
                                                            sequence)
             t0 = time.time()
             result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=options or {},
-                            sequence_by=sequence[0] if sequence else None)
+                            sequence_by=sequence[0] if sequence else None, execution=execution or "auto")
         except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
             if evolved is not None:
                 evolution.rollback(path, evolved, io)
@@ -261,7 +266,8 @@ class PaimonAdapter(SparkAdapter):
             snapshot_id=result.snapshot_id, inserted=result.inserted, updated=result.updated, moved=result.moved,
             deleted=result.deleted, skipped=result.skipped, rows_written=result.rows_written, table_path=path,
             schema_id=SchemaManager(io, path).latest().id,
-            extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None)
+            extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,
+            execution=result.execution)
 
     @staticmethod
     def _columns(name: str, what: str, wanted: List[str], columns: List[str]) -> List[str]:

@@ -99,6 +99,7 @@ class TestPaimonUpsertModel:
         assert first["message"] == "UPSERT 3: 3 inserted, 0 updated"
         response = first["adapter_response"]
         assert response["rows_affected"] == 3 and response["snapshot_id"] == 1 and response["code"] == "UPSERT"
+        assert response["execution"] == "local"  # a local master and a tiny model: the driver-local job
         assert _rows(project, "customers") == [
             (1, "a", "ann", 10, "+I", None, False), (2, "a", "bob", 20, "+I", None, False),
             (3, "b", "cid", 30, "+I", None, False)]
@@ -160,7 +161,7 @@ class TestPaimonUpsertModel:
 
 KEYED_SQL = """
 {{ config(materialized='paimon_upsert', unique_key=var('key', 'id'), partition_by=var('part', 'dt'),
-          options=var('options', {})) }}
+          options=var('options', {}), execution=var('execution', 'auto')) }}
 {% set rows = {
     'good': "(1, 'a', 'x'), (2, 'b', 'y')",
     'update': "(1, 'b', 'z'), (3, 'a', 'w')",
@@ -190,7 +191,10 @@ class TestPaimonUpsertRefusals:
         ("{options: {bucket-count: 3}}", "unknown table option 'bucket-count'"),
         ("{options: {merge-engine: first-row}}", "option 'merge-engine' is None on the existing table"),
         ("{key: nope}", "unique_key column 'nope' is not a column of the model"),
-    ], ids=["key", "partition", "duplicate", "null-key", "unknown-option", "changed-option", "not-a-column"])
+        ("{rows: duplicate, execution: distributed}", "duplicate row(s) for key(s)"),
+        ("{execution: fast}", "execution must be one of auto, local, distributed, got 'fast'"),
+    ], ids=["key", "partition", "duplicate", "null-key", "unknown-option", "changed-option", "not-a-column",
+            "duplicate-on-spark", "unknown-execution"])
     def test_refused_and_nothing_written(self, project, variables, message):
         relation = project.adapter.Relation.create(schema=project.test_schema, identifier="keyed")
         path = project.adapter.paimon_table_path(relation)

@@ -7,6 +7,7 @@
     options          Paimon table options by their Paimon names: bucket, merge-engine, ...
     sequence_by      column whose highest value wins among rows of one key (older rows are skipped)
     on_schema_change ignore (default) | fail | append_new_columns | sync_all_columns
+    execution        auto (default) | local | distributed: where the engine runs the job (see docs/dbt.md)
     full_refresh     rebuild the table from scratch (also --full-refresh)
 --#}
 
@@ -46,6 +47,7 @@
         partition_by=config.get('partition_by'),
         options=config.get('options'),
         sequence_by=config.get('sequence_by'),
+        execution=config.get('execution'),
         on_schema_change=on_schema_change,
         full_refresh=full_refresh) -%}
   {%- do store_result('main', response=response) -%}
