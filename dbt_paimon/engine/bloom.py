@@ -18,6 +18,12 @@ from ..store.schema import TableSchema
 _K = 3  # probes per key: near-optimal at ~16 bits per key
 
 
+def supports(schema: TableSchema) -> bool:
+    """Whether the key can be hashed here (DECIMAL above 18 digits cannot)."""
+    return not any(schema.field(k).type.root == "DECIMAL" and schema.field(k).type.precision > 18
+                   for k in schema.primary_keys)
+
+
 def size_bits(expected_keys: int) -> int:
     """~16 bits per expected key (under 1% false positives), a power of two in [2^20, 2^27]."""
     want = max(expected_keys, 1) * 16

@@ -92,7 +92,7 @@ def run_job(table: FileStoreTable, batch: pa.Table, plan, sequence_by: str | Non
     index_files = {}
     if splits:
         bits = None
-        if not hashed:  # as on Spark: only the keys the batch may touch, plus each bucket's count
+        if not hashed and bloom.supports(schema):  # as on Spark: only the keys the batch may touch + bucket counts
             bits = np.zeros(bloom.size_bits(snapshot.total_record_count) // 8, dtype=np.uint8)
             bloom.add(bits, batch, list(schema.primary_keys), schema)
         boot = tasks.bootstrap_task(table.path, schema, sequence_by, with_hash=hashed, bloom_bits=bits,

@@ -261,8 +261,7 @@ def after_commit(spark: SparkSession, path: str, schema: TableSchema) -> list[in
 
 def _batch_bloom(spark: SparkSession, batch: DataFrame, schema: TableSchema, plan):
     """OR of the per-task Bloom filters of the batch's keys (None when the key cannot be hashed)."""
-    if any(schema.field(k).type.root == "DECIMAL" and schema.field(k).type.precision > 18
-           for k in schema.primary_keys):
+    if not bloom.supports(schema):
         return None
     bits = bloom.size_bits(plan.snapshot.total_record_count if plan and plan.snapshot else 0)
     keys = [F.col(f"`{k}`") for k in schema.primary_keys]
