@@ -20,22 +20,32 @@ from peers.base import Peer as Base
 TABLE_OPTIONS = {"bucket": "-1"}
 
 
+def tuning() -> dict:
+    """The Spark settings every Spark-based system of the bench runs with (the dbt run's profile too),
+    run.py's --spark-conf applied last."""
+    conf = {
+        "spark.driver.memory": os.environ.get("BENCH_SPARK_DRIVER_MEMORY", "6g"),
+        "spark.sql.shuffle.partitions": "4",       # 2 cores: Spark's default of 200 is all overhead
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+    conf.update(json.loads(os.environ.get("BENCH_SPARK_CONF", "{}")))   # run.py --spark-conf k=v
+    return conf
+
+
+def event_log(event_dir: str) -> dict:
+    """Spark's event log gives the per-stage profile (where the time goes) for free."""
+    os.makedirs(event_dir, exist_ok=True)
+    return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + os.path.abspath(event_dir),
+            "spark.eventLog.compress": "false"}
+
+
 def spark_session(event_dir: str | None = None):
     from pyspark.sql import SparkSession
 
-    conf = {
-        "spark.master": "local[2]",
-        "spark.driver.memory": os.environ.get("BENCH_SPARK_DRIVER_MEMORY", "6g"),
-        "spark.sql.shuffle.partitions": "4",       # 2 cores: Spark's default of 200 is all overhead
-        "spark.sql.session.timeZone": "UTC",
-        "spark.ui.enabled": "false",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-    }
-    if event_dir:   # Spark's event log gives the per-stage profile (where the time goes) for free
-        os.makedirs(event_dir, exist_ok=True)
-        conf.update({"spark.eventLog.enabled": "true", "spark.eventLog.dir": "file://" + os.path.abspath(event_dir),
-                     "spark.eventLog.compress": "false"})
-    conf.update(json.loads(os.environ.get("BENCH_SPARK_CONF", "{}")))   # run.py --spark-conf k=v
+    conf = {"spark.master": "local[2]", "spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false"}
+    conf.update(tuning())
+    if event_dir:
+        conf.update(event_log(event_dir))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)             # workers use the bench venv
     b = SparkSession.builder.appName("dbt-paimon-bench")
     for k, v in conf.items():

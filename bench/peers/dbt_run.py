@@ -22,6 +22,7 @@ import sys
 import time
 
 from peers.dbt_paimon_engine import Peer as EnginePeer
+from peers.dbt_paimon_engine import event_log, tuning
 
 MODEL = """{{ config(materialized='paimon_upsert', unique_key='id', partition_by='dt',
            options={'bucket': '-1'}) }}
@@ -53,12 +54,7 @@ class Peer(EnginePeer):
         """The project, profile and model files; returns the profile's Spark settings."""
         root = self._project(work_dir)
         os.makedirs(os.path.join(root, "models"), exist_ok=True)
-        spark_conf = {
-            "spark.driver.memory": os.environ.get("BENCH_SPARK_DRIVER_MEMORY", "6g"),
-            "spark.sql.shuffle.partitions": "4",
-            "spark.sql.execution.arrow.pyspark.enabled": "true",
-        }
-        spark_conf.update(json.loads(os.environ.get("BENCH_SPARK_CONF", "{}")))
+        spark_conf = tuning()
         profile = {"bench": {"target": "bench", "outputs": {"bench": {
             "type": "paimon", "schema": "bench", "threads": 1, "master": "local[2]",
             "warehouse": os.path.join(work_dir, "warehouse"), "spark_dir": os.path.join(work_dir, "spark"),
@@ -84,14 +80,11 @@ class Peer(EnginePeer):
         target = self._write_project(work_dir)
         self.events = os.path.join(work_dir, "spark-events")
         self.window = (float("inf"), float("inf"))
-        os.makedirs(self.events, exist_ok=True)
         creds = PaimonCredentials(host="local", schema="bench", warehouse=target["warehouse"],
                                   spark_dir=target["spark_dir"], master=target["master"],
                                   server_side_parameters=target["server_side_parameters"])
         settings = creds.spark_settings()
-        # the event log gives the per-stage profile, as for the engine peer
-        settings.update({"spark.eventLog.enabled": "true", "spark.eventLog.compress": "false",
-                         "spark.eventLog.dir": "file://" + os.path.abspath(self.events)})
+        settings.update(event_log(self.events))   # the per-stage profile, as for the engine peer
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         self.spark = build(settings)
         self.spark.range(1).count()   # JIT and executor start belong to start-up, as for the engine

@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..engine import UpsertResult, upsert
+from ..engine.local import EXECUTIONS
 from ..engine.spark_types import spark_schema
 from ..store import options as opts
 from ..store.errors import PaimonError
@@ -212,8 +213,8 @@ class PaimonAdapter(SparkAdapter):
         path = self.paimon_table_path(relation)
         name = f"{relation.schema}.{relation.identifier}"
         on_schema_change = on_schema_change or "ignore"
-        if execution not in (None, "auto", "local", "distributed"):
-            raise DbtRuntimeError(f"{name}: execution must be one of auto, local, distributed, got {execution!r}")
+        if execution not in (None, *EXECUTIONS):
+            raise DbtRuntimeError(f"{name}: execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
         if on_schema_change not in evolution.ON_SCHEMA_CHANGE:
             raise DbtRuntimeError(f"{name}: on_schema_change must be one of {', '.join(evolution.ON_SCHEMA_CHANGE)}, "
                                   f"got {on_schema_change!r}")

@@ -98,14 +98,6 @@ def _ids(ids: Iterable[int]) -> str:
     return ", ".join(out)
 
 
-def _latest(table: FileStoreTable) -> Optional[int]:
-    return table.snapshots.latest_id()
-
-
-def _expose(adapter: "PaimonAdapter", rel: BaseRelation, path: str) -> None:
-    adapter._expose(rel, path)
-
-
 # ---- operations ------------------------------------------------------------------------------------
 
 def delete_rows(adapter: "PaimonAdapter", relation: Any, where: Any) -> Dict[str, Any]:
@@ -114,12 +106,12 @@ def delete_rows(adapter: "PaimonAdapter", relation: Any, where: Any) -> Dict[str
         raise DbtRuntimeError(f"{op}: give the rows to delete as where (a Spark SQL predicate over the table's "
                               f"columns, e.g. \"dt >= '20230503'\"; where: 'true' deletes every row)")
     rel, path, table = open_table(adapter, relation, op)
-    before = _latest(table)
+    before = table.snapshots.latest_id()
     try:
         result = delete(adapter.spark(), path, str(where))
     except Exception as e:  # noqa: BLE001 - the engine writes nothing when it fails
         raise _failed(op, rel, e, "nothing was deleted") from e
-    _expose(adapter, rel, path)
+    adapter._expose(rel, path)
     written = result.snapshot_id if result.snapshot_id != before else None
     if written is None:
         message = f"DELETE 0 from {_name(rel)}: no row matched, no snapshot written"
@@ -140,7 +132,7 @@ def compact_table(adapter: "PaimonAdapter", relation: Any) -> Dict[str, Any]:
         sid = compact(adapter.spark(), path)
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e) from e
-    _expose(adapter, rel, path)
+    adapter._expose(rel, path)
     files_after = sum(len(s.files) for s in FileStoreTable.open(path).plan().splits)
     if sid is None:
         message = f"COMPACT {_name(rel)}: nothing to compact (every bucket is one file at the top level)"
@@ -177,7 +169,7 @@ def expire(adapter: "PaimonAdapter", relation: Any, retain_max: Any = None, reta
                                         time_retained_ms=time_retained_ms, max_deletes=max_deletes)
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "nothing was expired") from e
-    _expose(adapter, rel, path)
+    adapter._expose(rel, path)
     after = FileStoreTable.open(path).snapshots
     earliest, latest = after.earliest_id(), after.latest_id()
     counts = {kind: result.count(kind) for kind, _ in _KIND_WORDS}
@@ -205,7 +197,7 @@ def create_tag(adapter: "PaimonAdapter", relation: Any, tag: Any, snapshot_id: A
                                    ignore_if_exists=bool(ignore_if_exists))
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "no tag was created") from e
-    _expose(adapter, rel, path)
+    adapter._expose(rel, path)
     kept = f", retained for {time_retained}" if created.time_retained is not None else ""
     return {"operation": "create_tag", "relation": _name(rel), "table_path": path, "tag": created.name,
             "snapshot_id": created.snapshot_id,
@@ -221,7 +213,7 @@ def delete_tag(adapter: "PaimonAdapter", relation: Any, tag: Any) -> Dict[str, A
         deleted = table.delete_tag(str(tag))
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "no tag was deleted") from e
-    _expose(adapter, rel, path)
+    adapter._expose(rel, path)
     message = (f"DELETE TAG {_name(rel)}: tag '{tag}' deleted" if deleted
                else f"DELETE TAG {_name(rel)}: there is no tag '{tag}', nothing deleted")
     return {"operation": "delete_tag", "relation": _name(rel), "table_path": path, "tag": str(tag),
@@ -245,7 +237,7 @@ def rollback(adapter: "PaimonAdapter", relation: Any, snapshot_id: Any = None, t
         result = table.rollback_to(sid if sid is not None else name)
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "nothing was rolled back") from e
-    _expose(adapter, rel, path)
+    adapter._expose(rel, path)
     target = f"snapshot {sid}" if sid is not None else f"tag '{name}' (snapshot {result.snapshot.id})"
     removed = [f"snapshot(s) {_ids(result.removed_snapshots)}"] if result.removed_snapshots else []
     removed += [f"tag(s) {', '.join(result.removed_tags)}"] if result.removed_tags else []

@@ -15,17 +15,14 @@ buckets. `execution="distributed"` forces the Spark job; a non-local master alwa
 from __future__ import annotations
 
 import os
-import pickle
 from concurrent.futures import ThreadPoolExecutor
-from typing import Mapping
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from ..assign.global_index_assigner import BUCKET, group_codes
-from ..store.index import read_hash_index
+from ..store.index import HashIndexFile
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import bloom, tasks
@@ -78,47 +75,20 @@ def _threads() -> int:
     return max(2, min(8, os.cpu_count() or 2))
 
 
-def run_job(table: FileStoreTable, batch: pa.Table, plan, sequence_by: str | None, options: Mapping[str, str]):
+def run_job(table: FileStoreTable, batch: pa.Table, plan, sequence_by: str | None):
     """The job of upsert._run_job on an Arrow batch (the table's columns, Spark's Arrow types):
     (manifest entries, counts, rewritten HASH index files, a one-line plan)."""
     schema: TableSchema = table.schema
-    splits = plan.splits if plan else []
-    snapshot = plan.snapshot if plan else None
-    next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in splits}
+    splits, next_sequence, index_files = tasks.bucket_state(table, plan)
     hashed = schema.bucket_mode == "HASH_DYNAMIC"
-    rows = tasks.with_key_hash(batch, schema) if hashed else batch
-
-    stored = count_rows = indexed = None
-    index_files = {}
-    if splits:
-        bits = None
-        if not hashed and bloom.supports(schema):  # as on Spark: only the keys the batch may touch + bucket counts
-            bits = np.zeros(bloom.size_bits(snapshot.total_record_count) // 8, dtype=np.uint8)
-            bloom.add(bits, batch, list(schema.primary_keys), schema)
-        boot = tasks.bootstrap_task(table.path, schema, sequence_by, with_hash=hashed, bloom_bits=bits,
-                                    routes={0: 0} if bits is not None else None)
-        chunks = tasks.chunk_splits(splits, _threads())
-        with ThreadPoolExecutor(_threads()) as pool:
-            parts = list(pool.map(lambda blob: list(boot(iter([_blob_batch(blob)]))), chunks))
-        found = [b for part in parts for b in part]
-        if found:
-            existing = pa.Table.from_batches(found)
-            source = existing.column(tasks.SOURCE)
-            stored = existing.filter(pc.equal(source, tasks.FROM_TABLE))
-            if bits is not None:
-                count_rows = existing.filter(pc.equal(source, tasks.FROM_COUNT))
-    if hashed:
-        index_files = read_hash_index(table.io, table.path, snapshot) if snapshot else {}
-        if index_files:
-            read = tasks.index_bootstrap_task(table.path, schema)
-            entries = list(index_files.values())
-            found = list(read(iter([_blob_batch(pickle.dumps(entries))])))
-            indexed = pa.Table.from_batches(found) if found else None
-
-    result = tasks.assign(schema, 1, 0, sequence_by, rows=rows, stored=stored, count_rows=count_rows,
-                          indexed=indexed)
-    data = result.rows
-    groups = _writer_groups(data, schema, _threads())
+    stored, count_rows = _bootstrap(table, batch, plan, splits, sequence_by) if splits else (None, None)
+    indexed = None
+    if index_files:
+        files = HashIndexFile(table.io, table.path)
+        indexed = pa.concat_tables([tasks.index_entry_rows(files, schema, e) for e in index_files.values()])
+    result = tasks.assign(schema, 1, 0, sequence_by, rows=tasks.with_key_hash(batch, schema) if hashed else batch,
+                          stored=stored, count_rows=count_rows, indexed=indexed)
+    groups = _writer_groups(result.rows, schema, _threads())
     with ThreadPoolExecutor(_threads()) as pool:
         written = list(pool.map(lambda part: tasks.write_rows(table.path, schema, next_sequence, index_files, part),
                                 groups))
@@ -129,8 +99,29 @@ def run_job(table: FileStoreTable, batch: pa.Table, plan, sequence_by: str | Non
     return entries, result.counts.as_dict(), index_changes, f"driver-local ({len(groups)} writer threads)"
 
 
-def _blob_batch(blob: bytes) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([blob], pa.binary())], names=["blob"])
+def _bootstrap(table: FileStoreTable, batch: pa.Table, plan, splits, sequence_by: str | None):
+    """(stored keys, per-bucket count rows) as the Spark bootstrap ships them: with the batch's
+    Bloom filter (when the key can be hashed) only the keys the batch may touch plus each
+    bucket's count; else every live key. The bootstrap task runs in threads, a chunk each."""
+    schema = table.schema
+    bits = None
+    if schema.bucket_mode != "HASH_DYNAMIC" and bloom.supports(schema):
+        bits = np.zeros(bloom.size_bits(plan.snapshot.total_record_count) // 8, dtype=np.uint8)
+        bloom.add(bits, batch, list(schema.primary_keys), schema)
+    boot = tasks.bootstrap_task(table.path, schema, sequence_by, with_hash=schema.bucket_mode == "HASH_DYNAMIC",
+                                bloom_bits=bits, routes={0: 0} if bits is not None else None)
+
+    def chunk(blob: bytes) -> list[pa.RecordBatch]:  # one bootstrap task's input: a row of pickled splits
+        return list(boot(iter([pa.RecordBatch.from_arrays([pa.array([blob], pa.binary())], ["blob"])])))
+
+    with ThreadPoolExecutor(_threads()) as pool:
+        found = [b for part in pool.map(chunk, tasks.chunk_splits(splits, _threads())) for b in part]
+    if not found:
+        return None, None
+    existing = pa.Table.from_batches(found)
+    source = existing.column(tasks.SOURCE)
+    count_rows = existing.filter(pc.equal(source, tasks.FROM_COUNT)) if bits is not None else None
+    return existing.filter(pc.equal(source, tasks.FROM_TABLE)), count_rows
 
 
 def _writer_groups(data: pa.Table, schema: TableSchema, n: int) -> list[pa.Table]:

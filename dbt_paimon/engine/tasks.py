@@ -21,7 +21,7 @@ from ..assign.global_index_assigner import (BUCKET, HASH, KIND, OLD_BUCKET, OLD_
                                             GlobalIndexAssigner, group_codes, group_runs, old_column)
 from ..store import binary_row
 from ..store.fileio import FileIO
-from ..store.index import HashIndexFile, IndexManifestEntry
+from ..store.index import HashIndexFile, IndexManifestEntry, read_hash_index
 from ..store.key_hash import key_hashes
 from ..store.read import TableRead
 from ..store.scan import DataSplit
@@ -63,28 +63,41 @@ def hash_task(schema: TableSchema):
     return run
 
 
+def bucket_state(table: FileStoreTable, plan) -> tuple[list[DataSplit], dict, dict]:
+    """What a job needs of the snapshot it bootstraps from: its splits, each bucket's next
+    sequence number, and (HASH_DYNAMIC) each bucket's HASH index entry."""
+    splits = plan.splits if plan else []
+    snapshot = plan.snapshot if plan else None
+    next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in splits}
+    hashed = table.schema.bucket_mode == "HASH_DYNAMIC"
+    index_files = read_hash_index(table.io, table.path, snapshot) if hashed and snapshot else {}
+    return splits, next_sequence, index_files
+
+
+def index_entry_rows(files: HashIndexFile, schema: TableSchema, entry: IndexManifestEntry) -> pa.Table:
+    """One bucket's HASH index as (partition, hash, bucket) rows (FROM_INDEX), one per indexed hash,
+    in the Arrow types Spark hands to the assigners."""
+    hashes = files.read(entry)
+    n = len(hashes)
+    values = binary_row.deserialize(entry.partition, schema.partition_types)
+    arrays = [pa.array([v], schema.field(p).type.to_arrow()).take(np.zeros(n, np.int64))
+              for p, v in zip(schema.partition_keys, values)]
+    arrays += [pa.array(hashes, pa.int32()), pa.array(np.full(n, entry.bucket, np.int32)),
+               pa.array(np.full(n, FROM_INDEX, np.int8))]
+    rows = pa.Table.from_arrays(arrays, names=list(schema.partition_keys) + [HASH, BUCKET, SOURCE])
+    return for_spark(rows, schema, {HASH: pa.int32(), BUCKET: pa.int32(), SOURCE: pa.int8()})
+
+
 def index_bootstrap_task(path: str, schema: TableSchema):
     """Rows of pickled HASH index entries -> (partition, hash, bucket) rows, one per indexed hash."""
-    extra = {HASH: pa.int32(), BUCKET: pa.int32(), SOURCE: pa.int8()}
-
-    def rows_of(files: HashIndexFile, entry: IndexManifestEntry) -> pa.Table:
-        hashes = files.read(entry)
-        n = len(hashes)
-        values = binary_row.deserialize(entry.partition, schema.partition_types)
-        arrays = [pa.array([v], schema.field(p).type.to_arrow()).take(np.zeros(n, np.int64))
-                  for p, v in zip(schema.partition_keys, values)]
-        arrays += [pa.array(hashes, pa.int32()), pa.array(np.full(n, entry.bucket, np.int32)),
-                   pa.array(np.full(n, FROM_INDEX, np.int8))]
-        return pa.Table.from_arrays(arrays, names=list(schema.partition_keys) + [HASH, BUCKET, SOURCE])
-
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         files = HashIndexFile(FileIO(), path)
         for batch in batches:
             for blob in batch.column(0).to_pylist():
                 for entry in pickle.loads(blob):
-                    t = rows_of(files, entry)
+                    t = index_entry_rows(files, schema, entry)
                     if t.num_rows:
-                        yield from for_spark(t, schema, extra).to_batches()
+                        yield from t.to_batches()
     return run
 
 

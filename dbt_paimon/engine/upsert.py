@@ -32,7 +32,7 @@ from ..store.schema import SchemaManager, TableSchema, build_schema
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from ..assign.global_index_assigner import BUCKET, HASH, KIND
-from ..store.index import HashIndexFile, IndexManifestFile, read_hash_index
+from ..store.index import HashIndexFile, IndexManifestFile
 from . import bloom, jobs, local, tasks
 from .compaction import auto_compact, compact
 from .spark_types import arrow_schema_of, fits, spark_schema
@@ -192,7 +192,7 @@ def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, 
         plan = table.plan() if exists else None
         snapshot_id = plan.snapshot.id if plan and plan.snapshot else None
         if on_driver:
-            entries, counts, index_changes, job_plan = local.run_job(table, batch, plan, sequence_by, run_options)
+            entries, counts, index_changes, job_plan = local.run_job(table, batch, plan, sequence_by)
         else:
             entries, counts, index_changes, job_plan = _run_job(spark, table, batch, plan, sequence_by, run_options)
         if _before_commit is not None:
@@ -296,11 +296,8 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     core = opts.CoreOptions(options)
     num_assigners = int(core.get("dynamic-bucket.assigner-parallelism") or parallelism)
     num_writers = int(core.get("sink.parallelism") or max(parallelism * 2, 1))
-    splits = plan.splits if plan else []
-    snapshot = plan.snapshot if plan else None
-    next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in splits}
+    splits, next_sequence, index_files = tasks.bucket_state(table, plan)
     hashed = schema.bucket_mode == "HASH_DYNAMIC"
-    index_files = read_hash_index(table.io, table.path, snapshot) if hashed else {}
     hash_field = [T.StructField(HASH, T.IntegerType())] if hashed else []
     union_schema = T.StructType(spark_schema(schema).fields + hash_field + [
         T.StructField(BUCKET, T.IntegerType()), T.StructField(tasks.SOURCE, T.ByteType())])

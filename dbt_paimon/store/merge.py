@@ -523,6 +523,29 @@ def _decimal_fit(result: pa.Array, dtype, on_overflow: str, what: str) -> pa.Arr
     return wide.cast(pa.decimal128(p, s))
 
 
+def _arithmetic_step(agg: Callable, retract: Callable, retract_into_null: Callable | None = None) -> Step:
+    """The step FieldSumAgg and FieldProductAgg share: a null input leaves the accumulator as it is;
+    a null accumulator takes the input (retracting: retract_into_null(input), or stays null without
+    it); otherwise agg(acc, input), or retract(acc, input) for a retracting row."""
+    def step(acc: pa.Array, x: pa.Array, r: np.ndarray) -> pa.Array:
+        a_null, x_valid = ~_np_valid(acc), _np_valid(x)
+        both = ~a_null & x_valid
+        take_x = np.flatnonzero(a_null & x_valid & ~r)
+        parts = [(take_x, x.take(pa.array(take_x)))]
+        if retract_into_null is not None:
+            neg = np.flatnonzero(a_null & x_valid & r)
+            if len(neg):
+                parts.append((neg, retract_into_null(x.take(pa.array(neg)))))
+        for fn, mask in ((agg, both & ~r), (retract, both & r)):
+            i = np.flatnonzero(mask)
+            if len(i):
+                ia = pa.array(i)
+                parts.append((i, fn(acc.take(ia), x.take(ia))))
+        return _assemble(acc, parts)
+
+    return step
+
+
 def _sum_step(f: FieldAgg) -> Step:
     """FieldSumAgg: agg/retract skip a null input; a null accumulator takes the input (negated when
     retracting); integer overflow raises (Math.addExact); a DECIMAL result beyond its precision is null
@@ -538,23 +561,7 @@ def _sum_step(f: FieldAgg) -> Step:
             return _decimal_fit(r, dtype, "raise" if dtype.precision <= 18 else "null", f"sum of {f.name!r}")
         return pc.subtract_checked(a, x) if subtract else pc.add_checked(a, x)
 
-    def step(acc: pa.Array, x: pa.Array, r: np.ndarray) -> pa.Array:
-        a_null, x_valid = ~_np_valid(acc), _np_valid(x)
-        both = ~a_null & x_valid
-        parts = []
-        take_x = np.flatnonzero(a_null & x_valid & ~r)
-        parts.append((take_x, x.take(pa.array(take_x))))
-        neg = np.flatnonzero(a_null & x_valid & r)
-        if len(neg):
-            parts.append((neg, pc.negate_checked(x.take(pa.array(neg)))))
-        for subtract, mask in ((False, both & ~r), (True, both & r)):
-            i = np.flatnonzero(mask)
-            if len(i):
-                ia = pa.array(i)
-                parts.append((i, op(acc.take(ia), x.take(ia), subtract)))
-        return _assemble(acc, parts)
-
-    return step
+    return _arithmetic_step(lambda a, x: op(a, x, False), lambda a, x: op(a, x, True), pc.negate_checked)
 
 
 def _product_step(f: FieldAgg) -> Step:
@@ -581,17 +588,4 @@ def _product_step(f: FieldAgg) -> Step:
                               f"'fields.{f.name}.ignore-retract'")
         return pc.divide(a, x) if is_float else pc.divide_checked(a, x)
 
-    def step(acc: pa.Array, x: pa.Array, r: np.ndarray) -> pa.Array:
-        a_null, x_valid = ~_np_valid(acc), _np_valid(x)
-        both = ~a_null & x_valid
-        parts = []
-        take_x = np.flatnonzero(a_null & x_valid & ~r)
-        parts.append((take_x, x.take(pa.array(take_x))))
-        for fn, mask in ((multiply, both & ~r), (divide, both & r)):
-            i = np.flatnonzero(mask)
-            if len(i):
-                ia = pa.array(i)
-                parts.append((i, fn(acc.take(ia), x.take(ia))))
-        return _assemble(acc, parts)
-
-    return step
+    return _arithmetic_step(multiply, divide)
