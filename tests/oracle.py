@@ -11,9 +11,16 @@ def pypaimon_table(table_path: str):
     """pypaimon's view of a table at <warehouse>/<db>.db/<name>."""
     from pypaimon import CatalogFactory
 
-    db_dir, name = os.path.split(table_path.rstrip("/"))
-    warehouse, db = os.path.split(db_dir)
-    catalog = CatalogFactory.create({"warehouse": warehouse})
+    from dbt_paimon.store import fileio
+
+    db_dir, name = table_path.rstrip("/").rsplit("/", 1)
+    warehouse, db = db_dir.rsplit("/", 1)
+    options = {"warehouse": warehouse}
+    if fileio.scheme_of(table_path):  # pypaimon's names for the store settings the test configured
+        s = fileio.configured()
+        options.update({"fs.s3.endpoint": s["s3.endpoint"], "fs.s3.accessKeyId": s["s3.access-key"],
+                        "fs.s3.accessKeySecret": s["s3.secret-key"], "fs.s3.region": s["s3.region"]})
+    catalog = CatalogFactory.create(options)
     return catalog.get_table(f"{db[:-3]}.{name}")
 
 

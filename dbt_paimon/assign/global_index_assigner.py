@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..store import key_order
 from ..store.datafile import DELETE, INSERT
 from ..store.errors import DataError
 from ..store.key_hash import java_bucket, key_hashes
@@ -80,11 +81,12 @@ def _eq_null_aware(a, b) -> np.ndarray:
 
 
 def _adjacent_equal(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
-    """For a sorted table: out[i] is true when row i+1 equals row i on `columns` (nulls equal)."""
+    """For a sorted table: out[i] is true when row i+1 equals row i on `columns` (nulls equal;
+    FLOAT/DOUBLE as Paimon compares keys: NaN equals NaN, -0.0 differs from 0.0)."""
     n = table.num_rows
     same = np.ones(max(n - 1, 0), dtype=bool)
     for c in columns:
-        col = table.column(c)
+        col = key_order.order_surrogate(table.column(c))
         same &= _eq_null_aware(col.slice(1), col.slice(0, n - 1))
     return same
 
@@ -146,10 +148,9 @@ class GlobalIndexAssigner:
         n = rows.num_rows
         if n <= 1:
             return rows, 0
-        sort = [(k, "ascending") for k in self.keys]
-        if self.sequence_by:
-            sort.append((self.sequence_by, "ascending"))
-        ordered = rows.take(pc.sort_indices(rows, sort_keys=sort, null_placement="at_start"))
+        # Paimon's key order (key_order.py); a FLOAT/DOUBLE sequence_by orders the same way.
+        ordered = rows.take(key_order.sort_indices(rows, self.keys + ([self.sequence_by] if self.sequence_by else []),
+                                                   null_placement="at_start"))
         same_key = _adjacent_equal(ordered, self.keys)
         if not same_key.any():
             return ordered, 0
@@ -191,17 +192,20 @@ class GlobalIndexAssigner:
         else:
             self._bootstrap(existing)
         rows = rows.append_column(_ROW, pa.array(np.arange(n, dtype=np.int64)))
-        joined = rows.join(existing, self.keys, join_type="left outer", use_threads=False)
+        # Keys match as Paimon compares them (a NaN key finds the stored NaN, -0.0 never finds 0.0).
+        joined = key_order.join(rows, existing, self.keys, join_type="left outer")
         joined = joined.take(pc.sort_indices(joined, sort_keys=[(_ROW, "ascending")])).drop_columns([_ROW])
         matched = joined.column(OLD_BUCKET).is_valid().to_numpy(zero_copy_only=False)
         same = matched.copy()
-        for p in self.partition_keys:
-            same &= _eq_null_aware(joined.column(p), joined.column(old_column(p)))
+        for p in self.partition_keys:  # a FLOAT/DOUBLE partition -0.0 is not partition 0.0
+            same &= _eq_null_aware(key_order.order_surrogate(joined.column(p)),
+                                   key_order.order_surrogate(joined.column(old_column(p))))
         moved = matched & ~same
 
         skip = np.zeros(n, dtype=bool)
         if self.sequence_by:
-            older = pc.fill_null(pc.less(joined.column(self.sequence_by), joined.column(OLD_SEQUENCE)), False)
+            older = pc.fill_null(pc.less(key_order.order_surrogate(joined.column(self.sequence_by)),
+                                         key_order.order_surrogate(joined.column(OLD_SEQUENCE))), False)
             # A null sequence_by is older than any value.
             older = pc.or_(older, pc.and_(pc.is_null(joined.column(self.sequence_by)),
                                          pc.is_valid(joined.column(OLD_SEQUENCE))))
@@ -272,8 +276,7 @@ class GlobalIndexAssigner:
 
     def _unique_existing(self, existing: pa.Table) -> pa.Table:
         """A key live in two places would be a broken table; keep one place deterministically."""
-        ordered = existing.take(pc.sort_indices(existing, sort_keys=[(k, "ascending") for k in self.keys]
-                                                + [(OLD_BUCKET, "ascending")]))
+        ordered = existing.take(key_order.sort_indices(existing, self.keys + [OLD_BUCKET]))
         dup = _adjacent_equal(ordered, self.keys)
         if not dup.any():
             return ordered

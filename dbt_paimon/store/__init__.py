@@ -1,12 +1,12 @@
 """The Paimon table format in pure Python (pyarrow + fastavro). Knows nothing of Spark or dbt."""
 
-from .errors import (CommitConflictError, CorruptTableError, DataError, PaimonError, SchemaError,
-                     TableNotFoundError)
+from .errors import (CommitConflictError, CorruptTableError, DataError, InvalidNameError, PaimonError,
+                     SchemaError, TableNotFoundError)
 from .schema import TableSchema
 from .snapshot import Snapshot
 from .table import FileStoreTable, TableWrite
 
 __all__ = [
-    "CommitConflictError", "CorruptTableError", "DataError", "FileStoreTable", "PaimonError", "SchemaError",
+    "CommitConflictError", "CorruptTableError", "DataError", "FileStoreTable", "InvalidNameError", "PaimonError", "SchemaError",
     "Snapshot", "TableNotFoundError", "TableSchema", "TableWrite",
 ]

@@ -16,11 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import binary_row
+from . import binary_row, key_order
 from .errors import CorruptTableError, DataError
 from .fileio import FileIO
-from .manifest import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
+from .manifest import FILE_SOURCE_APPEND, DataFileMeta
 from .schema import KEY_PREFIX, TableSchema
+from .stats_collector import DataFileStatsCollector
 
 SEQUENCE_NUMBER = "_SEQUENCE_NUMBER"
 VALUE_KIND = "_VALUE_KIND"
@@ -46,14 +47,16 @@ def kv_arrow_schema(schema: TableSchema, value_columns: Sequence[str] | None = N
 
 
 def sort_by_key(table: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """Rows in Paimon's key order (FLOAT/DOUBLE keys as Float.compare/Double.compare, key_order.py)."""
     if table.num_rows <= 1:
         return table
-    idx = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys])
-    return table.take(idx)
+    return table.take(key_order.sort_indices(table, keys))
 
 
 def boundaries(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
-    """Boolean mask, true on the last row of each run of equal keys in a key-sorted table."""
+    """Boolean mask, true on the last row of each run of equal keys in a key-sorted table.
+
+    Keys are equal as Paimon compares them: NaN equals NaN, -0.0 differs from 0.0 (key_order.py)."""
     n = table.num_rows
     last = np.zeros(n, dtype=bool)
     if n == 0:
@@ -63,7 +66,7 @@ def boundaries(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
         return last
     diff = np.zeros(n - 1, dtype=bool)
     for k in keys:
-        col = table.column(k)
+        col = key_order.order_surrogate(table.column(k))
         a, b = col.slice(1), col.slice(0, n - 1)
         ne = pc.not_equal(a, b)
         if col.null_count:
@@ -72,20 +75,6 @@ def boundaries(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
         diff |= ne.to_numpy(zero_copy_only=False).astype(bool, copy=False)
     last[:-1] = diff
     return last
-
-
-def _stats(columns: Sequence, types: Sequence) -> SimpleStats:
-    mins, maxs, nulls = [], [], []
-    for col in columns:
-        nulls.append(col.null_count)
-        if col.null_count == len(col):
-            mins.append(None)
-            maxs.append(None)
-            continue
-        mm = pc.min_max(col)
-        mins.append(binary_row.scalar_value(mm["min"]))
-        maxs.append(binary_row.scalar_value(mm["max"]))
-    return SimpleStats(binary_row.serialize(mins, types), binary_row.serialize(maxs, types), nulls)
 
 
 @dataclass
@@ -110,6 +99,7 @@ class KeyValueFileWriter:
         unique = {key_column(k) for k in self.schema.trimmed_primary_keys} | {SEQUENCE_NUMBER}
         unique |= set(self.schema.trimmed_primary_keys)
         self._dictionary = [n for n in kv_arrow_schema(self.schema).names if n not in unique]
+        self._stats = DataFileStatsCollector(self.schema)  # metadata.stats-mode and friends
 
     def write(self, rows: pa.Table, row_kinds: pa.Array | np.ndarray | None, start_sequence: int,
               presorted: bool = False) -> list[DataFileMeta]:
@@ -151,9 +141,9 @@ class KeyValueFileWriter:
             path = f"{self.bucket_dir}/{name}"
             self.io.mkdirs(self.bucket_dir)
             end, size = start, 0
-            with pq.ParquetWriter(self.io.local(path), kv.schema, compression=self._compression,
-                                  compression_level=self._level_opt, store_decimal_as_integer=True,
-                                  use_dictionary=self._dictionary) as w:
+            with self.io.output(path) as sink, pq.ParquetWriter(
+                    sink, kv.schema, compression=self._compression, compression_level=self._level_opt,
+                    store_decimal_as_integer=True, use_dictionary=self._dictionary) as w:
                 while end < n and size < self._target_size:
                     if end == start:  # guess from the in-memory size; compressed is smaller
                         take = min(_FIRST_CHUNK, int(self._target_size / max(kv.nbytes / n, 1)) + 1)
@@ -164,28 +154,31 @@ class KeyValueFileWriter:
                     chunk = kv.slice(end, take)
                     w.write_table(chunk, row_group_size=take)
                     end += chunk.num_rows
-                    size = self.io.size(path)
-            metas.append(self._meta(name, self.io.size(path), kv.slice(start, end - start)))
+                    size = sink.tell()
+                w.close()  # the footer: the file's size is known once it is written
+                size = sink.tell()
+            metas.append(self._meta(name, size, kv.slice(start, end - start)))
             start = end
         return metas
 
     def _meta(self, name: str, size: int, kv: pa.Table) -> DataFileMeta:
         keys = self.schema.trimmed_primary_keys
         key_cols = [key_column(k) for k in keys]
-        key_types = self.schema.key_types
         seq = pc.min_max(kv.column(SEQUENCE_NUMBER))
         kinds = kv.column(VALUE_KIND)
         deletes = pc.sum(pc.or_(pc.equal(kinds, DELETE), pc.equal(kinds, UPDATE_BEFORE))).as_py() or 0
         key_arrays = [kv.column(c) for c in key_cols]
         now = dt.datetime.now(dt.timezone.utc)
+        key_types = self.schema.key_types
+        value_stats_cols, value_stats = self._stats.value_stats([kv.column(n) for n in self.schema.field_names])
         return DataFileMeta(
             file_name=name,
             file_size=size,
             row_count=kv.num_rows,
             min_key=binary_row.serialize(binary_row.row_of(key_arrays, 0), key_types),
             max_key=binary_row.serialize(binary_row.row_of(key_arrays, kv.num_rows - 1), key_types),
-            key_stats=_stats(key_arrays, key_types),
-            value_stats=_stats([kv.column(n) for n in self.schema.field_names], self.schema.value_types),
+            key_stats=self._stats.key_stats(key_arrays),
+            value_stats=value_stats,
             min_sequence_number=seq["min"].as_py(),
             max_sequence_number=seq["max"].as_py(),
             schema_id=self.schema.id,
@@ -193,6 +186,7 @@ class KeyValueFileWriter:
             creation_time=now.replace(microsecond=now.microsecond // 1000 * 1000),
             delete_row_count=deletes,
             file_source=self.file_source,
+            value_stats_cols=value_stats_cols,
         )
 
 
@@ -200,7 +194,7 @@ def read_kv_file(io: FileIO, path: str, columns: Sequence[str] | None = None) ->
     """Read (a projection of) one KeyValue file."""
     # ParquetFile, not read_table: the latter would take `dt=...` directories as hive partitions.
     try:
-        with pq.ParquetFile(io.local(path), pre_buffer=True) as f:
+        with pq.ParquetFile(io.open_input(path), pre_buffer=True) as f:
             return f.read(columns=list(columns) if columns is not None else None, use_threads=True)
     except FileNotFoundError:
         raise CorruptTableError(f"data file {path} is missing") from None

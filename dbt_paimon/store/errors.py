@@ -23,3 +23,7 @@ class CommitConflictError(PaimonError):
 
 class DataError(PaimonError):
     """Input rows that cannot be written: null keys, duplicate keys, wrong types."""
+
+
+class InvalidNameError(PaimonError):
+    """A database, table or tag name that cannot be one plain name inside the warehouse."""

@@ -547,7 +547,7 @@ def expire_tags(io: FileIO, table_path: str, schema: TableSchema, now=None, olde
                 continue
             if created is None:
                 try:
-                    created = dt.datetime.fromtimestamp(os.path.getmtime(io.local(tags.path(tag.name))))
+                    created = dt.datetime.fromtimestamp(io.mtime_ms(tags.path(tag.name)) / 1000)
                 except FileNotFoundError:
                     continue
         reached = tag.expired(now)

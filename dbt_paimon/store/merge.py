@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import key_order
 from .datafile import DELETE, INSERT, SEQUENCE_NUMBER, UPDATE_BEFORE, VALUE_KIND, boundaries, key_column
 from .errors import PaimonError, SchemaError
 
@@ -62,9 +63,9 @@ def drop_retracts(table: pa.Table) -> pa.Table:
 
 
 def sort_versions(table: pa.Table, key_cols: Sequence[str]) -> pa.Table:
-    """Order by key, then sequence number: the versions of a key become adjacent, oldest first."""
-    idx = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in key_cols] + [(SEQUENCE_NUMBER, "ascending")])
-    return table.take(idx)
+    """Order by key (Paimon's key order, key_order.py), then sequence number: the versions of a key
+    become adjacent, oldest first."""
+    return table.take(key_order.sort_indices(table, list(key_cols) + [SEQUENCE_NUMBER]))
 
 
 def deduplicate(table: pa.Table, key_cols: Sequence[str], ignore_delete: bool = False,
@@ -116,9 +117,12 @@ class MergeFunction:
         if self.engine == "deduplicate":
             return deduplicate(table, self.key_cols, False, drop_deletes)
         # Work on the sort order (an index) and take each output column once from the unsorted rows.
-        order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in self.key_cols]
-                                + [(SEQUENCE_NUMBER, "ascending")]).to_numpy().astype(np.int64)
-        last = boundaries(table.select(list(self.key_cols)).take(pa.array(order)), self.key_cols)
+        # Keys in Paimon's order (FLOAT/DOUBLE by Float.compare/Double.compare): sort and find the
+        # key boundaries on the order surrogates, so NaN keys group and -0.0 stays apart from 0.0.
+        view = key_order.comparable_key_columns(table, list(self.key_cols) + [SEQUENCE_NUMBER])
+        order = pc.sort_indices(view, sort_keys=[(c, "ascending") for c in view.column_names]
+                                ).to_numpy().astype(np.int64)
+        last = boundaries(view.select(list(self.key_cols)).take(pa.array(order)), self.key_cols)
         ends = np.flatnonzero(last)
         g = _Groups(np.concatenate(([0], ends[:-1] + 1)), ends, table.num_rows)
         v = _Versions(table, order, g)

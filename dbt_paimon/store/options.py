@@ -90,6 +90,11 @@ def _bool(key: str, value: str) -> bool:
     return value.lower() == "true"
 
 
+def _stats_mode(key: str, value: str) -> None:
+    from .stats_collector import StatsMode
+    StatsMode.parse(value, key)
+
+
 # key -> validator of its value (None: any string)
 _KNOWN: dict[str, object] = {
     "bucket": _int,
@@ -124,11 +129,16 @@ _KNOWN: dict[str, object] = {
     "partition.default-name": None,
     "partition.legacy-name": _choice("true", why=" (non-legacy partition names are not supported)"),
     "fields.default-aggregate-function": None,
+    # Which column stats go into the manifests (stats_collector.py), with Paimon's defaults:
+    # truncate(16), dense store true, every column (-1).
+    "metadata.stats-mode": _stats_mode,
+    "metadata.stats-dense-store": _bool,
+    "metadata.stats-keep-first-n-columns": _int,
 }
 # Per-column options we honour. `sequence-group` (partial-update) and `distinct` (listagg) are
 # Paimon options we do not implement, so they are refused like any unknown option.
 _FIELD_OPTION = re.compile(
-    r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|list-agg-delimiter|dbt-paimon\.count)$")
+    r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|list-agg-delimiter|stats-mode|dbt-paimon\.count)$")
 
 
 def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
@@ -147,10 +157,13 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
             if what in ("ignore-retract", COUNT_MARKER):
                 _bool(key, value)
                 value = value.lower()
+            if what == "stats-mode":
+                _stats_mode(key, value)
         elif key not in _KNOWN:
             raise SchemaError(f"unknown table option {key!r} (dbt-paimon rejects options it does not honour; "
                               f"known: {', '.join(sorted(_KNOWN))}, fields.<column>.aggregate-function, "
-                              f"fields.<column>.ignore-retract, fields.<column>.list-agg-delimiter)")
+                              f"fields.<column>.ignore-retract, fields.<column>.list-agg-delimiter, "
+                              f"fields.<column>.stats-mode)")
         else:
             check = _KNOWN[key]
             if callable(check):

@@ -59,11 +59,23 @@ def _matcher(partition_keys, flt: PartitionFilter) -> Callable[[tuple], bool]:
     return match
 
 
+def batch_scan_skip_level0(schema: TableSchema) -> bool:
+    """Paimon's CoreOptions.batchScanSkipLevel0: a batch read of a first-row table leaves out its
+    level-0 files (Java's batch scan and pypaimon's FileScanner both do), so rows written since the
+    bucket's last compaction are not seen yet. Deletion vectors, the other case, are not supported."""
+    return schema.core.merge_engine == "first-row"
+
+
 class FileStoreScan:
-    def __init__(self, io: FileIO, table_path: str, schema: TableSchema):
+    """Plans the live files of a snapshot. `skip_level0`: leave level-0 files out, as a batch read
+    does for tables where batch_scan_skip_level0 holds; writers, compaction and the upsert
+    bootstrap plan every file (pypaimon's plan_for_write)."""
+
+    def __init__(self, io: FileIO, table_path: str, schema: TableSchema, skip_level0: bool = False):
         self.io = io
         self.table_path = table_path.rstrip("/")
         self.schema = schema
+        self.skip_level0 = skip_level0
         self.snapshots = SnapshotManager(io, self.table_path)
         self.manifest_lists = ManifestList(io, self.table_path)
         self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)
@@ -103,6 +115,10 @@ class FileStoreScan:
         decoded: dict[bytes, tuple] = {}
         splits = []
         for (part, bucket), entries in groups.items():
+            if self.skip_level0:
+                entries = [e for e in entries if e.file.level > 0]
+                if not entries:  # a bucket written since its last compaction only
+                    continue
             if part not in decoded:
                 decoded[part] = binary_row.deserialize(part, types)
             values = decoded[part]

@@ -212,6 +212,21 @@ def build_schema(
 
 
 
+def resolve_columns(what: str, wanted: Sequence[str], columns: Sequence[str]) -> list[str]:
+    """Column names as the columns spell them. Names match case-insensitively, as Spark and Paimon's
+    catalogs match them: the one rule the engine and the dbt adapter share, so a model that only
+    changes a column's casing is the same model. Duplicates are dropped, order kept."""
+    lower = {c.lower(): c for c in columns}
+    out: list[str] = []
+    for w in wanted:
+        c = lower.get(str(w).lower())
+        if c is None:
+            raise SchemaError(f"{what} column {w!r} is not a column (columns: {', '.join(columns)})")
+        if c not in out:
+            out.append(c)
+    return out
+
+
 def _check_names(names: list[str]) -> None:
     if len(set(n.lower() for n in names)) != len(names):
         raise SchemaError(f"column names must be unique (case-insensitively): {names}")

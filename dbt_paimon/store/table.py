@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import binary_row
+from . import binary_row, key_order
 from .commit import CommitResult, FileStoreCommit
 from .datafile import KeyValueFileWriter
 from .errors import DataError, SchemaError, TableNotFoundError
@@ -19,12 +19,13 @@ from .key_hash import java_bucket, key_hashes
 from .manifest import ADD, ManifestEntry
 from .paths import bucket_dir, partition_path
 from .read import TableRead
-from .scan import FileStoreScan, PartitionFilter, Plan
+from .scan import FileStoreScan, PartitionFilter, Plan, batch_scan_skip_level0
 from .schema import SchemaManager, TableSchema, build_schema
 from .snapshot import APPEND, Snapshot, SnapshotManager
 
 if TYPE_CHECKING:
     from .expire import ExpireResult, RollbackResult
+    from .orphan_files import OrphanFilesResult
     from .tags import Tag, TagManager
 
 _BUCKET_COL = "__paimon_bucket"
@@ -34,28 +35,28 @@ class FileStoreTable:
     def __init__(self, path: str, schema: TableSchema, io: FileIO | None = None):
         self.path = path.rstrip("/")
         self.schema = schema
-        self.io = io or FileIO()
+        self.io = io or FileIO.get(path)
 
     # ---- lifecycle -----------------------------------------------------------------------------
     @classmethod
     def create(cls, path: str, arrow_schema: pa.Schema, primary_keys: Sequence[str],
                partition_keys: Sequence[str] = (), options: Mapping[str, object] | None = None,
                io: FileIO | None = None) -> "FileStoreTable":
-        io = io or FileIO()
+        io = io or FileIO.get(path)
         schema = build_schema(arrow_schema, primary_keys, partition_keys, options)
         SchemaManager(io, path).create(schema)
         return cls(path, schema, io)
 
     @classmethod
     def open(cls, path: str, io: FileIO | None = None) -> "FileStoreTable":
-        io = io or FileIO()
-        if not io.exists(path):
+        io = io or FileIO.get(path)
+        if not io.is_object_store and not io.exists(path):  # (an object store has no directories)
             raise TableNotFoundError(f"{path} does not exist")
         return cls(path, SchemaManager(io, path).latest(), io)
 
     @staticmethod
     def exists(path: str, io: FileIO | None = None) -> bool:
-        return bool(SchemaManager(io or FileIO(), path).list_ids())
+        return bool(SchemaManager(io or FileIO.get(path), path).list_ids())
 
     # ---- metadata ------------------------------------------------------------------------------
     @property
@@ -78,20 +79,29 @@ class FileStoreTable:
         return bucket_dir(self.path, pdir, bucket)
 
     # ---- read ----------------------------------------------------------------------------------
-    def new_scan(self) -> FileStoreScan:
-        return FileStoreScan(self.io, self.path, self.schema)
+    def new_scan(self, batch_read: bool = False) -> FileStoreScan:
+        """A scan of every live file; `batch_read=True`: of what a batch read sees, which for a
+        first-row table leaves out level 0 (batch_scan_skip_level0), as Java and pypaimon read."""
+        return FileStoreScan(self.io, self.path, self.schema,
+                             skip_level0=batch_read and batch_scan_skip_level0(self.schema))
 
     def plan(self, snapshot_id: int | None = None, partition_filter: PartitionFilter = None,
-             tag: str | None = None) -> Plan:
-        return self.new_scan().plan(snapshot_id, partition_filter, tag=tag)
+             tag: str | None = None, batch_read: bool = False) -> Plan:
+        return self.new_scan(batch_read).plan(snapshot_id, partition_filter, tag=tag)
 
     def new_read(self, projection: Sequence[str] | None = None) -> TableRead:
         return TableRead(self.io, self.path, self.schema, projection)
 
     def to_arrow(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
                  partition_filter: PartitionFilter = None, tag: str | None = None) -> pa.Table:
-        plan = self.plan(snapshot_id, partition_filter, tag=tag)
-        return self.new_read(columns).read(plan.splits)
+        plan = self.plan(snapshot_id, partition_filter, tag=tag, batch_read=True)
+        schema = self.schema
+        travelled = snapshot_id is not None or tag is not None
+        if travelled and plan.snapshot is not None and plan.snapshot.schema_id != schema.id:
+            # time travel reads with the snapshot's schema (its columns as they were), as Java
+            # Paimon, pypaimon and our Spark source do
+            schema = SchemaManager(self.io, self.path).schema(plan.snapshot.schema_id)
+        return TableRead(self.io, self.path, schema, columns).read(plan.splits)
 
     # ---- maintenance: expiration, tags, rollback -----------------------------------------------
     def expire_snapshots(self, retain_max: int | None = None, retain_min: int | None = None,
@@ -143,6 +153,14 @@ class FileStoreTable:
         snapshots and the files only they referenced are removed."""
         from .expire import rollback
         return rollback(self.io, self.path, self.schema, target)
+
+    def remove_orphan_files(self, older_than=None, dry_run: bool = False) -> "OrphanFilesResult":
+        """Delete the files no snapshot, tag or changelog references and last modified longer ago
+        than `older_than` (Paimon's remove_orphan_files; orphan_files.py). older_than: a duration
+        ('1 d', '2 h', milliseconds, a timedelta) or a past point in time ('2024-05-01 12:00:00', a
+        datetime); default 1 day, as Paimon. dry_run: only list what would be deleted."""
+        from .orphan_files import OrphanFilesClean, older_than_millis
+        return OrphanFilesClean(self.io, self.path, self.schema, older_than_millis(older_than), dry_run).clean()
 
     # ---- schema evolution ----------------------------------------------------------------------
     # Options that decide where rows live or how versions merge: changing them would misread the data.
@@ -253,7 +271,8 @@ class TableWrite:
         keys = self.schema.trimmed_primary_keys
         tagged = rows.append_column(_BUCKET_COL, bucket_arr).append_column("__kind", kinds)
         tagged = tagged.append_column("__group", pa.array(group))
-        order = pc.sort_indices(tagged, sort_keys=[("__group", "ascending")] + [(k, "ascending") for k in keys])
+        # Within a group, Paimon's key order (FLOAT/DOUBLE keys by Float.compare/Double.compare).
+        order = key_order.sort_indices(tagged, ["__group"] + list(keys))
         sorted_group = group[order.to_numpy()]
         tagged = tagged.take(order).drop_columns(["__group"])
         ends = np.append(np.flatnonzero(sorted_group[1:] != sorted_group[:-1]) + 1, n)

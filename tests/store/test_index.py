@@ -11,7 +11,7 @@ import pytest
 
 from dbt_paimon.assign.bucket_assigner import BucketAssigner
 from dbt_paimon.store import CorruptTableError, FileStoreTable
-from dbt_paimon.store.fileio import FileIO
+from dbt_paimon.store.fileio import LocalFileIO
 from dbt_paimon.store.index import (
     ADD, DELETION_VECTORS_INDEX, HASH_INDEX, INDEX_MANIFEST_ENTRY_SCHEMA, HashIndexFile, IndexFileMeta,
     IndexManifestEntry, IndexManifestFile, PartitionHashIndex, apply_changes, load_partition_indexes,
@@ -55,7 +55,7 @@ def _live_by_bucket(path) -> dict:
 
 def _assert_index_matches_data(path):
     """Each bucket's HASH file holds exactly the key hashes of its live keys, and no bucket lacks one."""
-    fio = FileIO()
+    fio = LocalFileIO()
     snapshot = FileStoreTable.open(path).latest_snapshot()
     index = read_hash_index(fio, path, snapshot)
     live = _live_by_bucket(path)
@@ -83,7 +83,7 @@ def _bucket_of_key(live: dict) -> dict:
 # ---- 1. round trips ----------------------------------------------------------------------------------
 
 def test_hash_index_file_round_trip(tmp_path):
-    fio, path = FileIO(), str(tmp_path / "t")
+    fio, path = LocalFileIO(), str(tmp_path / "t")
     files = HashIndexFile(fio, path)
     meta = files.write(np.array([5, -1, 2**31 - 1, -2**31, 5, 0], dtype=np.int64))
     assert meta == IndexFileMeta(HASH_INDEX, meta.file_name, 20, 5)
@@ -110,7 +110,7 @@ def test_hash_index_file_round_trip(tmp_path):
 
 
 def test_index_manifest_file_round_trip(tmp_path):
-    fio, path = FileIO(), str(tmp_path / "t")
+    fio, path = LocalFileIO(), str(tmp_path / "t")
     p0, p1 = (b"\x00\x00\x00\x01" + bytes(8) + d + bytes(5) + b"\x82" for d in (b"d0", b"d1"))
     dv = (("f0", "data-1.parquet"), ("f1", 1), ("f2", 24), ("_CARDINALITY", 3))
     gi = (("_ROW_RANGE_START", 0), ("_ROW_RANGE_END", 9), ("_INDEX_FIELD_ID", 2), ("_EXTRA_FIELD_IDS", (4, 5)),
@@ -179,11 +179,11 @@ def test_we_read_pypaimon_hash_index(warehouse):
     assert max(e.row_count for e in index.values()) == TARGET
     # the first snapshot's index is still readable and matches what that snapshot had
     t = FileStoreTable.open(path)
-    first = read_hash_index(FileIO(), path, t.snapshots.snapshot(1))
+    first = read_hash_index(LocalFileIO(), path, t.snapshots.snapshot(1))
     assert sum(e.row_count for e in first.values()) == 15
     assert set(first.values()) != set(index.values())  # buckets that got keys got new files
     # per-partition key index: every live key maps to its bucket, unknown hashes to -1
-    parts = load_partition_indexes(FileIO(), path, t.latest_snapshot())
+    parts = load_partition_indexes(LocalFileIO(), path, t.latest_snapshot())
     for (part, bucket), ids in live.items():
         assert (parts[part].lookup(_hash_ids(ids)) == bucket).all()
         assert parts[part].row_counts[bucket] == len(ids)

@@ -1,0 +1,85 @@
+"""Key order and key equality as Paimon's RecordComparator has them, for Arrow's sort, join and group.
+
+Paimon compares primary keys field by field with a generated RecordComparator whose FLOAT and DOUBLE
+fields compare by `Float.compare` / `Double.compare` (paimon-codegen GenerateUtils.generateCompare):
+-inf < ... < -0.0 < 0.0 < ... < +inf < NaN, and every NaN equals every other NaN. That order decides
+which rows are one key (writer, merge-on-read, compaction, the cross-partition index) and what a
+data file's _MIN_KEY/_MAX_KEY are.
+
+Arrow does not compare floats that way: its sort puts -0.0 and 0.0 together as equal (in arrival
+order), `not_equal(NaN, NaN)` is true, and its hash joins and group-bys compare raw bits, so NaNs of
+different bit patterns differ. So wherever keys are sorted, deduplicated, joined or grouped, a FLOAT
+or DOUBLE column is replaced by an integer "order surrogate": its bits with NaN made canonical (as
+`Float.floatToIntBits` / `Double.doubleToLongBits` do), then the negative half's magnitude bits
+flipped, so that signed-integer order is exactly Float.compare / Double.compare order and integer
+equality is `compare(a, b) == 0`. Stored values are never touched; only what Arrow compares.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_SURROGATE_PREFIX = "__key_order_"
+
+
+def is_floating(dtype: pa.DataType) -> bool:
+    return pa.types.is_floating(dtype)
+
+
+def order_surrogate(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """An int32 (FLOAT) or int64 (DOUBLE) column ordered and equal as Float.compare / Double.compare
+    order the floats (nulls stay null); any other column is returned as it is."""
+    if not is_floating(col.type):
+        return col
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_float16(arr.type):
+        arr = arr.cast(pa.float32())  # exact; Paimon has no half floats, but order is order
+    fdt, idt = (np.float32, np.int32) if pa.types.is_float32(arr.type) else (np.float64, np.int64)
+    nulls = arr.null_count
+    x = arr.fill_null(0).to_numpy(zero_copy_only=False).astype(fdt, copy=True)
+    x[np.isnan(x)] = fdt(np.nan)  # one NaN: floatToIntBits / doubleToLongBits canonicalise it
+    bits = x.view(idt)
+    # Non-negative floats already order as their bits do; negative ones order in reverse of their
+    # magnitude bits: flipping those (sign kept) makes -0.0 the greatest negative (-1), below 0.0.
+    key = bits ^ ((bits >> (bits.dtype.itemsize * 8 - 1)) & idt(np.iinfo(idt).max))
+    mask = arr.is_null().to_numpy(zero_copy_only=False) if nulls else None
+    return pa.array(key, mask=mask)
+
+
+def canonical_nan(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The column with every NaN replaced by the canonical NaN (other values, -0.0 included, kept):
+    for hashes of our own (the batch-key Bloom filter) that must agree for keys that compare equal."""
+    if not is_floating(col.type) or not pc.any(pc.is_nan(col)).as_py():
+        return col
+    return pc.if_else(pc.is_nan(col), pa.scalar(float("nan"), col.type), col)
+
+
+def comparable_key_columns(table: pa.Table, names: Sequence[str]) -> pa.Table:
+    """table.select(names) with every FLOAT/DOUBLE column replaced by its order surrogate, under the
+    same name: sort, compare adjacent rows or group on it to get Paimon's key semantics."""
+    return pa.Table.from_arrays([order_surrogate(table.column(n)) for n in names], names=list(names))
+
+
+def sort_indices(table: pa.Table, names: Sequence[str], null_placement: str = "at_end") -> pa.Array:
+    """Indices that sort table ascending by `names` in Paimon's key order (ties keep input order)."""
+    view = comparable_key_columns(table, names)
+    return pc.sort_indices(view, sort_keys=[(n, "ascending") for n in names], null_placement=null_placement)
+
+
+def join(left: pa.Table, right: pa.Table, keys: Sequence[str], join_type: str = "left outer") -> pa.Table:
+    """left.join(right, keys) where FLOAT/DOUBLE keys match by Float.compare / Double.compare
+    equality (NaN = NaN, -0.0 != 0.0): they are joined through their order surrogates. The key
+    columns of the result hold left's values (right's floating keys are dropped before the join)."""
+    floating = [k for k in keys if is_floating(left.schema.field(k).type)]
+    if not floating:
+        return left.join(right, list(keys), join_type=join_type, use_threads=False)
+    on = [_SURROGATE_PREFIX + k if k in floating else k for k in keys]
+    for k in floating:
+        left = left.append_column(_SURROGATE_PREFIX + k, order_surrogate(left.column(k)))
+        right = right.append_column(_SURROGATE_PREFIX + k, order_surrogate(right.column(k))).drop_columns([k])
+    out = left.join(right, on, join_type=join_type, use_threads=False)
+    return out.drop_columns([_SURROGATE_PREFIX + k for k in floating])

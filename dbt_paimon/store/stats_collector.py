@@ -1,0 +1,210 @@
+"""Column statistics of a data file as Paimon collects them (SimpleColStatsCollector) and stores them
+in the manifest (SimpleStatsConverter).
+
+Which collector a column gets is Paimon's StatsCollectorFactories.createStatsFactories:
+- `fields.<f>.stats-mode` first;
+- then `metadata.stats-keep-first-n-columns` (default -1, off): value columns after the first n get
+  `none`;
+- then `metadata.stats-mode`, default `truncate(16)`.
+The `_KEY_*` columns are system fields: they always get `truncate(128)`. `_MIN_KEY`/`_MAX_KEY` are
+whole keys and never truncated (they are not stats but the file's key range, which merging relies on).
+
+What each collector keeps (Java's `convert`, applied to min/max/null count of the whole column):
+- `none`: nothing at all (SimpleColStats.NONE: min, max and null count all null);
+- `counts`: the null count only;
+- `full`: min, max and null count as they are;
+- `truncate(n)`: strings cut to their first n code points; the max additionally gets its last
+  kept code point incremented (trying earlier ones when it would overflow) so it stays an upper
+  bound; when no code point can be incremented, min and max are both dropped (null).
+  BYTES are cut the same way, by bytes. Paimon's collector leaves byte[] whole, relying on its
+  Parquet writer, which keeps no footer statistics over 4 KB, so a huge BYTES value never reaches
+  Java's manifests either; we have no such filter, and a truncated lower bound and incremented upper
+  bound are still valid bounds for the byte-wise comparison every reader applies.
+
+Value stats are stored densely when `metadata.stats-dense-store` is true (Paimon's default): the
+columns whose stats are NONE are left out of `_VALUE_STATS`, and `_VALUE_STATS_COLS` names the columns
+kept, or is null when every column is kept (so the default table looks as before). Readers (Java,
+pypaimon) map the stats back by name. With dense store off, every column has a slot and NONE is
+stored as nulls. Key stats are always stored for every key column.
+
+Only min/max scalars are truncated, so nothing here runs per data row: pc.min_max does the per-row
+work, and the cut happens on the two results with Arrow's slice kernels before any of it reaches
+Python (a 10 MB value is never copied into a Python string).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import binary_row
+from .errors import SchemaError
+from .manifest import SimpleStats
+from .types import DataType
+
+if TYPE_CHECKING:
+    from .schema import TableSchema
+
+NONE, COUNTS, FULL, TRUNCATE = "none", "counts", "full", "truncate"
+DEFAULT_STATS_MODE = "truncate(16)"
+STATS_MODE = "metadata.stats-mode"
+STATS_DENSE_STORE = "metadata.stats-dense-store"
+STATS_KEEP_FIRST_N_COLUMNS = "metadata.stats-keep-first-n-columns"
+FIELD_STATS_MODE_SUFFIX = "stats-mode"
+_TRUNCATE = re.compile(r"^TRUNCATE\((\d+)\)$")
+_INT_MAX = 2**31 - 1
+_MAX_CODE_POINT = 0x10FFFF
+_SURROGATES = range(0xD800, 0xE000)
+
+
+@dataclass(frozen=True)
+class StatsMode:
+    """One collector kind: none, counts, full, or truncate with its length."""
+    kind: str
+    length: int = 0
+
+    @staticmethod
+    def parse(value: str, key: str = STATS_MODE) -> "StatsMode":
+        """SimpleColStatsCollector.from: case-insensitive, `truncate(n)` with n > 0."""
+        upper = str(value).upper()
+        if upper in ("NONE", "COUNTS", "FULL"):
+            return StatsMode(upper.lower())
+        m = _TRUNCATE.match(upper)
+        if m:
+            n = int(m.group(1))
+            if 0 < n <= _INT_MAX:
+                return StatsMode(TRUNCATE, n)
+            raise SchemaError(f"option {key!r}: truncate length must be within 1 .. {_INT_MAX}, got {value!r}")
+        raise SchemaError(f"option {key!r} must be one of none, counts, full, truncate(<n>), got {value!r}")
+
+    def __str__(self) -> str:
+        return f"truncate({self.length})" if self.kind == TRUNCATE else self.kind
+
+
+KEY_STATS_MODE = StatsMode(TRUNCATE, 128)  # StatsCollectorFactories: system fields (`_KEY_*`)
+
+
+def field_stats_mode_key(field: str) -> str:
+    return f"fields.{field}.{FIELD_STATS_MODE_SUFFIX}"
+
+
+def value_stats_modes(options: Mapping[str, str], field_names: Sequence[str]) -> list[StatsMode]:
+    """The collector of each value column (StatsCollectorFactories.createStatsFactories)."""
+    default = StatsMode.parse(options.get(STATS_MODE, DEFAULT_STATS_MODE))
+    keep_first = int(options.get(STATS_KEEP_FIRST_N_COLUMNS, "-1"))
+    modes = []
+    for i, name in enumerate(field_names):
+        own = options.get(field_stats_mode_key(name))
+        if own is not None:
+            modes.append(StatsMode.parse(own, field_stats_mode_key(name)))
+        elif 0 <= keep_first <= i:  # every value column counts towards n, with or without its own mode
+            modes.append(StatsMode(NONE))
+        else:
+            modes.append(default)
+    return modes
+
+
+@dataclass(frozen=True)
+class ColStats:
+    """SimpleColStats: min, max, null count; all three null is NONE (no stats at all)."""
+    min: Any
+    max: Any
+    null_count: int | None
+
+    @property
+    def is_none(self) -> bool:
+        return self.min is None and self.max is None and self.null_count is None
+
+
+COL_STATS_NONE = ColStats(None, None, None)
+
+
+def _truncated_upper_string(prefix: str) -> str | None:
+    """TruncateSimpleColStatsCollector.truncateMax on a string already cut to n code points: the
+    smallest string above every string with this prefix made by incrementing one code point (the
+    last one that does not overflow), or None. Surrogates are skipped (U+D7FF goes to U+E000): they
+    cannot be encoded in UTF-8, and Java would turn the lone surrogate into '?', a wrong bound."""
+    for i in range(len(prefix) - 1, -1, -1):
+        nxt = ord(prefix[i]) + 1
+        if nxt in _SURROGATES:
+            nxt = _SURROGATES.stop
+        if nxt <= _MAX_CODE_POINT:
+            return prefix[:i] + chr(nxt)
+    return None
+
+
+def _truncated_upper_bytes(prefix: bytes) -> bytes | None:
+    """The bytes counterpart: increment the last byte below 0xFF and drop what follows it."""
+    for i in range(len(prefix) - 1, -1, -1):
+        if prefix[i] < 0xFF:
+            return prefix[:i] + bytes([prefix[i] + 1])
+    return None
+
+
+def _truncate(mm: pa.StructScalar, root: str, n: int) -> tuple[Any, Any] | None:
+    """(min, max) cut to n characters (bytes for BYTES); None when no upper bound exists."""
+    # utf8_slice_codeunits counts code points, as BinaryString.substring does
+    cut = (lambda s: pc.utf8_slice_codeunits(s, 0, n)) if root == "STRING" else (lambda s: pc.binary_slice(s, 0, n))
+    low, high = cut(mm["min"]), cut(mm["max"])
+    if pc.binary_length(high).as_py() == pc.binary_length(mm["max"]).as_py():
+        return low.as_py(), high.as_py()  # short enough: kept as it is, not incremented
+    high = high.as_py()
+    up = _truncated_upper_string(high) if root == "STRING" else _truncated_upper_bytes(high)
+    return None if up is None else (low.as_py(), up)
+
+
+def collect(column: pa.Array | pa.ChunkedArray, dtype: DataType, mode: StatsMode) -> ColStats:
+    """The stats one collector keeps for a whole column."""
+    if mode.kind == NONE:
+        return COL_STATS_NONE
+    nulls = column.null_count
+    if mode.kind == COUNTS or nulls == len(column):
+        return ColStats(None, None, nulls)
+    mm = pc.min_max(column)
+    if mode.kind == TRUNCATE and dtype.root in ("STRING", "BYTES"):
+        cut = _truncate(mm, dtype.root, mode.length)
+        return ColStats(None, None, nulls) if cut is None else ColStats(cut[0], cut[1], nulls)
+    return ColStats(binary_row.scalar_value(mm["min"]), binary_row.scalar_value(mm["max"]), nulls)
+
+
+def to_binary_all(stats: Sequence[ColStats], types: Sequence[DataType]) -> SimpleStats:
+    """SimpleStatsConverter.toBinaryAllMode: one slot per column, NONE stored as nulls."""
+    return SimpleStats(binary_row.serialize([s.min for s in stats], types),
+                       binary_row.serialize([s.max for s in stats], types),
+                       [s.null_count for s in stats])
+
+
+def to_binary_dense(stats: Sequence[ColStats], names: Sequence[str],
+                    types: Sequence[DataType]) -> tuple[tuple[str, ...] | None, SimpleStats]:
+    """SimpleStatsConverter.toBinaryDenseMode: columns without stats left out; the names of the
+    columns kept, or None when that is every column."""
+    kept = [i for i, s in enumerate(stats) if not s.is_none]
+    simple = to_binary_all([stats[i] for i in kept], [types[i] for i in kept])
+    return (None if len(kept) == len(stats) else tuple(names[i] for i in kept)), simple
+
+
+class DataFileStatsCollector:
+    """Key and value stats of the KeyValue files of one table, by the table's options."""
+
+    def __init__(self, schema: "TableSchema"):
+        options = schema.options
+        self.key_types = schema.key_types
+        self.value_names = schema.field_names
+        self.value_types = schema.value_types
+        self.value_modes = value_stats_modes(options, self.value_names)
+        self.dense = options.get(STATS_DENSE_STORE, "true").lower() == "true"
+
+    def key_stats(self, key_columns: Sequence) -> SimpleStats:
+        return to_binary_all([collect(c, t, KEY_STATS_MODE) for c, t in zip(key_columns, self.key_types)],
+                             self.key_types)
+
+    def value_stats(self, value_columns: Sequence) -> tuple[tuple[str, ...] | None, SimpleStats]:
+        """(`_VALUE_STATS_COLS`, `_VALUE_STATS`) of the table's columns, in schema order."""
+        stats = [collect(c, t, m) for c, t, m in zip(value_columns, self.value_types, self.value_modes)]
+        if self.dense:
+            return to_binary_dense(stats, self.value_names, self.value_types)
+        return None, to_binary_all(stats, self.value_types)
