@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..store.key_hash import key_hashes
+from ..store.key_order import canonical_nan
 from ..store.schema import TableSchema
 
 _K = 3  # probes per key: near-optimal at ~16 bits per key
@@ -34,7 +35,10 @@ def size_bits(expected_keys: int) -> int:
 
 
 def _positions(table: pa.Table, keys: Sequence[str], schema: TableSchema, bits: int) -> np.ndarray:
-    h1 = key_hashes([table.column(k) for k in keys], [schema.field(k).type for k in keys]).view(np.uint32)
+    # Keys equal under Paimon's Double.compare must probe the same bits: NaNs of any bit pattern are
+    # one key, so they are hashed as the canonical NaN (-0.0 and 0.0 are two keys and hash apart).
+    cols = [canonical_nan(table.column(k)) for k in keys]
+    h1 = key_hashes(cols, [schema.field(k).type for k in keys]).view(np.uint32)
     h1 = h1.astype(np.uint64)
     # A second hash by mixing the first (fmix64): independent enough for double hashing.
     h2 = h1 * np.uint64(0x9E3779B97F4A7C15)

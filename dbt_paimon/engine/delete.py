@@ -11,7 +11,7 @@ import logging
 import pickle
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +27,7 @@ from ..store.read import TableRead
 from ..store.scan import DataSplit
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
-from . import jobs, tasks
+from . import deploy, jobs, tasks
 from .spark_types import for_spark, spark_schema
 
 log = logging.getLogger(__name__)
@@ -47,12 +47,12 @@ class DeleteResult:
         return f"DELETE {self.deleted}"
 
 
-def _rows_task(path: str, schema):
+def _rows_task(path: str, schema, io: FileIO):
     """Split descriptors -> every live row of those splits + BUCKET."""
     extra = {BUCKET: pa.int32()}
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        reader = TableRead(FileIO(), path, schema)
+        reader = TableRead(io, path, schema)
         for batch in batches:
             for blob in batch.column(0).to_pylist():
                 split: DataSplit
@@ -76,15 +76,19 @@ def _check_engine(schema) -> None:
         raise SchemaError("the table sets 'ignore-delete' = 'true': deletes would be ignored")
 
 
-def delete(spark: SparkSession, path: str, where: str) -> DeleteResult:
-    """Delete every live row of the table at path for which the Spark SQL predicate holds."""
+def delete(spark: SparkSession, path: str, where: str,
+           storage_options: Mapping[str, object] | None = None) -> DeleteResult:
+    """Delete every live row of the table at path for which the Spark SQL predicate holds.
+    storage_options: the object store's settings (Paimon's names: s3.endpoint, ...)."""
     from .upsert import after_commit  # upsert imports this module's siblings first
 
+    io = FileIO.get(path, storage_options)
     started = time.time()
     if not where or not where.strip():
         raise SchemaError("delete needs a predicate (where); to empty a table, say so: where='true'")
+    deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
     for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
-        table = FileStoreTable.open(path)
+        table = FileStoreTable.open(path, io)
         schema = table.schema
         _check_engine(schema)
         plan = table.plan()
@@ -93,7 +97,7 @@ def delete(spark: SparkSession, path: str, where: str) -> DeleteResult:
         parallelism = spark.sparkContext.defaultParallelism
         blobs = tasks.chunk_splits(plan.splits, parallelism * 2)
         rows_schema = T.StructType(spark_schema(schema).fields + [T.StructField(BUCKET, T.IntegerType())])
-        rows = jobs.descriptors(spark, blobs).mapInArrow(_rows_task(table.path, schema), rows_schema)
+        rows = jobs.descriptors(spark, blobs).mapInArrow(_rows_task(table.path, schema, table.io), rows_schema)
         try:
             matched = rows.filter(F.expr(where))
         except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
@@ -104,7 +108,7 @@ def delete(spark: SparkSession, path: str, where: str) -> DeleteResult:
         next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
         part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
         written = doomed.repartition(max(parallelism * 2, 1), *part_cols).mapInArrow(
-            tasks.write_task(table.path, schema, next_sequence, index_files=None, update_index=False),
+            tasks.write_task(table.path, schema, table.io, next_sequence, index_files=None, update_index=False),
             "payload binary")
         entries = [e for payload in jobs.collect_payloads(spark, written) for e in payload[0]]
         deleted = sum(e.file.row_count for e in entries)
@@ -122,6 +126,6 @@ def delete(spark: SparkSession, path: str, where: str) -> DeleteResult:
         except BaseException:
             commit.abort(entries)
             raise
-        extra = after_commit(spark, table.path, schema)
+        extra = after_commit(spark, table.path, schema, table.io)
         return DeleteResult(table.path, result.snapshot.id, deleted, attempt, time.time() - started, extra)
     raise AssertionError("unreachable")

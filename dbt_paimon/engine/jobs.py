@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 from pyspark.sql import DataFrame, SparkSession
 
 from ..store.errors import CorruptTableError, DataError, SchemaError
+from . import deploy
 
 # Arrow batches between the JVM and Python workers: large enough that per-batch overhead vanishes.
 JOB_SETTINGS = {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
@@ -45,6 +46,9 @@ def reraise_task_error(exc: Exception) -> None:
     m = re.search(r"dbt_paimon\.store\.errors\.(DataError|SchemaError|CorruptTableError): (.+)", str(exc))
     if m:
         raise _ERRORS[m.group(1)](m.group(2).strip()) from None
+    missing = deploy.missing_module_error(str(exc))  # an executor that joined after deploy's check
+    if missing is not None:
+        raise missing from None
 
 
 def collect_payloads(spark: SparkSession, df: DataFrame, column: str = "payload") -> list:

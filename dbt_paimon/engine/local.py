@@ -25,7 +25,7 @@ from ..assign.global_index_assigner import BUCKET, group_codes
 from ..store.index import HashIndexFile
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
-from . import bloom, tasks
+from . import bloom, deploy, tasks
 
 EXECUTIONS = ("auto", "local", "distributed")
 # Above these the job runs on Spark even on a local master: the batch (Spark's estimate of its
@@ -63,7 +63,7 @@ def choose(spark: SparkSession, df: DataFrame, execution: str, table_rows: int) 
     check_execution(execution)
     if execution != "auto":
         return execution
-    if not spark.sparkContext.master.startswith("local") or table_rows > LOCAL_MAX_TABLE_ROWS:
+    if deploy.is_cluster(spark) or table_rows > LOCAL_MAX_TABLE_ROWS:  # local-cluster[...] is a cluster
         return "distributed"
     size = estimated_bytes(df)
     if size >= _UNKNOWN:
@@ -90,7 +90,7 @@ def run_job(table: FileStoreTable, batch: pa.Table, plan, sequence_by: str | Non
                           stored=stored, count_rows=count_rows, indexed=indexed)
     groups = _writer_groups(result.rows, schema, _threads())
     with ThreadPoolExecutor(_threads()) as pool:
-        written = list(pool.map(lambda part: tasks.write_rows(table.path, schema, next_sequence, index_files, part),
+        written = list(pool.map(lambda part: tasks.write_rows(table.path, schema, table.io, next_sequence, index_files, part),
                                 groups))
     entries, index_changes = [], {}
     for part_entries, part_index in written:
@@ -108,7 +108,7 @@ def _bootstrap(table: FileStoreTable, batch: pa.Table, plan, splits, sequence_by
     if schema.bucket_mode != "HASH_DYNAMIC" and bloom.supports(schema):
         bits = np.zeros(bloom.size_bits(plan.snapshot.total_record_count) // 8, dtype=np.uint8)
         bloom.add(bits, batch, list(schema.primary_keys), schema)
-    boot = tasks.bootstrap_task(table.path, schema, sequence_by, with_hash=schema.bucket_mode == "HASH_DYNAMIC",
+    boot = tasks.bootstrap_task(table.path, schema, table.io, sequence_by, with_hash=schema.bucket_mode == "HASH_DYNAMIC",
                                 bloom_bits=bits, routes={0: 0} if bits is not None else None)
 
     def chunk(blob: bytes) -> list[pa.RecordBatch]:  # one bootstrap task's input: a row of pickled splits

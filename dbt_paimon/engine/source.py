@@ -13,14 +13,15 @@ engine (vectorised, store.read.TableRead) and hands to Spark as Arrow batches.
 from __future__ import annotations
 
 import pickle
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ..store.errors import PaimonError
-from ..store.fileio import FileIO
+from ..store import fileio
+from ..store.fileio import FileIO, is_storage_option
 from ..store.read import TableRead
 from ..store import system_tables
 from ..store.schema import SchemaManager
@@ -44,7 +45,11 @@ class PaimonDataSource(DataSource):
         return system_tables.split_name(path)
 
     def _table(self) -> FileStoreTable:
-        return FileStoreTable.open(self._path()[0])
+        path = self._path()[0]
+        # store settings given as reader options (Paimon's names: s3.endpoint, ...) win over the
+        # process's configured ones
+        given = {k: v for k, v in self.options.items() if is_storage_option(k)}
+        return FileStoreTable.open(path, FileIO.get(path, given or None))
 
     def _snapshot_id(self) -> int | None:
         value = self.options.get("snapshot-id") or self.options.get("scan.snapshot-id")
@@ -99,7 +104,9 @@ class SplitsPartition(InputPartition):
 class PaimonReader(DataSourceReader):
     def __init__(self, table: FileStoreTable, snapshot_id: int | None, schema: StructType, tag: str | None = None):
         self.path = table.path
-        plan = table.plan(snapshot_id, tag=tag)
+        self.io = table.io  # travels to the executors with the store's settings
+        # A batch read: level-0 files of a first-row table stay out, as in Java and pypaimon.
+        plan = table.plan(snapshot_id, tag=tag, batch_read=True)
         self.splits = plan.splits
         self.table_schema = table.schema
         travelled = snapshot_id is not None or tag is not None
@@ -118,13 +125,32 @@ class PaimonReader(DataSourceReader):
         return [SplitsPartition(pickle.dumps(g)) for g in groups]
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
-        reader = TableRead(FileIO(), self.path, self.table_schema, self.columns)
+        reader = TableRead(self.io, self.path, self.table_schema, self.columns)
         for split in pickle.loads(partition.value):
             part = reader.read_split(split)
             if part.num_rows:
                 yield from for_spark(part, self.table_schema).to_batches(max_chunksize=1 << 16)
 
 
-def register(spark) -> None:
-    """Make `spark.read.format("paimon")` available in this SparkSession."""
-    spark.dataSource.register(PaimonDataSource)
+def register(spark, storage_options: Mapping[str, object] | None = None) -> None:
+    """Make `spark.read.format("paimon")` available in this SparkSession.
+
+    Spark runs a Python data source in worker processes that know nothing of this process's
+    configured store settings, so the source registered here carries them (storage_options, else
+    those fileio.configure() set): a class made here is pickled by value, its settings with it.
+    Options given to a read (`.option("s3.endpoint", ...)`) win over them."""
+    from . import deploy
+    # pyspark copies the application's shipped files into a data source when it is registered:
+    # on a cluster, ship the engine first so the source's workers can import it
+    deploy.ship(spark)
+    defaults = {str(k): str(v) for k, v in (storage_options if storage_options is not None
+                                            else fileio.configured()).items()}
+    if not defaults:
+        spark.dataSource.register(PaimonDataSource)
+        return
+
+    class ConfiguredPaimonDataSource(PaimonDataSource):
+        def __init__(self, options):
+            super().__init__({**defaults, **dict(options or {})})
+
+    spark.dataSource.register(ConfiguredPaimonDataSource)

@@ -88,10 +88,10 @@ def index_entry_rows(files: HashIndexFile, schema: TableSchema, entry: IndexMani
     return for_spark(rows, schema, {HASH: pa.int32(), BUCKET: pa.int32(), SOURCE: pa.int8()})
 
 
-def index_bootstrap_task(path: str, schema: TableSchema):
+def index_bootstrap_task(path: str, schema: TableSchema, io: FileIO):
     """Rows of pickled HASH index entries -> (partition, hash, bucket) rows, one per indexed hash."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        files = HashIndexFile(FileIO(), path)
+        files = HashIndexFile(io, path)
         for batch in batches:
             for blob in batch.column(0).to_pylist():
                 for entry in pickle.loads(blob):
@@ -101,14 +101,15 @@ def index_bootstrap_task(path: str, schema: TableSchema):
     return run
 
 
-def bootstrap_task(path: str, schema: TableSchema, sequence_by: str | None, with_hash: bool = False,
+def bootstrap_task(path: str, schema: TableSchema, io: FileIO, sequence_by: str | None, with_hash: bool = False,
                    bloom_bits: np.ndarray | None = None, routes: dict[int, int] | None = None):
     """Rows of pickled split lists -> (key, current partition, bucket[, sequence_by][, hash]) of
     live keys.
 
-    With a Bloom filter of the batch's keys, only keys the batch may touch are shipped, plus one
-    FROM_COUNT row per bucket (its live rows) routed to the assigner that owns the bucket
-    (routes: assigner id -> a ROUTE value the shuffle sends to it)."""
+    With routes (assigner id -> a ROUTE value the shuffle sends to it), one FROM_COUNT row per
+    bucket (its live rows) goes to the assigner that owns the bucket, which must know how full
+    every bucket it owns is whichever assigners its keys hash to; with a Bloom filter of the
+    batch's keys too, only keys the batch may touch are shipped."""
     keys = list(schema.primary_keys)
     columns = keys + [p for p in schema.partition_keys if p not in keys]
     if sequence_by and sequence_by not in columns:
@@ -129,9 +130,10 @@ def bootstrap_task(path: str, schema: TableSchema, sequence_by: str | None, with
             names.append(c)
         arrays += [pa.array(np.full(n, split.bucket, np.int32)), pa.array(np.full(n, FROM_TABLE, np.int8))]
         out = pa.Table.from_arrays(arrays, names=names + [BUCKET, SOURCE])
-        if bloom_bits is None:
+        if routes is None:
             return with_key_hash(out, schema) if with_hash else out
-        out = out.filter(pa.array(bloom.might_contain(bloom_bits, out, keys, schema)))
+        if bloom_bits is not None:
+            out = out.filter(pa.array(bloom.might_contain(bloom_bits, out, keys, schema)))
         out = out.append_column(COUNT, pa.nulls(out.num_rows, pa.int64()))
         out = out.append_column(ROUTE, pa.nulls(out.num_rows, pa.int32()))
         counted = [pa.nulls(1, schema.field(c).type.to_arrow()) if c not in schema.partition_keys else
@@ -142,7 +144,7 @@ def bootstrap_task(path: str, schema: TableSchema, sequence_by: str | None, with
         return pa.concat_tables([out, pa.Table.from_arrays(counted, names=out.column_names)])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        reader = TableRead(FileIO(), path, schema, projection)
+        reader = TableRead(io, path, schema, projection)
         for batch in batches:
             for blob in batch.column(0).to_pylist():
                 splits: list[DataSplit] = pickle.loads(blob)
@@ -225,7 +227,7 @@ def _summary(counts: AssignCounts, schema: TableSchema, hashed: bool) -> pa.Tabl
     return pa.Table.from_arrays(arrays, names=names + [BUCKET, KIND, COUNT])
 
 
-def write_task(path: str, schema: TableSchema, next_sequence: dict, index_files: dict | None = None,
+def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, index_files: dict | None = None,
                update_index: bool = True):
     """Writes the buckets of one Spark partition of the shuffle by (partition, bucket); returns one
     row: the pickled manifest entries, counts and (HASH_DYNAMIC) rewritten index files.
@@ -244,28 +246,28 @@ def write_task(path: str, schema: TableSchema, next_sequence: dict, index_files:
                 field = _COUNT_FIELDS[kind]
                 setattr(counts, field, getattr(counts, field) + total)
             data = table.filter(pc.invert(is_summary))
-            entries, new_index = write_rows(path, schema, next_sequence, index_files, data, update_index)
+            entries, new_index = write_rows(path, schema, io, next_sequence, index_files, data, update_index)
         payload = pickle.dumps((entries, counts.as_dict(), new_index))
         yield pa.RecordBatch.from_arrays([pa.array([payload], pa.binary())], names=["payload"])
     return run
 
 
-def write_rows(path: str, schema: TableSchema, next_sequence: dict, index_files: dict | None, data: pa.Table,
-               update_index: bool = True) -> tuple[list, dict]:
+def write_rows(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, index_files: dict | None,
+               data: pa.Table, update_index: bool = True) -> tuple[list, dict]:
     """Write assigned rows (the table's columns + BUCKET + KIND [+ HASH]) into their buckets' files:
     (manifest entries, rewritten HASH index files)."""
     if not data.num_rows:
         return [], {}
-    writer = FileStoreTable(path, schema).new_write(next_sequence)
+    writer = FileStoreTable(path, schema, io).new_write(next_sequence)
     entries = writer.write(data.select(schema.field_names), data.column(BUCKET), data.column(KIND))
     # deletes keep their hashes, as in Paimon
     hashed = schema.bucket_mode == "HASH_DYNAMIC" and update_index
-    return entries, _update_hash_index(path, schema, data, index_files or {}) if hashed else {}
+    return entries, _update_hash_index(path, schema, io, data, index_files or {}) if hashed else {}
 
 
-def _update_hash_index(path: str, schema: TableSchema, data: pa.Table, index_files: dict) -> dict:
+def _update_hash_index(path: str, schema: TableSchema, io: FileIO, data: pa.Table, index_files: dict) -> dict:
     """Rewrite the HASH index file of every bucket that gained a hash (the full set, as Paimon does)."""
-    files = HashIndexFile(FileIO(), path)
+    files = HashIndexFile(io, path)
     cols = list(schema.partition_keys) + [BUCKET]
     codes, groups = group_codes(data, cols)
     hashes = data.column(HASH).to_numpy(zero_copy_only=False)

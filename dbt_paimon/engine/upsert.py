@@ -27,13 +27,13 @@ from pyspark.sql import types as T
 
 from ..store import options as opts
 from ..store.errors import CommitConflictError, SchemaError
-from ..store.fileio import FileIO
-from ..store.schema import SchemaManager, TableSchema, build_schema
+from ..store.fileio import FileIO, is_storage_option
+from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from ..assign.global_index_assigner import BUCKET, HASH, KIND
 from ..store.index import HashIndexFile, IndexManifestFile
-from . import bloom, jobs, local, tasks
+from . import bloom, deploy, jobs, local, tasks
 from .compaction import auto_compact, compact
 from .spark_types import arrow_schema_of, fits, spark_schema
 
@@ -126,34 +126,45 @@ def _prepare_input(df: DataFrame, schema: TableSchema, counted: Sequence[str]) -
 
 def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None = None,
            partition_keys: str | Sequence[str] | None = (), options: Mapping[str, object] | None = None,
-           sequence_by: str | None = None, execution: str = "auto") -> UpsertResult:
+           sequence_by: str | None = None, execution: str = "auto",
+           storage_options: Mapping[str, object] | None = None) -> UpsertResult:
     """Upsert df into the Paimon table at path (created if absent); commits one snapshot.
+
+    storage_options: the object store's settings by Paimon's names (s3.endpoint, s3.access-key,
+    ...); they may also be given among `options`, and are never stored with the table.
 
     execution: "distributed" runs the Spark job; "local" runs its topology inside the driver
     (engine/local.py); "auto" picks local on a local master when the batch and the table's keys
     fit in the driver."""
     started = time.time()
     spark = df.sparkSession
-    io = FileIO()
     path = path.rstrip("/")
+    storage = {**{k: v for k, v in (options or {}).items() if is_storage_option(k)}, **(storage_options or {})}
+    io = FileIO.get(path, storage or None)
     primary_keys, partition_keys = _as_list(primary_keys), _as_list(partition_keys)
-    given, counted = opts.count_sugar(options or {})
+    given, counted = opts.count_sugar({k: v for k, v in (options or {}).items() if not is_storage_option(k)})
     exists = FileStoreTable.exists(path, io)
     if exists:
         schema = SchemaManager(io, path).latest()
+        # the table's spelling of names that match case-insensitively; others stay as given, so
+        # the check below names the disagreement
+        spelled = {n.lower(): n for n in schema.field_names}
+        primary_keys = [spelled.get(k.lower(), k) for k in primary_keys]
+        partition_keys = [spelled.get(k.lower(), k) for k in partition_keys]
         given = opts.validate(given, schema.field_names) if given else {}
         _check_against_table(schema, primary_keys, partition_keys, given, path)
         counted = [f.name for f in schema.fields if schema.core.is_count(f.name)]
     else:
         if not primary_keys:
             raise SchemaError(f"table {path} does not exist and no primary key (unique_key) was given")
+        primary_keys = resolve_columns("primary key", primary_keys, df.columns)
+        partition_keys = resolve_columns("partition key", partition_keys, df.columns)
         arrow = arrow_schema_of(df.schema)
         if counted:
             arrow = pa.schema([pa.field(f.name, pa.int64()) if f.name in counted else f for f in arrow])
         schema = build_schema(arrow, primary_keys, partition_keys, given)
     if sequence_by is not None:
-        if sequence_by not in schema.field_names:
-            raise SchemaError(f"sequence_by column {sequence_by!r} is not a column of the batch")
+        [sequence_by] = resolve_columns("sequence_by", [sequence_by], schema.field_names)
         if sequence_by in schema.primary_keys:
             raise SchemaError(f"sequence_by column {sequence_by!r} is part of the primary key")
     run_options = {**schema.options, **{k: v for k, v in given.items() if k in RUN_OPTIONS}}
@@ -178,6 +189,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
                 batch.unpersist()
                 cached = False
             return _attempts(spark, io, path, schema, exists, rows, sequence_by, run_options, started)
+        deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
         return _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started)
     finally:
         if cached:
@@ -235,25 +247,25 @@ def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, 
             raise
         written = sum(e.file.row_count for e in entries)
         new_id = result.snapshot.id if result else snapshot_id
-        extra = after_commit(spark, path, schema) if result is not None else []
+        extra = after_commit(spark, path, schema, io) if result is not None else []
         return UpsertResult(path, new_id, rows_written=written, attempts=attempt, extra_snapshots=extra,
                             seconds=time.time() - started, plan=job_plan,
                             execution="local" if on_driver else "distributed", **counts)
     raise AssertionError("unreachable")
 
 
-def after_commit(spark: SparkSession, path: str, schema: TableSchema) -> list[int]:
+def after_commit(spark: SparkSession, path: str, schema: TableSchema, io: FileIO) -> list[int]:
     """What Paimon's writers do after a commit: compaction (first-row tables always, since Paimon's
     batch readers skip their level-0 files; others when a bucket reached
     num-sorted-run.compaction-trigger sorted runs), then snapshot expiration by the snapshot.*
     options. A compaction that loses a race is logged; the next commit tries again."""
     extra = []
     try:
-        sid = compact(spark, path) if schema.core.merge_engine == "first-row" else auto_compact(spark, path)
+        sid = compact(spark, path, io=io) if schema.core.merge_engine == "first-row" else auto_compact(spark, path, io)
         extra = [sid] if sid else []
     except CommitConflictError as e:
         log.warning("compaction of %s lost a race with another commit and will run after the next one: %s", path, e)
-    expired = FileStoreTable.open(path).expire_snapshots()
+    expired = FileStoreTable.open(path, io).expire_snapshots()
     if expired.expired:
         log.info("expired snapshots %s of %s", list(expired.expired), path)
     return extra
@@ -309,22 +321,33 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     bootstrap_parallelism = int(core.get("cross-partition-upsert.bootstrap-parallelism") or parallelism * 2)
 
     key_cols = [F.col(f"`{k}`") for k in schema.primary_keys]
+    part_key_cols = [F.col(f"`{p}`") for p in schema.partition_keys]
     bloom_bits = _batch_bloom(spark, batch, schema, plan) if splits and not hashed else None
-    routes = _routes(spark, num_assigners) if bloom_bits is not None else None
+    # Every row reaches its assigner through ROUTE (a value the shuffle hashes): a row by its key
+    # (cross-partition) or by (partition, key hash) (HASH_DYNAMIC), as Paimon routes them; and
+    # what an assigner must count for the buckets it owns (b % assigners == its id) goes to the
+    # owner by a chosen ROUTE value: one count row per bucket (cross-partition), the index
+    # entries of its buckets (HASH_DYNAMIC, Paimon's PartitionIndex.loadIndex bucketFilter).
+    counted = bool(splits) and not hashed
+    routes = _routes(spark, num_assigners) if counted or index_files else None
+    route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
+    rows = rows.withColumn(tasks.ROUTE, route_of_row)
     if splits:
         boot_cols = list(dict.fromkeys(list(schema.primary_keys) + list(schema.partition_keys)
                                        + ([sequence_by] if sequence_by else [])))
-        counted = [T.StructField(tasks.COUNT, T.LongType()), T.StructField(tasks.ROUTE, T.IntegerType())]
+        count_fields = [T.StructField(tasks.COUNT, T.LongType()), T.StructField(tasks.ROUTE, T.IntegerType())]
         boot_schema = T.StructType([union_schema[c] for c in boot_cols] + [union_schema[BUCKET],
                                                                            union_schema[tasks.SOURCE]] + hash_field
-                                   + (counted if bloom_bits is not None else []))
+                                   + (count_fields if counted else []))
         blobs = tasks.chunk_splits(splits, bootstrap_parallelism)
         existing = jobs.descriptors(spark, blobs).mapInArrow(
-            tasks.bootstrap_task(table.path, schema, sequence_by, with_hash=hashed, bloom_bits=bloom_bits,
-                                 routes=routes), boot_schema)
-        if bloom_bits is not None:
-            existing = existing.withColumn(tasks.ROUTE, F.coalesce(F.col(tasks.ROUTE), F.hash(*key_cols)))
-            rows = rows.withColumn(tasks.COUNT, F.lit(None).cast("bigint")).withColumn(tasks.ROUTE, F.hash(*key_cols))
+            tasks.bootstrap_task(table.path, schema, table.io, sequence_by, with_hash=hashed, bloom_bits=bloom_bits,
+                                 routes=routes if counted else None), boot_schema)
+        if counted:
+            existing = existing.withColumn(tasks.ROUTE, F.coalesce(F.col(tasks.ROUTE), route_of_row))
+            rows = rows.withColumn(tasks.COUNT, F.lit(None).cast("bigint"))
+        else:
+            existing = existing.withColumn(tasks.ROUTE, route_of_row)
         rows = rows.unionByName(existing, allowMissingColumns=True)
     if index_files:
         entries = list(index_files.values())
@@ -332,19 +355,24 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         blobs = [pickle.dumps(entries[i:i + step]) for i in range(0, len(entries), step)]
         index_schema = T.StructType([union_schema[p] for p in schema.partition_keys] + [
             union_schema[HASH], union_schema[BUCKET], union_schema[tasks.SOURCE]])
-        indexed = jobs.descriptors(spark, blobs).mapInArrow(tasks.index_bootstrap_task(table.path, schema), index_schema)
-        rows = rows.unionByName(indexed, allowMissingColumns=True)
+        indexed = jobs.descriptors(spark, blobs).mapInArrow(tasks.index_bootstrap_task(table.path, schema, table.io), index_schema)
+        indexed = indexed.withColumn(tasks.ROUTE, route_of_row)
+        # An entry whose hash routes to another assigner than its bucket's owner goes to both:
+        # the router maps the hash, the owner counts it (an assigner's extra hashes map nothing,
+        # no batch row of theirs reaches it).
+        router = F.pmod(F.hash(F.col(tasks.ROUTE)), F.lit(num_assigners))
+        owner = F.pmod(F.col(BUCKET), F.lit(num_assigners))
+        owner_route = F.element_at(F.array(*[F.lit(routes[i]) for i in range(num_assigners)]), owner + 1)
+        to_owner = indexed.where(router != owner).withColumn(tasks.ROUTE, owner_route)
+        rows = rows.unionByName(indexed, allowMissingColumns=True).unionByName(to_owner, allowMissingColumns=True)
     assigned_schema = T.StructType(spark_schema(schema).fields + hash_field + [
         T.StructField(BUCKET, T.IntegerType()), T.StructField(KIND, T.ByteType()),
         T.StructField(tasks.COUNT, T.LongType())])
-    # Paimon routes a HASH_DYNAMIC row by (partition, key hash) and a cross-partition row by its key.
-    shuffle = ([F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(HASH)] if hashed
-               else [F.col(tasks.ROUTE)] if bloom_bits is not None else key_cols)
-    assigned = rows.repartition(num_assigners, *shuffle).mapInArrow(
-        tasks.assign_task(schema, num_assigners, sequence_by, counted=bloom_bits is not None), assigned_schema)
+    assigned = rows.repartition(num_assigners, F.col(tasks.ROUTE)).mapInArrow(
+        tasks.assign_task(schema, num_assigners, sequence_by, counted=counted), assigned_schema)
     part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
     written = assigned.repartition(num_writers, *part_cols).mapInArrow(
-        tasks.write_task(table.path, schema, next_sequence, index_files), "payload binary")
+        tasks.write_task(table.path, schema, table.io, next_sequence, index_files), "payload binary")
     entries, counts, index_changes = [], {}, {}
     for part_entries, part_counts, part_index in jobs.collect_payloads(spark, written):
         entries += part_entries

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from dbt_paimon.store.fileio import FileIO
 from dbt_paimon.store.table import FileStoreTable
 from tests.oracle import pypaimon_read
 
@@ -41,3 +42,13 @@ def live_places(path) -> Counter:
         for row in reader.read_split(split).to_pylist():
             places[tuple(row[k] for k in keys)] += 1
     return places
+
+
+def data_files(path) -> set:
+    """Every data file under the table, on a local disk or an object store."""
+    return {st.path for st in FileIO.get(path).list_status(path, recursive=True)
+            if st.path.rsplit("/", 1)[-1].startswith("data-")}
+
+
+def partition_dirs(path) -> list:
+    return sorted(n for n in FileIO.get(path).list_names(path) if n.startswith("dt="))

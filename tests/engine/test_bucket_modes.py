@@ -5,7 +5,7 @@ what we wrote and land every key where we put it."""
 import pyarrow as pa
 
 from dbt_paimon.engine import upsert
-from dbt_paimon.store.fileio import FileIO
+from dbt_paimon.store.fileio import LocalFileIO
 from dbt_paimon.store.index import HashIndexFile, read_hash_index
 from dbt_paimon.store.key_hash import java_bucket, key_hashes
 from dbt_paimon.store.table import FileStoreTable
@@ -65,8 +65,8 @@ def test_fixed_bucket_rows_land_where_paimon_hashes_them(spark, warehouse, execu
     _check_all(spark, path, model)
 
 
-def test_dynamic_bucket_keeps_a_hash_index_pypaimon_accepts(spark, warehouse, execution):
-    path = f"{warehouse}/db.db/dyn"
+def test_dynamic_bucket_keeps_a_hash_index_pypaimon_accepts(spark, store_warehouse, execution):
+    path = f"{store_warehouse}/db.db/dyn"
     options = {"dynamic-bucket.target-row-num": "3", "dynamic-bucket.assigner-parallelism": "2"}
     model = UpsertModel(KEY, ["dt"])
     batches = random_batches(seed=12, batches=4, size=30, key_space=40)
@@ -77,8 +77,8 @@ def test_dynamic_bucket_keeps_a_hash_index_pypaimon_accepts(spark, warehouse, ex
         assert (r.inserted, r.updated) == (expected["inserted"], expected["updated"])
     table = FileStoreTable.open(path)
     assert table.schema.bucket_mode == "HASH_DYNAMIC"
-    index = read_hash_index(FileIO(), path, table.latest_snapshot())
-    files = HashIndexFile(FileIO(), path)
+    index = read_hash_index(LocalFileIO(), path, table.latest_snapshot())
+    files = HashIndexFile(LocalFileIO(), path)
     reader = table.new_read(["id"])
     splits = table.plan().splits
     assert {(s.partition, s.bucket) for s in splits} == set(index)

@@ -13,13 +13,13 @@ from pyspark.sql import functions as F
 from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
 
-from .helpers import frame, live_places, spark_rows
+from .helpers import data_files, frame, live_places, spark_rows
 
 ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0}
 
 
-def test_a_commit_racing_the_job_makes_it_rerun_on_the_new_snapshot(spark, warehouse, monkeypatch, execution):
-    path = f"{warehouse}/db.db/race"
+def test_a_commit_racing_the_job_makes_it_rerun_on_the_new_snapshot(spark, store_warehouse, monkeypatch, execution):
+    path = f"{store_warehouse}/db.db/race"
     upsert(frame(spark, [{**ROW, "id": i} for i in range(10)]), path, primary_keys="id", partition_keys="dt")
     mod = importlib.import_module("dbt_paimon.engine.upsert")
 
@@ -41,8 +41,7 @@ def test_a_commit_racing_the_job_makes_it_rerun_on_the_new_snapshot(spark, wareh
     # the first attempt's files were deleted: every data file on disk is live
     table = FileStoreTable.open(path)
     live = {f"{s.bucket_path}/{f.file_name}" for s in table.plan().splits for f in s.files}
-    on_disk = {os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.startswith("data-")}
-    assert on_disk == live
+    assert data_files(path) == live
 
 
 def _rss_mb() -> float:

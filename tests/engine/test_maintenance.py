@@ -8,33 +8,29 @@ from dbt_paimon.engine import compact, delete, upsert
 from dbt_paimon.store.errors import SchemaError
 from dbt_paimon.store.table import FileStoreTable
 
-from .helpers import frame, live_places, pypaimon_rows, spark_rows
+from .helpers import data_files, frame, live_places, partition_dirs, pypaimon_rows, spark_rows
 from .model import UpsertModel, random_batches
 
 ROW = {"id": 0, "dt": "20230501", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0}
 
 
-def _partition_dirs(path):
-    return sorted(d for d in os.listdir(path) if d.startswith("dt="))
-
-
-def test_the_seeds_walkthrough_insert_delete_compact_alter_expire(spark, warehouse):
+def test_the_seeds_walkthrough_insert_delete_compact_alter_expire(spark, store_warehouse):
     """insert 1 row; insert 9 rows in 9 partitions; DELETE WHERE dt >= '20230503'; full compact;
     ALTER the retention; expire: snapshot kinds APPEND, APPEND, APPEND, COMPACT, the delete writing
     new files (no partition removed) and 2 rows left, in our reader and in pypaimon."""
-    path = f"{warehouse}/db.db/seeds"
+    path = f"{store_warehouse}/db.db/seeds"
     upsert(frame(spark, [{**ROW, "id": 1}]), path, primary_keys="id", partition_keys="dt")
     nine = [{**ROW, "id": i, "dt": f"2023050{i}", "v": i} for i in range(1, 10)]
     upsert(frame(spark, nine), path, primary_keys="id", partition_keys="dt")
     before = {f.file_name for s in FileStoreTable.open(path).plan().splits for f in s.files}
-    dirs = _partition_dirs(path)
+    dirs = partition_dirs(path)
 
     result = delete(spark, path, "dt >= '20230503'")
     assert (result.deleted, result.snapshot_id) == (7, 3)
     table = FileStoreTable.open(path)
     after = {f.file_name for s in table.plan().splits for f in s.files}
     assert before < after  # only new files (holding the -D records); nothing removed
-    assert _partition_dirs(path) == dirs
+    assert partition_dirs(path) == dirs
     expected = [(1, "20230501"), (2, "20230502")]
     assert [(r["id"], r["dt"]) for r in spark_rows(spark, path)] == expected
     assert [(r["id"], r["dt"]) for r in pypaimon_rows(path)] == expected
@@ -53,14 +49,13 @@ def test_the_seeds_walkthrough_insert_delete_compact_alter_expire(spark, warehou
     assert list(expired.expired) == [1, 2, 3]
     assert [r.snapshot_id for r in spark.read.format("paimon").load(f"{path}$snapshots").collect()] == [4]
     live = {f"{s.bucket_path}/{f.file_name}" for s in FileStoreTable.open(path).plan().splits for f in s.files}
-    on_disk = {os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.startswith("data-")}
-    assert on_disk == live
+    assert data_files(path) == live
     assert [(r["id"], r["dt"]) for r in spark_rows(spark, path)] == expected
     assert [(r["id"], r["dt"]) for r in pypaimon_rows(path)] == expected
 
 
-def test_tags_time_travel_and_rollback_through_spark(spark, warehouse):
-    path = f"{warehouse}/db.db/tags"
+def test_tags_time_travel_and_rollback_through_spark(spark, store_warehouse):
+    path = f"{store_warehouse}/db.db/tags"
     upsert(frame(spark, [{**ROW, "id": 1}]), path, primary_keys="id", partition_keys="dt")
     FileStoreTable.open(path).create_tag("v1")
     upsert(frame(spark, [{**ROW, "id": 1, "dt": "b", "v": 9}, {**ROW, "id": 2}]), path, primary_keys="id",
@@ -121,8 +116,8 @@ def test_rowkind_field_rows_delete_keys_inside_an_upsert(spark, warehouse):
     assert all(n == 1 for n in live_places(path).values())
 
 
-def test_system_tables_show_snapshots_files_buckets_partitions(spark, warehouse):
-    path = f"{warehouse}/db.db/sys"
+def test_system_tables_show_snapshots_files_buckets_partitions(spark, store_warehouse):
+    path = f"{store_warehouse}/db.db/sys"
     rows = [{**ROW, "id": i, "dt": f"2023050{i % 3}"} for i in range(12)]
     upsert(frame(spark, rows), path, primary_keys="id", partition_keys="dt",
            options={"dynamic-bucket.target-row-num": "2"})

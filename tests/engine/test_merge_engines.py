@@ -25,10 +25,10 @@ ENGINES = {
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
-def test_merge_engine_random_batches(spark, warehouse, name, execution):
+def test_merge_engine_random_batches(spark, store_warehouse, name, execution):
     options, aggregates = ENGINES[name]
     engine = options["merge-engine"]
-    path = f"{warehouse}/db.db/{name.replace('-', '_')}"
+    path = f"{store_warehouse}/db.db/{name.replace('-', '_')}"
     model = UpsertModel(["id"], ["dt"], engine=engine, aggregates=aggregates)
     for i, batch in enumerate(random_batches(seed=20 + len(name), batches=4, size=30, key_space=45)):
         expected = model.apply(batch)

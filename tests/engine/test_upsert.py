@@ -24,8 +24,8 @@ def _run(spark, path, batches, model, options, sequence_by=None, execution="auto
     return result
 
 
-def test_deduplicate_random_batches_match_model_and_pypaimon(spark, warehouse, execution):
-    path = f"{warehouse}/db.db/dedup"
+def test_deduplicate_random_batches_match_model_and_pypaimon(spark, store_warehouse, execution):
+    path = f"{store_warehouse}/db.db/dedup"
     model = UpsertModel(["id"], ["dt"])
     batches = random_batches(seed=1, batches=4, size=40, key_space=70, with_null_partition=True)
     _run(spark, path, batches, model, {**OPTIONS, "dynamic-bucket.assigner-parallelism": "3"},
@@ -39,8 +39,8 @@ def test_deduplicate_random_batches_match_model_and_pypaimon(spark, warehouse, e
     assert table.latest_snapshot().commit_kind == "APPEND"
 
 
-def test_time_travel_reads_each_snapshot(spark, warehouse):
-    path = f"{warehouse}/db.db/tt"
+def test_time_travel_reads_each_snapshot(spark, store_warehouse):
+    path = f"{store_warehouse}/db.db/tt"
     model = UpsertModel(["id"], ["dt"])
     states = []
     for batch in random_batches(seed=2, batches=3, size=20, key_space=30):

@@ -1,0 +1,157 @@
+"""The engine's jobs on a standalone cluster, run as a child process of test_cluster_engine.py.
+
+    python tests/cluster/engine_scenarios.py CONFIG.json REPORT.json   (from any directory)
+
+PySpark allows one SparkContext per process and the test process has its own local one, so this
+process holds the cluster application. Executors run PYSPARK_PYTHON (set by the test to a Python
+without dbt_paimon). Everything that happens is written to the report, errors included, for the
+test to assert on; the tables are left in the warehouse for it to read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def _wait_for_executors(sc, count: int, timeout: float = 120.0) -> float:
+    """Seconds until `count` executors registered (the driver is one more entry in the status)."""
+    started = time.time()
+    while sc._jsc.sc().getExecutorMemoryStatus().size() < count + 1:
+        if time.time() - started > timeout:
+            raise RuntimeError(f"{count} executors did not register within {timeout}s")
+        time.sleep(0.2)
+    return time.time() - started
+
+
+def _probe_without_ship(index, _rows):
+    """Before anything is shipped: can an executor's Python import dbt_paimon by itself?"""
+    import os
+    import sys
+
+    try:
+        import dbt_paimon
+        outcome = f"imported from {dbt_paimon.__file__}"
+    except ImportError as e:
+        outcome = f"{type(e).__name__}: {e}"
+    yield {"cwd": os.getcwd(), "executable": sys.executable, "path": sys.path, "outcome": outcome}
+
+
+def _files(path: str) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(d, n), path) for d, _, names in os.walk(path) for n in names)
+
+
+def _refused(report: dict, name: str, call, table_path: str) -> None:
+    """Run a job that must be refused before it writes: its error, and the table before/after."""
+    from dbt_paimon.store import FileStoreTable
+
+    before = (FileStoreTable.open(table_path).latest_snapshot().id, _files(table_path))
+    entry = {"error": None, "type": None}
+    started = time.time()
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - recorded for the test
+        entry.update(error=str(e), type=type(e).__name__, module=type(e).__module__)
+    entry["seconds"] = round(time.time() - started, 2)
+    after = (FileStoreTable.open(table_path).latest_snapshot().id, _files(table_path))
+    entry.update(snapshot_before=before[0], snapshot_after=after[0], files_unchanged=before[1] == after[1])
+    report["refusals"][name] = entry
+
+
+def main(config_path: str, out_path: str) -> None:
+    with open(config_path) as f:
+        config = json.load(f)
+    report: dict = {"seconds": {}, "upserts": [], "refusals": {}}
+    started = time.time()
+    from pyspark.sql import SparkSession
+
+    from dbt_paimon.engine import compact, delete, deploy, register, upsert
+    from tests.engine.helpers import frame
+    from tests.engine.model import random_batches
+
+    spark = (SparkSession.builder.master(config["master"]).appName("dbt-paimon-cluster-engine")
+             .config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
+             .config("spark.cores.max", "2")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.sql.warehouse.dir", config["scratch"] + "/spark-warehouse")
+             .config("spark.eventLog.enabled", "true").config("spark.eventLog.compress", "false")
+             .config("spark.eventLog.dir", "file:" + config["events"])
+             .getOrCreate())
+    sc = spark.sparkContext
+    sc.setLogLevel("ERROR")
+    report["app_id"] = sc.applicationId
+    report["python_exec"] = sc.pythonExec
+    report["seconds"]["session"] = round(time.time() - started, 2)
+    report["seconds"]["executors"] = round(_wait_for_executors(sc, 2), 2)
+    try:
+        # 1. the executors' Python cannot import dbt_paimon on its own
+        n = sc.defaultParallelism
+        report["without_ship"] = sc.parallelize(range(n), n).mapPartitionsWithIndex(_probe_without_ship).collect()
+
+        # 2. prepare: ship + check, cold then warm
+        for label in ("prepare_cold", "prepare_warm"):
+            t0 = time.time()
+            report[label] = deploy.prepare(spark, config["table"])
+            report["seconds"][label] = round(time.time() - t0, 2)
+
+        # 3. distributed upserts (auto on a cluster master), keys moving partitions
+        batches = random_batches(config["seed"], config["batches"], config["size"], config["key_space"])
+        for rows in batches:
+            t0 = time.time()
+            result = upsert(frame(spark, rows), config["table"], primary_keys="id", partition_keys="dt",
+                            options={"bucket": "-1", "dynamic-bucket.target-row-num": "100"})
+            report["upserts"].append({"execution": result.execution, "snapshot_id": result.snapshot_id,
+                                      "inserted": result.inserted, "updated": result.updated,
+                                      "moved": result.moved, "skipped": result.skipped,
+                                      "extra_snapshots": result.extra_snapshots,
+                                      "seconds": round(time.time() - t0, 2)})
+
+        # the `paimon` source reads on the executors too (registered after the engine was shipped:
+        # a Python data source carries the files shipped before its registration)
+        register(spark)
+        report["read_rows"] = spark.read.format("paimon").load(config["table"]).count()
+
+        # 4. delete, then 5. compaction, both Spark jobs on the executors
+        t0 = time.time()
+        deleted = delete(spark, config["table"], config["delete_where"])
+        report["delete"] = {"deleted": deleted.deleted, "snapshot_id": deleted.snapshot_id,
+                            "seconds": round(time.time() - t0, 2)}
+        t0 = time.time()
+        report["compact"] = {"snapshot_id": compact(spark, config["table"]), "seconds": round(time.time() - t0, 2)}
+
+        # 6. executors whose Python lacks a module, or runs another Python: refused before writing.
+        # sc.pythonExec is what every Python function created from now on names as its interpreter,
+        # so the same executors start workers of another Python (one SparkContext per process).
+        more = frame(spark, random_batches(config["seed"] + 1, 1, config["size"], config["key_space"])[0])
+        for name, python in (("no_fastavro", config["python_no_fastavro"]),
+                             ("other_minor", config["python_other_minor"])):
+            if python is None:
+                continue
+            sc.pythonExec = python
+            try:
+                _refused(report, f"upsert_{name}", lambda: upsert(more, config["table"], primary_keys="id",
+                                                                  partition_keys="dt"), config["table"])
+                if name == "no_fastavro":
+                    _refused(report, "delete_no_fastavro", lambda: delete(spark, config["table"], "true"),
+                             config["table"])
+            finally:
+                sc.pythonExec = config["python"]
+    except Exception:  # noqa: BLE001 - the test shows it
+        report["failure"] = traceback.format_exc()
+    finally:
+        report["seconds"]["total"] = round(time.time() - started, 2)
+        with open(out_path, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    # the repository on this process's path only (tests.*, and dbt_paimon as the driver imports
+    # it); never on PYTHONPATH, which Spark would hand to the Python workers it starts
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    main(sys.argv[1], sys.argv[2])
