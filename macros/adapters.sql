@@ -2,6 +2,8 @@
     warehouse plus a catalog entry that reads them). Everything else is dbt-spark's. --#}
 
 {% macro paimon__drop_relation(relation) -%}
+  {#-- a name that would reach files outside the warehouse is refused before anything runs --#}
+  {% do adapter.paimon_check_relation(relation) %}
   {%- if relation.type != 'view' and (relation.is_paimon or adapter.paimon_table_exists(relation)) -%}
     {#-- drops the catalog entry and deletes the table's files --#}
     {% do adapter.paimon_drop_table(relation) %}
@@ -12,6 +14,7 @@
 
 
 {% macro paimon__create_schema(relation) -%}
+  {% do adapter.paimon_check_relation(relation) %}
   {{ spark__create_schema(relation) }}
   {#-- the Paimon database: <warehouse>/<schema>.db --#}
   {% do adapter.paimon_create_schema(relation) %}
@@ -19,12 +22,15 @@
 
 
 {% macro paimon__drop_schema(relation) -%}
+  {% do adapter.paimon_check_relation(relation) %}
   {{ spark__drop_schema(relation) }}
   {% do adapter.paimon_drop_schema(relation) %}
 {%- endmacro %}
 
 
 {% macro paimon__rename_relation(from_relation, to_relation) -%}
+  {% do adapter.paimon_check_relation(from_relation) %}
+  {% do adapter.paimon_check_relation(to_relation) %}
   {%- if from_relation.is_paimon or adapter.paimon_table_exists(from_relation) -%}
     {% do exceptions.raise_compiler_error("dbt-paimon cannot rename the Paimon table " ~ from_relation ~ " to " ~ to_relation) %}
   {%- else -%}
@@ -63,4 +69,12 @@
     {{ return(False) }}
   {% endif %}
   {{ return(adapter.paimon_table_exists(relation) if paimon else True) }}
+{% endmacro %}
+
+
+{#-- A Paimon warehouse on a filesystem or object store has no grants (nor has Spark's local
+     catalog): dbt's grant step warns once per model instead of failing after the model's table
+     was written. paimon_upsert models warn before their commit and do not come here. --#}
+{% macro paimon__apply_grants(relation, grant_config, should_revoke=True) %}
+  {% do adapter.paimon_warn_grants(relation, grant_config) %}
 {% endmacro %}

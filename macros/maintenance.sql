@@ -7,6 +7,7 @@
     dbt run-operation paimon_create_tag --args '{relation: customers, tag: v1, snapshot_id: 2, time_retained: "7 d"}'
     dbt run-operation paimon_delete_tag --args '{relation: customers, tag: v1}'
     dbt run-operation paimon_rollback   --args '{relation: customers, tag: v1}'     (or snapshot_id: 2)
+    dbt run-operation paimon_remove_orphan_files --args '{relation: customers, older_than: "1 d", dry_run: true}'
 
   relation: a Relation (ref('customers'), this), 'schema.table', or 'table' (in the target's schema).
   Each logs what it did and returns a dict (snapshot_id, counts, message) for a calling macro:
@@ -75,6 +76,14 @@
   {{ paimon__require('paimon_delete_tag', 'tag', tag, usage) }}
   {%- if not execute -%}{{ return(none) }}{%- endif -%}
   {{ return(paimon__report(adapter.paimon_delete_tag(relation, tag))) }}
+{% endmacro %}
+
+
+{% macro paimon_remove_orphan_files(relation=none, older_than='1 d', dry_run=false) %}
+  {%- set usage = "dbt run-operation paimon_remove_orphan_files --args '{relation: schema.table, older_than: \"1 d\", dry_run: true}' (older_than, dry_run optional)" -%}
+  {{ paimon__require('paimon_remove_orphan_files', 'relation', relation, usage) }}
+  {%- if not execute -%}{{ return(none) }}{%- endif -%}
+  {{ return(paimon__report(adapter.paimon_remove_orphan_files(relation, older_than, dry_run))) }}
 {% endmacro %}
 
 

@@ -28,9 +28,11 @@ from pyspark.sql import SparkSession
 from ..engine.source import PaimonDataSource
 from ..engine.spark_types import spark_schema
 from ..store.errors import PaimonError
+from ..store import fileio
 from ..store.fileio import FileIO
 from ..store.schema import SchemaManager, TableSchema
 from ..store.table import FileStoreTable
+from ..store import warehouse as layout
 
 log = AdapterLogger("Paimon")
 
@@ -48,24 +50,27 @@ def sql_string(value: str) -> str:
 
 
 def table_path(warehouse: str, schema: str, table: str) -> str:
-    """Where the Paimon table of `schema.table` lives (Paimon's filesystem catalog layout)."""
-    return os.path.join(warehouse, f"{schema.lower()}.db", table.lower())
+    """Where the Paimon table of `schema.table` lives (Paimon's filesystem catalog layout); an
+    InvalidNameError when the names would lead anywhere but a table directory of the warehouse."""
+    return layout.table_path(warehouse, schema, table)
 
 
 def schema_dir(warehouse: str, schema: str) -> str:
-    return os.path.join(warehouse, f"{schema.lower()}.db")
+    return layout.database_path(warehouse, schema)
 
 
 def provider_name(schema: str, table: str, path: str, table_schema: TableSchema) -> str:
     """A name that changes whenever the catalog entry must: another path, or another Paimon schema
     (columns, types, comments; a rebuilt table's schema-0 differs by its creation time)."""
     clean = re.sub(r"[^a-z0-9_]", "_", f"{schema}__{table}".lower())
-    digest = hashlib.sha1(f"{os.path.abspath(path)}|{table_schema.to_json()}".encode()).hexdigest()[:12]
+    digest = hashlib.sha1(f"{path if fileio.scheme_of(path) else os.path.abspath(path)}|{table_schema.to_json()}".encode()).hexdigest()[:12]
     return f"{PROVIDER_PREFIX}{clean}__{digest}"
 
 
 def source_class(name: str, path: str) -> type:
-    """The `paimon` data source with one table's path built in, under its own name."""
+    """The `paimon` data source with one table's path built in, under its own name, and the
+    process's store settings with it (Spark's Python workers know nothing of them)."""
+    settings = fileio.configured()
 
     class PaimonTableSource(PaimonDataSource):
         """Exactly `spark.read.format("paimon").load(path)`: the path is the only option it adds."""
@@ -75,7 +80,7 @@ def source_class(name: str, path: str) -> type:
             return name
 
         def __init__(self, options):
-            super().__init__({**dict(options or {}), "path": path})
+            super().__init__({**settings, **dict(options or {}), "path": path})
 
     PaimonTableSource.__qualname__ = PaimonTableSource.__name__ = f"PaimonTableSource_{name}"
     return PaimonTableSource
@@ -112,14 +117,20 @@ class PaimonTable:
 
 
 def load(schema: str, name: str, path: str) -> Optional[PaimonTable]:
-    io = FileIO()
+    io = FileIO.get(path)
     if not FileStoreTable.exists(path, io):
         return None
     return PaimonTable(schema.lower(), name.lower(), path, SchemaManager(io, path).latest())
 
 
 def discover(warehouse: str) -> list[PaimonTable]:
-    """Every Paimon table of the warehouse (`<schema>.db/<table>/schema/schema-N`)."""
+    """Every Paimon table of the warehouse (`<schema>.db/<table>/schema/schema-N`).
+
+    Anything else found there is skipped with a warning, so that one foreign or damaged entry
+    (a stray file, an unreadable directory, a table whose metadata cannot be read, a name that is
+    no table name) never stops dbt from reaching the other tables."""
+    if fileio.scheme_of(warehouse):
+        return _discover_on_object_store(warehouse)
     found = []
     try:
         databases = sorted(os.listdir(warehouse))
@@ -127,18 +138,61 @@ def discover(warehouse: str) -> list[PaimonTable]:
         return []
     for db in databases:
         db_path = os.path.join(warehouse, db)
-        if not db.endswith(".db") or db.startswith(".") or not os.path.isdir(db_path):
+        if not db.endswith(layout.DATABASE_SUFFIX) or db.startswith(".") or not os.path.isdir(db_path):
             continue
-        for name in sorted(os.listdir(db_path)):
-            if name.startswith("."):
+        try:
+            names = sorted(os.listdir(db_path))
+            database = layout.check_name("database", db[: -len(layout.DATABASE_SUFFIX)])
+        except (OSError, PaimonError) as e:
+            log.warning(f"skipping {db_path}: {e}")
+            continue
+        for name in names:
+            if name.startswith("."):  # our staging directories, Spark's files, editors' droppings
+                continue
+            path = os.path.join(db_path, name)
+            try:
+                if not os.path.isdir(path):
+                    log.warning(f"skipping {path}: a file, not a Paimon table directory")
+                    continue
+                table = load(database, layout.check_name("table", name), layout.table_path(warehouse, database, name))
+            except (OSError, ValueError, PaimonError) as e:  # a damaged table must not stop dbt from starting
+                log.warning(f"skipping {path}: {e}")
+                continue
+            if table is None:
+                log.warning(f"skipping {path}: not a Paimon table (no schema/schema-N)")
+                continue
+            found.append(table)
+    return found
+
+
+def _discover_on_object_store(warehouse: str) -> list[PaimonTable]:
+    """discover() on an object store: prefixes instead of directories (two LISTs per database)."""
+    io = FileIO.get(warehouse)
+    found = []
+    for db in sorted(io.list_status(warehouse), key=lambda s: s.path):
+        name = db.path.rsplit("/", 1)[-1]
+        if not db.is_dir or not name.endswith(layout.DATABASE_SUFFIX):
+            continue
+        try:
+            database = layout.check_name("database", name[: -len(layout.DATABASE_SUFFIX)])
+        except PaimonError as e:
+            log.warning(f"skipping {db.path}: {e}")
+            continue
+        for entry in sorted(io.list_status(db.path), key=lambda s: s.path):
+            table_name = entry.path.rsplit("/", 1)[-1]
+            if table_name.startswith("."):
                 continue
             try:
-                table = load(db[:-3], name, os.path.join(db_path, name))
-            except PaimonError as e:  # a damaged table must not stop dbt from starting
-                log.warning(f"skipping {os.path.join(db_path, name)}: {e}")
+                if not entry.is_dir:
+                    raise PaimonError("an object, not a Paimon table")
+                table = load(database, layout.check_name("table", table_name),
+                             layout.table_path(warehouse, database, table_name))
+                if table is None:
+                    raise PaimonError("not a Paimon table (no schema/schema-N)")
+            except (OSError, ValueError, PaimonError) as e:
+                log.warning(f"skipping {entry.path}: {e}")
                 continue
-            if table is not None:
-                found.append(table)
+            found.append(table)
     return found
 
 
@@ -239,6 +293,8 @@ def expose(spark: SparkSession, table: PaimonTable, entry: Optional[CatalogEntry
 
 
 def _inside(path: str, warehouse: str) -> bool:
+    if fileio.scheme_of(warehouse):
+        return path.startswith(warehouse.rstrip("/") + "/")
     return os.path.abspath(path).startswith(os.path.abspath(warehouse).rstrip(os.sep) + os.sep)
 
 

@@ -6,7 +6,12 @@
         dev:
           type: paimon
           schema: analytics
-          warehouse: ./paimon_warehouse      # path or file: URI; relative to the dbt project
+          warehouse: ./paimon_warehouse      # path or file: URI (relative to the dbt project), or
+                                             # s3://bucket/path (also s3a://, gs://, abfs://)
+          storage_options:                   # the object store's settings, by Paimon's option names
+            s3.endpoint: http://127.0.0.1:9000   # (without them: the store's standard environment)
+            s3.access-key: "{{ env_var('S3_KEY') }}"
+            s3.secret-key: "{{ env_var('S3_SECRET') }}"
           master: local[*]
           server_side_parameters:            # any Spark setting, passed through as in dbt-spark
             spark.driver.memory: 4g
@@ -23,9 +28,14 @@ from urllib.parse import urlparse
 from dbt.adapters.spark.connections import SparkConnectionMethod, SparkCredentials
 from dbt_common.exceptions import DbtRuntimeError
 
+from ..store import fileio
+
 DEFAULT_WAREHOUSE = "paimon_warehouse"
 DEFAULT_MASTER = "local[*]"
 SPARK_DIR_NAME = ".spark"  # inside the warehouse: Spark's Derby metastore and its own (non-Paimon) tables
+# With a warehouse on an object store, Spark's catalog (a Derby database: a local directory) lives
+# in the dbt project instead.
+PROJECT_SPARK_DIR = os.path.join(".dbt_paimon", "spark")
 LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 # Settings a running SparkSession cannot change: they are used when the session starts and are not
@@ -37,14 +47,12 @@ STATIC_PREFIXES = ("spark.master", "spark.app.", "spark.driver.", "spark.executo
                    "spark.sql.hive.", "spark.sql.catalog.spark_catalog")
 
 
-def local_dir(value: str, base: str) -> str:
+def local_dir(value: str, base: str, what: str = "spark_dir") -> str:
     """An absolute local path for a profile path or `file:` URI (relative paths are taken from base)."""
     if value.startswith("file:"):
         value = urlparse(value).path or value[5:]
     elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
-        raise DbtRuntimeError(
-            f"warehouse {value!r}: dbt-paimon writes to local or mounted filesystems only "
-            f"(a path or a file: URI)")
+        raise DbtRuntimeError(f"{what} {value!r}: must be a local path or a file: URI")
     value = os.path.expanduser(value)
     return os.path.normpath(value if os.path.isabs(value) else os.path.join(base, value))
 
@@ -58,14 +66,26 @@ class PaimonCredentials(SparkCredentials):
     # Where Spark keeps its catalog (Derby metastore) and the tables it writes itself (seeds,
     # `table` models); default <warehouse>/.spark, so the catalog travels with the warehouse.
     spark_dir: Optional[str] = None
+    # The object store's settings (Paimon's names: s3.endpoint, s3.access-key, s3.secret-key,
+    # s3.region, s3.path.style.access; commit.lock). Never logged, never stored with a table.
+    storage_options: Optional[Dict[str, Any]] = None
 
     def __post_init__(self) -> None:
         if self.method != SparkConnectionMethod.SESSION:
             raise DbtRuntimeError(
                 f"type: paimon runs Spark inside the dbt process (method: session); got method: {self.method}")
         super().__post_init__()
+        unknown = [k for k in (self.storage_options or {}) if not fileio.is_storage_option(str(k))]
+        if unknown:
+            raise DbtRuntimeError(
+                f"storage_options {unknown}: not store settings (Paimon's names: s3.endpoint, s3.access-key, "
+                f"s3.secret-key, s3.region, s3.path.style.access, fs.s3.*, gcs.*, azure.*, commit.lock); table "
+                f"options belong in a model's options config")
         self._resolved_from: Optional[str] = None
         self.resolve_paths(os.getcwd())
+
+    def storage_settings(self) -> Dict[str, str]:
+        return {str(k): str(v) for k, v in (self.storage_options or {}).items() if v is not None}
 
     @property
     def type(self) -> str:
@@ -87,8 +107,18 @@ class PaimonCredentials(SparkCredentials):
         if raw is None:
             raw = self._raw_paths = (self.warehouse, self.spark_dir)
         warehouse, spark_dir = raw
-        self.warehouse = local_dir(warehouse or DEFAULT_WAREHOUSE, base)
-        self.spark_dir = local_dir(spark_dir, base) if spark_dir else os.path.join(self.warehouse, SPARK_DIR_NAME)
+        warehouse = warehouse or DEFAULT_WAREHOUSE
+        if fileio.scheme_of(warehouse):
+            if fileio.scheme_of(warehouse) not in fileio.OBJECT_STORE_SCHEMES:
+                raise DbtRuntimeError(
+                    f"warehouse {warehouse!r}: a local path, a file: URI, or an object store URI "
+                    f"({', '.join(s + '://' for s in fileio.OBJECT_STORE_SCHEMES)})")
+            self.warehouse = warehouse.rstrip("/")
+            default_spark_dir = os.path.join(base, PROJECT_SPARK_DIR)
+        else:
+            self.warehouse = local_dir(warehouse, base, "warehouse")
+            default_spark_dir = os.path.join(self.warehouse, SPARK_DIR_NAME)
+        self.spark_dir = local_dir(spark_dir, base) if spark_dir else default_spark_dir
         self._resolved_from = base
 
     # ---- Spark settings ------------------------------------------------------------------------

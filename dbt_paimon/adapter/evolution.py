@@ -146,12 +146,12 @@ def with_docs(schema: TableSchema, comment: Optional[str], descriptions: Mapping
 
 
 def commit(path: str, schema: TableSchema, io: FileIO | None = None) -> TableSchema:
-    return SchemaManager(io or FileIO(), path).commit(schema)
+    return SchemaManager(io or FileIO.get(path), path).commit(schema)
 
 
 def rollback(path: str, schema: TableSchema, io: FileIO | None = None) -> bool:
     """Remove a schema file written by this run when no snapshot was committed with it."""
-    io = io or FileIO()
+    io = io or FileIO.get(path)
     latest = SnapshotManager(io, path).latest()
     if latest is not None and latest.schema_id >= schema.id:
         return False

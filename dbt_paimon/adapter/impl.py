@@ -29,8 +29,9 @@ from ..engine.local import EXECUTIONS
 from ..engine.spark_types import spark_schema
 from ..store import options as opts
 from ..store.errors import PaimonError
+from ..store import fileio
 from ..store.fileio import FileIO
-from ..store.schema import SchemaManager, TableSchema
+from ..store.schema import SchemaManager, TableSchema, resolve_columns
 from ..store.table import FileStoreTable
 from . import catalog, evolution, maintenance
 from .connections import PaimonConnectionManager, error_message
@@ -110,6 +111,12 @@ class PaimonAdapter(SparkAdapter):
     def spark(self) -> SparkSession:
         return spark_for(self.credentials)
 
+    def list_relations_without_caching(self, schema_relation: BaseRelation):  # type: ignore[override]
+        # dbt lists every schema of the project before a run: a schema name that leads out of the
+        # warehouse is refused here in words, not by Spark's SQL parser
+        self.paimon_check_relation(schema_relation)
+        return super().list_relations_without_caching(schema_relation)
+
     def _build_spark_relation_list(self, row_list, relation_info_func):  # type: ignore[override]
         relations = super()._build_spark_relation_list(row_list, relation_info_func)
         return [r.incorporate(is_paimon=f"Provider: {catalog.PROVIDER_PREFIX}" in (r.information or ""))
@@ -122,7 +129,7 @@ class PaimonAdapter(SparkAdapter):
         if not path or not FileStoreTable.exists(path):
             yield from super()._get_columns_for_catalog(relation)
             return
-        schema = SchemaManager(FileIO(), path).latest()
+        schema = SchemaManager(FileIO.get(path), path).latest()
         owner = re.search(r"^Owner: (.*)$", getattr(relation, "information", None) or "", re.MULTILINE)
         types = spark_schema(schema)
         for index, (field, spark_field) in enumerate(zip(schema.fields, types.fields)):
@@ -149,8 +156,29 @@ class PaimonAdapter(SparkAdapter):
     # ---- paths ---------------------------------------------------------------------------------
     @available
     def paimon_table_path(self, relation: BaseRelation) -> str:
-        """Where the Paimon table of a relation lives: <warehouse>/<schema>.db/<identifier>."""
-        return catalog.table_path(self.credentials.warehouse, relation.schema, relation.identifier)
+        """Where the Paimon table of a relation lives: <warehouse>/<schema>.db/<identifier>; a
+        relation whose names would lead outside the warehouse is refused here, before any file
+        is touched (every path of a relation is built by this method)."""
+        try:
+            return catalog.table_path(self.credentials.warehouse, relation.schema or "", relation.identifier or "")
+        except PaimonError as e:
+            raise DbtRuntimeError(f"relation {relation}: {e}") from None
+
+    def _schema_path(self, relation: BaseRelation) -> str:
+        try:
+            return catalog.schema_dir(self.credentials.warehouse, relation.schema or "")
+        except PaimonError as e:
+            raise DbtRuntimeError(f"schema {relation.schema!r}: {e}") from None
+
+    @available
+    def paimon_check_relation(self, relation: BaseRelation) -> str:
+        """Refuse a relation whose schema or name could reach files outside the warehouse; called
+        first by every relation macro (drop, create schema, rename), also before dbt-spark's SQL."""
+        if relation.identifier:
+            self.paimon_table_path(relation)
+        elif relation.schema is not None:
+            self._schema_path(relation)
+        return ""
 
     @available
     def paimon_table_exists(self, relation: BaseRelation) -> bool:
@@ -164,6 +192,16 @@ class PaimonAdapter(SparkAdapter):
             self.cache_added(self.Relation.create(schema=relation.schema, identifier=relation.identifier,
                                                   type="table", is_paimon=True))
 
+    def _resync(self, relation: BaseRelation, path: str) -> None:
+        """After a commit: the catalog entry follows the table. The change is done whatever happens
+        here, so a failure is a warning (the next connection's sync repairs the entry), never an
+        error that would report a committed change as failed."""
+        try:
+            self._expose(relation, path)
+        except Exception as e:  # noqa: BLE001
+            log.warning(f"{relation.schema}.{relation.identifier}: the change was committed, but Spark's catalog "
+                        f"entry could not be refreshed ({error_message(e)}); it is repaired on the next connection")
+
     @available
     def paimon_drop_table(self, relation: BaseRelation) -> None:
         """Drop the catalog entry and delete the Paimon table's files."""
@@ -173,20 +211,19 @@ class PaimonAdapter(SparkAdapter):
             catalog.drop_entry(spark, entry)
         path = self.paimon_table_path(relation)
         if FileStoreTable.exists(path):
-            shutil.rmtree(path)
+            _remove_tree(path)
             log.debug(f"dropped Paimon table {path}")
         self.cache_dropped(relation)
 
     @available
     def paimon_drop_schema(self, relation: BaseRelation) -> None:
         """After `drop schema ... cascade`: delete the schema's Paimon tables too."""
-        path = catalog.schema_dir(self.credentials.warehouse, relation.schema)
-        if os.path.isdir(path):
-            shutil.rmtree(path)
+        _remove_tree(self._schema_path(relation))
 
     @available
     def paimon_create_schema(self, relation: BaseRelation) -> None:
-        os.makedirs(catalog.schema_dir(self.credentials.warehouse, relation.schema), exist_ok=True)
+        path = self._schema_path(relation)
+        FileIO.get(path).mkdirs(path)
 
     # ---- the materialization -------------------------------------------------------------------
     @available
@@ -200,6 +237,15 @@ class PaimonAdapter(SparkAdapter):
             ignored.append(name)
             log.warning(f"{materialization}: config {name}={value!r} is ignored: {why}")
         return ignored
+
+    @available
+    def paimon_warn_grants(self, relation: BaseRelation, grant_config: Optional[Mapping[str, Any]]) -> bool:
+        """Warn that `grants` cannot be applied (as dbt-duckdb does for its files); True if it warned."""
+        if not grant_config:
+            return False
+        log.warning(f"{relation}: grants {dict(grant_config)} are not applied: a Paimon warehouse on a filesystem "
+                    f"or object store has no grants (give access through the storage's own permissions)")
+        return True
 
     @available
     def paimon_upsert(self, relation: BaseRelation, source: BaseRelation, unique_key: Any = None,
@@ -232,11 +278,12 @@ class PaimonAdapter(SparkAdapter):
         sequence = self._columns(name, "sequence_by", _as_list(sequence_by), columns)
         if len(sequence) > 1:
             raise DbtRuntimeError(f"{name}: sequence_by takes one column, got {sequence}")
-        io = FileIO()
+        io = FileIO.get(path)
         exists = FileStoreTable.exists(path, io)
         target = path
         if full_refresh and exists:
-            target = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.dbt-refresh-{uuid.uuid4().hex[:8]}")
+            parent, base = path.rsplit("/", 1) if fileio.scheme_of(path) else os.path.split(path)
+            target = f"{parent}/.{base}.dbt-refresh-{uuid.uuid4().hex[:8]}"
             exists = False
         evolved: Optional[TableSchema] = None
         try:
@@ -252,37 +299,40 @@ class PaimonAdapter(SparkAdapter):
             if evolved is not None:
                 evolution.rollback(path, evolved, io)
             if target != path:
-                shutil.rmtree(target, ignore_errors=True)
+                _remove_tree(target)
             if isinstance(e, DbtRuntimeError):
                 raise
             what = str(e) if isinstance(e, PaimonError) else error_message(e)
             raise DbtRuntimeError(f"{MATERIALIZATION} of {name} failed, nothing was written: {what}") from e
         if target != path:
-            self._swap(target, path)
-        self._expose(relation, path)
+            _swap(target, path)
+        self._resync(relation, path)
         log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id}, "
                   f"{result.attempts} attempt(s))")
         return PaimonAdapterResponse(
             _message=summary(result), code="UPSERT", rows_affected=result.rows_affected,
             snapshot_id=result.snapshot_id, inserted=result.inserted, updated=result.updated, moved=result.moved,
             deleted=result.deleted, skipped=result.skipped, rows_written=result.rows_written, table_path=path,
-            schema_id=SchemaManager(io, path).latest().id,
+            schema_id=self._schema_id(path),
             extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,
             execution=result.execution)
 
     @staticmethod
+    def _schema_id(path: str) -> Optional[int]:
+        """For the run result only: a failure to read it back must not report the commit as failed."""
+        try:
+            return SchemaManager(FileIO.get(path), path).latest().id
+        except Exception:  # noqa: BLE001
+            return None
+
+    @staticmethod
     def _columns(name: str, what: str, wanted: List[str], columns: List[str]) -> List[str]:
-        """Config column names resolved against the model's columns (case-insensitively, as Spark)."""
-        lower = {c.lower(): c for c in columns}
-        out: List[str] = []
-        for w in wanted:
-            c = lower.get(w.lower())
-            if c is None:
-                raise DbtRuntimeError(f"{name}: {what} column {w!r} is not a column of the model "
-                                      f"(columns: {', '.join(columns)})")
-            if c not in out:
-                out.append(c)
-        return out
+        """Config column names resolved against the model's columns by the engine's one rule
+        (case-insensitively, as Spark)."""
+        try:
+            return resolve_columns(what, wanted, columns)
+        except PaimonError as e:
+            raise DbtRuntimeError(f"{name}: {e}") from None
 
     @staticmethod
     def _check_keys(name: str, path: str, schema: TableSchema, keys: List[str], partitions: List[str]) -> None:
@@ -365,17 +415,6 @@ class PaimonAdapter(SparkAdapter):
         stored, _ = opts.count_sugar({k: v for k, v in options.items() if k.startswith(prefixes)})
         return stored
 
-    @staticmethod
-    def _swap(staged: str, path: str) -> None:
-        """Put a table built by a full refresh in place of the old one (directories renamed)."""
-        backup = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.dbt-backup-{uuid.uuid4().hex[:8]}")
-        os.rename(path, backup)
-        try:
-            os.rename(staged, path)
-        except BaseException:
-            os.rename(backup, path)
-            raise
-        shutil.rmtree(backup, ignore_errors=True)
 
     # ---- docs ----------------------------------------------------------------------------------
     @available
@@ -386,7 +425,7 @@ class PaimonAdapter(SparkAdapter):
         path = self.paimon_table_path(relation)
         if not FileStoreTable.exists(path):
             return False
-        schema = SchemaManager(FileIO(), path).latest()
+        schema = SchemaManager(FileIO.get(path), path).latest()
         comment = (model.get("description") or "") if for_relation else None
         descriptions = {}
         if for_columns:
@@ -398,7 +437,7 @@ class PaimonAdapter(SparkAdapter):
         if docs is None:
             return False
         evolution.commit(path, docs)
-        self._expose(relation, path)
+        self._resync(relation, path)
         return True
 
     # ---- maintenance (macros/maintenance.sql; the work is in maintenance.py) -------------------
@@ -429,9 +468,46 @@ class PaimonAdapter(SparkAdapter):
         return maintenance.rollback(self, relation, snapshot_id, tag)
 
     @available
+    def paimon_remove_orphan_files(self, relation: Any, older_than: Any = "1 d", dry_run: Any = False) -> Dict[str, Any]:
+        return maintenance.remove_orphan_files(self, relation, older_than, dry_run)
+
+    @available
     def paimon_as_of(self, relation: Any, snapshot_id: Any = None, tag: Any = None) -> BaseRelation:
         return maintenance.as_of(self, relation, snapshot_id, tag)
 
     @available
     def paimon_system_table(self, relation: Any, name: Any) -> BaseRelation:
         return maintenance.system_table(self, relation, name)
+
+
+def _remove_tree(path: str) -> None:
+    """Delete a table's (or database's) files: the directory tree, or every object under the prefix."""
+    io = FileIO.get(path)
+    if not io.is_object_store:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for status in list(io.list_status(path, recursive=True)):  # per file (a drop), not per row
+        io.delete(status.path)
+
+
+def _swap(staged: str, path: str) -> None:
+    """Put a table built by a full refresh in place of the old one. On a filesystem the directories
+    are renamed (readers see the old table or the new one). An object store has no rename: the old
+    table's objects are deleted and the staged ones copied into place on the server (no data through
+    this process); a reader during the swap may find no table, and a failure leaves the staged copy
+    for the next full refresh to replace."""
+    io = FileIO.get(path)
+    if io.is_object_store:
+        from ..store.object_store import copy_tree
+        _remove_tree(path)
+        copy_tree(io, staged, path)
+        _remove_tree(staged)
+        return
+    backup = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.dbt-backup-{uuid.uuid4().hex[:8]}")
+    os.rename(path, backup)
+    try:
+        os.rename(staged, path)
+    except BaseException:
+        os.rename(backup, path)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)

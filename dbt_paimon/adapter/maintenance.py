@@ -22,6 +22,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from ..engine import compact, delete
 from ..store.errors import PaimonError
 from ..store.options import parse_duration_ms
+from ..store.orphan_files import older_than_millis
 from ..store.system_tables import SYSTEM_TABLES
 from ..store.table import FileStoreTable
 from .connections import error_message
@@ -111,7 +112,7 @@ def delete_rows(adapter: "PaimonAdapter", relation: Any, where: Any) -> Dict[str
         result = delete(adapter.spark(), path, str(where))
     except Exception as e:  # noqa: BLE001 - the engine writes nothing when it fails
         raise _failed(op, rel, e, "nothing was deleted") from e
-    adapter._expose(rel, path)
+    adapter._resync(rel, path)
     written = result.snapshot_id if result.snapshot_id != before else None
     if written is None:
         message = f"DELETE 0 from {_name(rel)}: no row matched, no snapshot written"
@@ -132,8 +133,11 @@ def compact_table(adapter: "PaimonAdapter", relation: Any) -> Dict[str, Any]:
         sid = compact(adapter.spark(), path)
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e) from e
-    adapter._expose(rel, path)
-    files_after = sum(len(s.files) for s in FileStoreTable.open(path).plan().splits)
+    adapter._resync(rel, path)
+    try:  # for the message only: the compaction is committed whatever happens here
+        files_after: Optional[int] = sum(len(s.files) for s in FileStoreTable.open(path).plan().splits)
+    except Exception:  # noqa: BLE001
+        files_after = None
     if sid is None:
         message = f"COMPACT {_name(rel)}: nothing to compact (every bucket is one file at the top level)"
     else:
@@ -169,7 +173,7 @@ def expire(adapter: "PaimonAdapter", relation: Any, retain_max: Any = None, reta
                                         time_retained_ms=time_retained_ms, max_deletes=max_deletes)
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "nothing was expired") from e
-    adapter._expose(rel, path)
+    adapter._resync(rel, path)
     after = FileStoreTable.open(path).snapshots
     earliest, latest = after.earliest_id(), after.latest_id()
     counts = {kind: result.count(kind) for kind, _ in _KIND_WORDS}
@@ -197,7 +201,7 @@ def create_tag(adapter: "PaimonAdapter", relation: Any, tag: Any, snapshot_id: A
                                    ignore_if_exists=bool(ignore_if_exists))
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "no tag was created") from e
-    adapter._expose(rel, path)
+    adapter._resync(rel, path)
     kept = f", retained for {time_retained}" if created.time_retained is not None else ""
     return {"operation": "create_tag", "relation": _name(rel), "table_path": path, "tag": created.name,
             "snapshot_id": created.snapshot_id,
@@ -213,7 +217,7 @@ def delete_tag(adapter: "PaimonAdapter", relation: Any, tag: Any) -> Dict[str, A
         deleted = table.delete_tag(str(tag))
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "no tag was deleted") from e
-    adapter._expose(rel, path)
+    adapter._resync(rel, path)
     message = (f"DELETE TAG {_name(rel)}: tag '{tag}' deleted" if deleted
                else f"DELETE TAG {_name(rel)}: there is no tag '{tag}', nothing deleted")
     return {"operation": "delete_tag", "relation": _name(rel), "table_path": path, "tag": str(tag),
@@ -237,7 +241,7 @@ def rollback(adapter: "PaimonAdapter", relation: Any, snapshot_id: Any = None, t
         result = table.rollback_to(sid if sid is not None else name)
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "nothing was rolled back") from e
-    adapter._expose(rel, path)
+    adapter._resync(rel, path)
     target = f"snapshot {sid}" if sid is not None else f"tag '{name}' (snapshot {result.snapshot.id})"
     removed = [f"snapshot(s) {_ids(result.removed_snapshots)}"] if result.removed_snapshots else []
     removed += [f"tag(s) {', '.join(result.removed_tags)}"] if result.removed_tags else []
@@ -246,6 +250,44 @@ def rollback(adapter: "PaimonAdapter", relation: Any, snapshot_id: Any = None, t
             "snapshot_id": result.snapshot.id, "removed_snapshots": list(result.removed_snapshots),
             "removed_tags": list(result.removed_tags), "deleted_files": len(result.deleted),
             "message": f"ROLLBACK {_name(rel)} to {target}: removed {', '.join(removed) or 'nothing'}"}
+
+
+def _bool_arg(operation: str, name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "1"):
+        return True
+    if text in ("false", "no", "0", "", "none"):
+        return False
+    raise DbtRuntimeError(f"{operation}: {name} must be true or false, got {value!r}")
+
+
+def remove_orphan_files(adapter: "PaimonAdapter", relation: Any, older_than: Any = "1 d",
+                        dry_run: Any = False) -> Dict[str, Any]:
+    """Paimon's remove_orphan_files: delete files of the table that no snapshot or tag references
+    and that are older than `older_than` (default 1 day, as Paimon: a younger file may belong to a
+    write that has not committed yet); dry_run lists them and deletes nothing."""
+    op = "paimon_remove_orphan_files"
+    dry = _bool_arg(op, "dry_run", dry_run)
+    text = str(older_than).strip() if older_than is not None and str(older_than).strip() else "1 d"
+    try:
+        older_than_millis(text)  # checked before the table is touched; the cutoff is taken again below
+    except PaimonError as e:
+        raise DbtRuntimeError(f"{op}: {e}") from e
+    rel, path, table = open_table(adapter, relation, op)
+    try:
+        result = table.remove_orphan_files(older_than=text, dry_run=dry)
+    except Exception as e:  # noqa: BLE001
+        raise _failed(op, rel, e, "nothing was deleted") from e
+    files = sorted(result.paths)
+    verb = "would delete" if dry else "deleted"
+    message = (f"REMOVE ORPHAN FILES {_name(rel)}: {verb} {len(files)} file(s), {result.total_bytes} bytes, "
+               f"older than {text}"
+               + ("".join(f"\n  {f}" for f in files[:50]) if dry else "")
+               + (f"\n  ... and {len(files) - 50} more" if dry and len(files) > 50 else ""))
+    return {"operation": "remove_orphan_files", "relation": _name(rel), "table_path": path, "dry_run": dry,
+            "files": files, "bytes": result.total_bytes, "message": message}
 
 
 # ---- reads as temporary views ---------------------------------------------------------------------

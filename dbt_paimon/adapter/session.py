@@ -17,7 +17,8 @@ import time
 from dbt.adapters.events.logging import AdapterLogger
 from pyspark.sql import SparkSession
 
-from ..engine import register
+from ..engine import deploy, register
+from ..store import fileio
 from . import catalog
 from .credentials import PaimonCredentials
 
@@ -30,7 +31,9 @@ _ready: dict[tuple[int, str], dict] = {}  # (session, warehouse) -> sync counts
 def build(settings: dict[str, str]) -> SparkSession:
     """The process's SparkSession, built exactly as dbt-spark's session cursor builds it."""
     # Executors run our tasks in Python: they need this interpreter (pyarrow, dbt_paimon).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # An in-process SparkSession takes its workers' Python from the environment only: a profile's
+    # spark.pyspark.python goes there.
+    os.environ.setdefault("PYSPARK_PYTHON", settings.get("spark.pyspark.python") or sys.executable)
     builder = SparkSession.builder.enableHiveSupport()
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -49,7 +52,8 @@ def spark_for(credentials: PaimonCredentials) -> SparkSession:
     """The SparkSession for these credentials, started and made ready on first use in the process:
     the `paimon` source registered and every Paimon table of the warehouse exposed to SQL."""
     current = getattr(SparkSession, "_instantiatedSession", None)
-    if current is not None and current._sc._jsc is not None and (id(current), credentials.warehouse) in _ready:
+    if current is not None and current._sc._jsc is not None and (id(current), credentials.warehouse) in _ready \
+            and fileio.configured() == credentials.storage_settings():
         return current  # the common case: ready already, no settings to send again
     with _lock:
         settings = credentials.spark_settings()
@@ -57,6 +61,13 @@ def spark_for(credentials: PaimonCredentials) -> SparkSession:
         t0 = time.time()
         spark = build(settings)
         key = (id(spark), credentials.warehouse)
+        if fileio.configured() != credentials.storage_settings():
+            # the store settings every FileIO of this process uses, and the `paimon` source and
+            # table sources carry to Spark's Python workers
+            fileio.configure(credentials.storage_settings())
+            register(spark)
+            catalog.forget_sources()
+            _ready.pop(key, None)
         if key in _ready:
             return spark
         if not any(k[0] == id(spark) for k in _ready):
@@ -66,8 +77,10 @@ def spark_for(credentials: PaimonCredentials) -> SparkSession:
             log.debug(f"Spark started in {time.time() - t0:.1f}s")
         else:
             _warn_on_static_mismatch(spark, settings)
+        deploy.ship(spark)  # a cluster's executors get our dbt_paimon; first: sources capture it when registered
         register(spark)
-        os.makedirs(credentials.warehouse, exist_ok=True)
+        if not fileio.scheme_of(credentials.warehouse):
+            os.makedirs(credentials.warehouse, exist_ok=True)
         _ready[key] = catalog.sync(spark, credentials.warehouse, [credentials.schema] if credentials.schema else [])
         log.debug(f"catalog synced with {credentials.warehouse}: {_ready[key]}")
         return spark

@@ -35,8 +35,18 @@ def test_profile_defaults_and_paths_relative_to_the_project(tmp_path):
     assert uri.warehouse == str(tmp_path / "wh")
     assert uri.spark_dir == str(tmp_path / "project" / "state")
 
-    with pytest.raises(DbtRuntimeError, match="local or mounted filesystems only"):
-        _creds(warehouse="s3://bucket/wh")
+    lake = _creds(warehouse="s3://bucket/wh/", storage_options={"s3.endpoint": "http://127.0.0.1:9000"})
+    lake.resolve_paths(str(tmp_path / "project"))
+    assert lake.warehouse == "s3://bucket/wh"  # Spark's catalog cannot live there: the project keeps it
+    assert lake.spark_dir == str(tmp_path / "project" / ".dbt_paimon" / "spark")
+    assert lake.storage_settings() == {"s3.endpoint": "http://127.0.0.1:9000"}
+    assert "storage_options" not in dict(lake.connection_info())  # dbt debug prints these
+    with pytest.raises(DbtRuntimeError, match="a local path, a file: URI, or an object store URI"):
+        _creds(warehouse="hdfs://namenode/wh")
+    with pytest.raises(DbtRuntimeError, match=r"storage_options \['bucket'\]: not store settings"):
+        _creds(warehouse="s3://bucket/wh", storage_options={"bucket": "4"})
+    with pytest.raises(DbtRuntimeError, match="spark_dir 's3://b/x': must be a local path"):
+        _creds(warehouse="s3://bucket/wh", spark_dir="s3://b/x")
     with pytest.raises(DbtRuntimeError, match="method: session"):
         _creds(method="thrift")
 

@@ -190,7 +190,7 @@ class TestPaimonUpsertRefusals:
         ("{rows: null_key}", "is null"),
         ("{options: {bucket-count: 3}}", "unknown table option 'bucket-count'"),
         ("{options: {merge-engine: first-row}}", "option 'merge-engine' is None on the existing table"),
-        ("{key: nope}", "unique_key column 'nope' is not a column of the model"),
+        ("{key: nope}", "unique_key column 'nope' is not a column"),
         ("{rows: duplicate, execution: distributed}", "duplicate row(s) for key(s)"),
         ("{execution: fast}", "execution must be one of auto, local, distributed, got 'fast'"),
     ], ids=["key", "partition", "duplicate", "null-key", "unknown-option", "changed-option", "not-a-column",

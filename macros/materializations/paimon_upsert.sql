@@ -23,7 +23,12 @@
   {%- set grant_config = config.get('grants') -%}
   {%- set on_schema_change = incremental_validate_on_schema_change(config.get('on_schema_change'), default='ignore') -%}
   {%- set tmp_relation = make_temp_relation(this, '__dbt_tmp') -%}
+  {#-- everything the run cannot honour is settled before anything runs: a name leading out of the
+       warehouse is refused, ignored configs and grants are warned about (never an error after the
+       commit) --#}
+  {%- do adapter.paimon_check_relation(target_relation) -%}
   {%- do adapter.paimon_warn_unsupported(model.config, materialization) -%}
+  {%- do adapter.paimon_warn_grants(target_relation, grant_config) -%}
 
   {{ run_hooks(pre_hooks) }}
 
@@ -55,9 +60,6 @@
   {%- call statement('drop_tmp_relation') -%}
     drop view if exists {{ tmp_relation }}
   {%- endcall -%}
-
-  {% set should_revoke = should_revoke(existing_relation, full_refresh_mode=full_refresh) %}
-  {% do apply_grants(target_relation, grant_config, should_revoke) %}
 
   {% do persist_docs(target_relation, model) %}
 
