@@ -1,0 +1,261 @@
+import java.io.File;
+import java.math.BigDecimal;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.time.LocalDate;
+import java.time.LocalDateTime;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.paimon.catalog.Catalog;
+import org.apache.paimon.catalog.CatalogContext;
+import org.apache.paimon.catalog.CatalogFactory;
+import org.apache.paimon.catalog.Identifier;
+import org.apache.paimon.data.BinaryString;
+import org.apache.paimon.data.Decimal;
+import org.apache.paimon.data.GenericRow;
+import org.apache.paimon.data.InternalRow;
+import org.apache.paimon.data.Timestamp;
+import org.apache.paimon.index.HashBucketAssigner;
+import org.apache.paimon.options.Options;
+import org.apache.paimon.predicate.PredicateBuilder;
+import org.apache.paimon.reader.RecordReader;
+import org.apache.paimon.schema.Schema;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.paimon.table.BucketMode;
+import org.apache.paimon.table.FileStoreTable;
+import org.apache.paimon.table.sink.BatchTableCommit;
+import org.apache.paimon.table.sink.BatchTableWrite;
+import org.apache.paimon.table.sink.BatchWriteBuilder;
+import org.apache.paimon.table.sink.RowPartitionKeyExtractor;
+import org.apache.paimon.table.source.ReadBuilder;
+import org.apache.paimon.types.DataField;
+import org.apache.paimon.types.DataType;
+import org.apache.paimon.types.DataTypeJsonParser;
+import org.apache.paimon.types.DataTypeRoot;
+import org.apache.paimon.types.DecimalType;
+import org.apache.paimon.types.RowKind;
+import org.apache.paimon.types.RowType;
+
+/**
+ * Apache Paimon's Java core (0.9, the jar inside the pypaimon 0.2.0 sdist) as a test oracle for dbt-paimon.
+ *
+ * <p>One JVM runs a batch of requests, because each JVM start costs 1-2 s: {@code java JavaPaimon requests.json}
+ * where the file holds a JSON array of
+ * <ul>
+ *   <li>{@code {"op": "read", "path": P, "out": F, "options": {...}, "equal": {column: value}}}: F gets one JSON
+ *       line with the table's fields ({@code {"fields": [{"name", "type"}]}}), then one JSON line per row, each
+ *       with {@code _kind} (+I, -U, +U, -D). {@code options} are dynamic options ({@code scan.snapshot-id},
+ *       {@code scan.tag-name}); {@code equal}, optional, is a predicate Paimon prunes files with.
+ *   <li>{@code {"op": "write", "path": P, "out": F, "create": {"fields": [{"name", "type"}], "primaryKeys",
+ *       "partitionKeys", "options"}, "rows": [{...}], "assignBuckets": true}}: creates the table if {@code create}
+ *       is given, then writes the rows (optional {@code _kind}) as one batch commit. F gets {@code {"ok": true}}.
+ * </ul>
+ * Values in JSON: numbers, strings, booleans; DECIMAL as a string, BYTES as base64, DATE and TIMESTAMP as
+ * ISO-8601 strings (a TIMESTAMP WITH LOCAL TIME ZONE as its UTC wall-clock time).
+ * A request that fails writes {@code {"error": "..."}} (the cause chain) to its F and the batch goes on, so a test
+ * can assert which failure Paimon 0.9 reports.
+ */
+public class JavaPaimon {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    public static void main(String[] args) throws Exception {
+        for (JsonNode request : JSON.readTree(new File(args[0]))) {
+            List<String> lines = new ArrayList<>();
+            try {
+                String op = request.get("op").asText();
+                if (op.equals("read")) {
+                    read(request, lines);
+                } else if (op.equals("write")) {
+                    write(request);
+                    lines.add("{\"ok\": true}");
+                } else {
+                    throw new IllegalArgumentException("unknown op " + op);
+                }
+            } catch (Throwable e) {
+                lines.clear();
+                ObjectNode error = JSON.createObjectNode();
+                error.put("error", causes(e));
+                lines.add(JSON.writeValueAsString(error));
+            }
+            Files.write(new File(request.get("out").asText()).toPath(), lines, StandardCharsets.UTF_8);
+        }
+    }
+
+    /** The exception chain, then where in Paimon the root cause was thrown, so a test can name the failure. */
+    private static String causes(Throwable e) {
+        StringBuilder out = new StringBuilder();
+        Throwable root = e;
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            out.append(out.length() == 0 ? "" : " <- caused by: ").append(t.getClass().getName()).append(": ")
+                    .append(t.getMessage());
+            root = t;
+        }
+        int frames = 0;
+        for (StackTraceElement frame : root.getStackTrace()) {
+            if (frame.getClassName().startsWith("org.apache.paimon.") && frames++ < 8) {
+                out.append("\n  at ").append(frame.getClassName()).append('.').append(frame.getMethodName());
+            }
+        }
+        return out.toString();
+    }
+
+    /** The table at <warehouse>/<db>.db/<name>, through the filesystem catalog as a user would open it. */
+    private static Catalog catalog(File table) throws Exception {
+        Options options = new Options();
+        options.set("warehouse", table.getParentFile().getParent());
+        return CatalogFactory.createCatalog(CatalogContext.create(options));
+    }
+
+    private static Identifier identifier(File table) {
+        String db = table.getParentFile().getName();
+        return Identifier.create(db.substring(0, db.length() - ".db".length()), table.getName());
+    }
+
+    private static Map<String, String> stringMap(JsonNode node) {
+        Map<String, String> out = new HashMap<>();
+        if (node != null && !node.isNull()) {
+            node.fields().forEachRemaining(e -> out.put(e.getKey(), e.getValue().asText()));
+        }
+        return out;
+    }
+
+    private static void read(JsonNode request, List<String> lines) throws Exception {
+        File path = new File(request.get("path").asText());
+        FileStoreTable table;
+        try (Catalog catalog = catalog(path)) {
+            table = (FileStoreTable) catalog.getTable(identifier(path));
+        }
+        table = table.copy(stringMap(request.get("options")));
+        RowType rowType = table.rowType();
+        ObjectNode header = JSON.createObjectNode();
+        ArrayNode fields = header.putArray("fields");
+        for (DataField f : rowType.getFields()) {
+            fields.addObject().put("name", f.name()).put("type", f.type().toString());
+        }
+        lines.add(JSON.writeValueAsString(header));
+        List<InternalRow.FieldGetter> getters = new ArrayList<>();
+        for (int i = 0; i < rowType.getFieldCount(); i++) {
+            getters.add(InternalRow.createFieldGetter(rowType.getTypeAt(i), i));
+        }
+        ReadBuilder builder = table.newReadBuilder();
+        JsonNode filter = request.get("equal");
+        if (filter != null && !filter.isNull()) {
+            // {"field": value}: Paimon prunes files by their stats with this predicate (rows are not filtered)
+            String name = filter.fieldNames().next();
+            int index = rowType.getFieldIndex(name);
+            Object value = fromJson(filter.get(name), rowType.getTypeAt(index));
+            builder.withFilter(new PredicateBuilder(rowType).equal(index, value));
+        }
+        try (RecordReader<InternalRow> reader = builder.newRead().createReader(builder.newScan().plan())) {
+            reader.forEachRemaining(row -> {
+                ObjectNode out = JSON.createObjectNode();
+                out.put("_kind", row.getRowKind().shortString());
+                for (int i = 0; i < getters.size(); i++) {
+                    out.set(rowType.getFields().get(i).name(),
+                            JSON.valueToTree(toJson(getters.get(i).getFieldOrNull(row), rowType.getTypeAt(i))));
+                }
+                lines.add(out.toString()); // Jackson's JSON text of the node
+            });
+        }
+    }
+
+    private static Object toJson(Object value, DataType type) {
+        if (value instanceof Integer && type.getTypeRoot() == DataTypeRoot.DATE) {
+            return LocalDate.ofEpochDay((Integer) value).toString();
+        } else if (value instanceof BinaryString) {
+            return value.toString();
+        } else if (value instanceof Decimal) {
+            return ((Decimal) value).toBigDecimal().toPlainString();
+        } else if (value instanceof Timestamp) {
+            return ((Timestamp) value).toLocalDateTime().toString();
+        }
+        // Boolean, Byte, Short, Integer, Long, Float, Double; byte[] becomes base64 text. A timestamp with local
+        // time zone is written as its UTC wall-clock time.
+        return value;
+    }
+
+    private static void write(JsonNode request) throws Exception {
+        File path = new File(request.get("path").asText());
+        try (Catalog catalog = catalog(path)) {
+            JsonNode create = request.get("create");
+            if (create != null && !create.isNull()) {
+                Schema.Builder schema = Schema.newBuilder();
+                for (JsonNode f : create.get("fields")) {
+                    DataType type = DataTypeJsonParser.parseAtomicTypeSQLString(f.get("type").asText());
+                    schema.column(f.get("name").asText(), type);
+                }
+                List<String> pk = new ArrayList<>();
+                create.path("primaryKeys").forEach(k -> pk.add(k.asText()));
+                List<String> partition = new ArrayList<>();
+                create.path("partitionKeys").forEach(k -> partition.add(k.asText()));
+                schema.primaryKey(pk).partitionKeys(partition).options(stringMap(create.get("options")));
+                catalog.createDatabase(identifier(path).getDatabaseName(), true);
+                catalog.createTable(identifier(path), schema.build(), false);
+            }
+            FileStoreTable table = (FileStoreTable) catalog.getTable(identifier(path));
+            writeRows(table, request);
+        }
+    }
+
+    private static void writeRows(FileStoreTable table, JsonNode request) throws Exception {
+        RowType rowType = table.rowType();
+        BatchWriteBuilder builder = table.newBatchWriteBuilder();
+        // BatchTableWrite.write(row) refuses a dynamic-bucket table; Paimon's own dynamic-bucket sink (Flink)
+        // assigns buckets with HashBucketAssigner and calls write(row, bucket): so do we.
+        HashBucketAssigner assigner = null;
+        RowPartitionKeyExtractor keys = new RowPartitionKeyExtractor(table.schema());
+        if (table.bucketMode() == BucketMode.HASH_DYNAMIC && request.path("assignBuckets").asBoolean(true)) {
+            assigner = new HashBucketAssigner(table.snapshotManager(), null, table.store().newIndexFileHandler(),
+                    1, 1, 0, table.coreOptions().dynamicBucketTargetRowNum());
+        }
+        try (BatchTableWrite write = builder.newWrite(); BatchTableCommit commit = builder.newCommit()) {
+            for (JsonNode json : request.get("rows")) {
+                GenericRow row = new GenericRow(rowType.getFieldCount());
+                for (int i = 0; i < rowType.getFieldCount(); i++) {
+                    row.setField(i, fromJson(json.get(rowType.getFields().get(i).name()), rowType.getTypeAt(i)));
+                }
+                if (json.has("_kind")) {
+                    row.setRowKind(RowKind.fromShortString(json.get("_kind").asText()));
+                }
+                if (assigner != null) {
+                    write.write(row, assigner.assign(keys.partition(row), keys.trimmedPrimaryKey(row).hashCode()));
+                } else {
+                    write.write(row);
+                }
+            }
+            commit.commit(write.prepareCommit());
+        }
+    }
+
+    private static Object fromJson(JsonNode value, DataType type) {
+        if (value == null || value.isNull()) {
+            return null;
+        }
+        switch (type.getTypeRoot()) {
+            case BOOLEAN: return value.asBoolean();
+            case TINYINT: return (byte) value.asInt();
+            case SMALLINT: return (short) value.asInt();
+            case INTEGER: return value.asInt();
+            case BIGINT: return value.asLong();
+            case FLOAT: return (float) value.asDouble();
+            case DOUBLE: return value.asDouble();
+            case CHAR: case VARCHAR: return BinaryString.fromString(value.asText());
+            case DECIMAL:
+                DecimalType d = (DecimalType) type;
+                return Decimal.fromBigDecimal(new BigDecimal(value.asText()), d.getPrecision(), d.getScale());
+            case DATE: return (int) LocalDate.parse(value.asText()).toEpochDay();
+            case BINARY: case VARBINARY: return Base64.getDecoder().decode(value.asText());
+            // TIMESTAMP WITH LOCAL TIME ZONE arrives as UTC wall-clock time, which is what Paimon stores
+            case TIMESTAMP_WITHOUT_TIME_ZONE: case TIMESTAMP_WITH_LOCAL_TIME_ZONE:
+                return Timestamp.fromLocalDateTime(LocalDateTime.parse(value.asText()));
+            default: throw new IllegalArgumentException("the oracle does not write type " + type);
+        }
+    }
+}

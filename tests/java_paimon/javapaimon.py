@@ -1,0 +1,208 @@
+"""Java Paimon 0.9 as an oracle: compile JavaPaimon.java once, run batches of read/write requests in one JVM.
+
+A JVM start costs 1-2 s, so a test gathers its requests and runs them together. Rows cross as JSON
+lines typed by the table's fields as Java reports them, and come back as Arrow tables comparable with
+our reader's `FileStoreTable.to_arrow()`.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pyarrow as pa
+
+from tests.oracle import rows
+
+from .fetch_jar import CACHE
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "JavaPaimon.java")
+# Paimon's core needs Hadoop's Configuration and FileSystem classes; pyspark ships them shaded.
+HADOOP_JARS = ("hadoop-client-api-*.jar", "hadoop-client-runtime-*.jar")
+
+
+class JavaError(Exception):
+    """A request Java Paimon failed; the message is Java's exception chain."""
+
+
+@dataclass(frozen=True)
+class Read:
+    path: str
+    options: dict | None = None  # Paimon dynamic options: scan.snapshot-id, scan.tag-name, ...
+    equal: dict | None = None  # {column: value}: a predicate Paimon prunes files with (by their stats)
+
+
+@dataclass(frozen=True)
+class Write:
+    """Rows written by one BatchWriteBuilder commit; `create` (fields as [(name, Paimon SQL type)],
+    primary_keys, partition_keys, options) creates the table first. A row may hold `_kind` (+I/-U/+U/-D).
+    On a dynamic-bucket table Java assigns buckets with its HashBucketAssigner unless assign_buckets is
+    False (then BatchTableWrite.write(row) is left to pick the bucket, which 0.9 refuses)."""
+    path: str
+    rows: list
+    create: dict | None = None
+    assign_buckets: bool = True
+
+
+def _classpath(jar: str) -> list[str]:
+    import pyspark
+
+    jars_dir = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    hadoop = [p for pattern in HADOOP_JARS for p in glob.glob(os.path.join(jars_dir, pattern))]
+    if len(hadoop) != len(HADOOP_JARS):
+        raise RuntimeError(f"pyspark's {jars_dir} lacks one of {HADOOP_JARS}: found {hadoop}")
+    return [jar] + hadoop
+
+
+def _compile(classpath: list[str]) -> str:
+    """Classes of JavaPaimon.java under .work/java-paimon/, keyed by the source's digest so an edit recompiles."""
+    with open(SOURCE, "rb") as f:
+        digest = hashlib.sha1(f.read()).hexdigest()[:12]
+    out = os.path.join(CACHE, f"classes-{digest}")
+    if os.path.exists(os.path.join(out, "JavaPaimon.class")):
+        return out
+    tmp = tempfile.mkdtemp(dir=CACHE)
+    done = subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", os.pathsep.join(classpath), SOURCE],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        shutil.rmtree(tmp)
+        raise RuntimeError(f"javac failed on {SOURCE}:\n{done.stderr[-3000:]}")
+    if os.path.exists(out):  # another run compiled it meanwhile
+        shutil.rmtree(tmp)
+    else:
+        os.replace(tmp, out)
+    for stale in glob.glob(os.path.join(CACHE, "classes-*")):  # builds of earlier versions of the source
+        if stale != out:
+            shutil.rmtree(stale, ignore_errors=True)
+    return out
+
+
+_SIMPLE = {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
+           "BIGINT": pa.int64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "STRING": pa.string(),
+           "BYTES": pa.binary(), "DATE": pa.date32()}
+
+
+def _arrow_type(sql: str) -> pa.DataType:
+    """Arrow type of a Paimon type as Java prints it (`BIGINT NOT NULL`, `DECIMAL(10, 2)`, `TIMESTAMP(6)`,
+    `TIMESTAMP(6) WITH LOCAL TIME ZONE`), as our reader maps it."""
+    sql = sql.removesuffix(" NOT NULL")
+    if sql in _SIMPLE:
+        return _SIMPLE[sql]
+    m = re.fullmatch(r"DECIMAL\((\d+), (\d+)\)", sql)
+    if m:
+        return pa.decimal128(int(m.group(1)), int(m.group(2)))
+    m = re.fullmatch(r"TIMESTAMP\(([0-6])\)( WITH LOCAL TIME ZONE)?", sql)
+    if m:
+        return pa.timestamp("us" if int(m.group(1)) > 3 else "ms", tz="UTC" if m.group(2) else None)
+    raise ValueError(f"the Java oracle does not compare type {sql}")
+
+
+def _from_json(value, arrow: pa.DataType):
+    if value is None:
+        return None
+    if pa.types.is_decimal(arrow):
+        return Decimal(value)
+    if pa.types.is_binary(arrow):
+        return base64.b64decode(value)
+    if pa.types.is_date(arrow):
+        return dt.date.fromisoformat(value)
+    if pa.types.is_timestamp(arrow):
+        wall = dt.datetime.fromisoformat(value)
+        return wall.replace(tzinfo=dt.timezone.utc) if arrow.tz else wall
+    return value
+
+
+def _to_json(value):
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:  # Java takes UTC wall-clock time
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat()
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    raise TypeError(f"no JSON form for {value!r}")
+
+
+def _parse_read(lines: list[str]) -> pa.Table:
+    header = json.loads(lines[0])
+    fields = [pa.field(f["name"], _arrow_type(f["type"])) for f in header["fields"]]
+    rows = [json.loads(line) for line in lines[1:]]
+    # A batch read merges versions and drops retractions: a -D or -U row here means Java misread the merge.
+    retracted = [r for r in rows if r["_kind"] in ("-D", "-U")]
+    if retracted:
+        raise AssertionError(f"Java's batch read returned retracting rows: {retracted[:3]}")
+    columns = [[_from_json(r[f.name], f.type) for r in rows] for f in fields]
+    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, fields)], schema=pa.schema(fields))
+
+
+class JavaPaimon:
+    def __init__(self, jar: str, workdir: str):
+        classpath = _classpath(jar)
+        self.classpath = os.pathsep.join([_compile(classpath)] + classpath)
+        self.workdir = workdir
+
+    def run(self, requests: list[Read | Write]) -> list:
+        """Run the requests in order in one JVM. Per request: an Arrow table (Read), None (Write), or
+        the JavaError it failed with, returned rather than raised so a batch can hold expected failures."""
+        batch = tempfile.mkdtemp(dir=self.workdir)
+        encoded = []
+        for i, r in enumerate(requests):
+            out = os.path.join(batch, f"out-{i}.jsonl")
+            if isinstance(r, Read):
+                encoded.append({"op": "read", "path": r.path, "out": out, "options": r.options or {}, "equal": r.equal})
+            else:
+                create = None if r.create is None else {
+                    "fields": [{"name": n, "type": t} for n, t in r.create["fields"]],
+                    "primaryKeys": r.create.get("primary_keys", []),
+                    "partitionKeys": r.create.get("partition_keys", []),
+                    "options": r.create.get("options", {})}
+                encoded.append({"op": "write", "path": r.path, "out": out, "create": create, "rows": r.rows,
+                                "assignBuckets": r.assign_buckets})
+        request_file = os.path.join(batch, "requests.json")
+        with open(request_file, "w") as f:
+            json.dump(encoded, f, default=_to_json)
+        # A short-lived JVM on a loaded 2-core machine: C1 only and the serial GC start it ~40% faster.
+        command = ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", self.classpath, "JavaPaimon",
+                   request_file]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"the Java oracle exited with {done.returncode}:\n{done.stderr[-3000:]}")
+        results = []
+        for r, e in zip(requests, encoded):
+            with open(e["out"]) as f:
+                lines = f.read().splitlines()
+            first = json.loads(lines[0])
+            if "error" in first:
+                results.append(JavaError(first["error"]))
+            else:
+                results.append(_parse_read(lines) if isinstance(r, Read) else None)
+        return results
+
+    def read(self, *requests: Read | str) -> list[pa.Table]:
+        """Read tables (a path or a Read each) in one JVM; raise the first failure."""
+        results = self.run([Read(r) if isinstance(r, str) else r for r in requests])
+        for r in results:
+            if isinstance(r, JavaError):
+                raise r
+        return results
+
+
+def assert_same(java_table: pa.Table, ours: pa.Table, key: list[str], expected: list[dict] | None = None) -> None:
+    """Java's read equals ours: same columns, same types, same rows; and both equal `expected` (rows
+    sorted by key) when given, so a value both readers got wrong still fails."""
+    assert java_table.schema.names == ours.schema.names
+    assert java_table.schema.types == ours.schema.types
+    assert rows(java_table, key) == rows(ours, key)
+    if expected is not None:
+        assert rows(ours, key) == expected
