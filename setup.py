@@ -11,7 +11,10 @@ setup(
     python_requires=">=3.11,<3.12",
     install_requires=[
         "pyarrow==19.0.1",
+        # object-store warehouses (S3, GCS, Azure): Rust's object_store, with create-only PUTs
+        "obstore==0.12.1",
         "fastavro==1.13.1",
+        "backports.zstd==1.3.0",  # fastavro's zstandard codec (Paimon's manifests) on Python < 3.14
         "numpy==2.4.6",
         "pyspark==4.3.0",
         # dbt-core 1.12 depends on a package whose build downloads a binary: stay below it
@@ -24,6 +27,8 @@ setup(
             "pytest==9.2.0",
             "hypothesis==6.170.15",
             "pypaimon==2.1.0",
+            # a local S3-compatible server for the object-store tests (boto3 comes with it)
+            "moto[server]==5.2.5",
             "pandas==2.3.3",
             "dbt-tests-adapter==1.20.0",
         ],

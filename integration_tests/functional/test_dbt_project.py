@@ -104,9 +104,12 @@ def test_three_batches_across_two_processes(project_dir, tmp_path, spark_dir, mo
     assert customers["columns"]["lifetime_value"] == ["decimal(12,2)", "Lifetime value in EUR."]
     assert customers["columns"]["updated_at"][0] == "timestamp"
 
-    # pypaimon reads the tables dbt produced, as expected and as our reader does
-    warehouse = project_dir / "paimon_warehouse"
-    path = str(warehouse / f"{SCHEMA}.db" / "customers")
+    _check_tables(project_dir, str(project_dir / "paimon_warehouse"))
+
+
+def _check_tables(project_dir, warehouse: str) -> None:
+    """pypaimon reads the tables dbt produced, as expected and as our reader does."""
+    path = f"{warehouse}/{SCHEMA}.db/customers"
     with open(project_dir / "seeds" / "expected_customers.csv") as f:
         expected = [r for r in csv.DictReader(f) if r["after_batch"] == "3"]
     got = pypaimon_read(path).sort_by("customer_id").to_pylist()
@@ -114,11 +117,27 @@ def test_three_batches_across_two_processes(project_dir, tmp_path, spark_dir, mo
             for r in got] == [(int(e["customer_id"]), e["name"], e["country"], e["tier"],
                                Decimal(e["lifetime_value"]), int(e["loaded_in_batch"])) for e in expected]
     for name in ("customers", "customer_profiles", "customer_order_totals", "customer_first_seen"):
-        table_path = str(warehouse / f"{SCHEMA}.db" / name)
+        table_path = f"{warehouse}/{SCHEMA}.db/{name}"
         ours = FileStoreTable.open(table_path).to_arrow().sort_by("customer_id")
         theirs = pypaimon_read(table_path).sort_by("customer_id")
         assert theirs.to_pylist() == ours.to_pylist(), name
     order_totals = {r["customer_id"]: (r["order_count"], r["total_amount"])
-                    for r in pypaimon_read(str(warehouse / f"{SCHEMA}.db" / "customer_order_totals")).to_pylist()}
+                    for r in pypaimon_read(f"{warehouse}/{SCHEMA}.db/customer_order_totals").to_pylist()}
     assert order_totals == {1: (3, Decimal("37.00")), 2: (3, Decimal("105.50")), 3: (1, Decimal("99.99")),
                             7: (1, Decimal("42.00")), 9: (1, Decimal("7.50"))}
+
+
+def test_three_batches_on_an_object_store(project_dir, tmp_path, s3_warehouse, s3_server):
+    """The same project with `target: lake`: its warehouse on the session's S3 server, one child
+    process for every step; pypaimon reads the tables from the server."""
+    env = {"DBT_TARGET": "lake", "DBT_PAIMON_SCHEMA": SCHEMA, "DBT_PAIMON_WAREHOUSE": s3_warehouse,
+           "DBT_PAIMON_SPARK_DIR": str(tmp_path / "spark"), "DBT_PAIMON_S3_ENDPOINT": s3_server.endpoint,
+           "DBT_PAIMON_S3_ACCESS_KEY": s3_server.access_key, "DBT_PAIMON_S3_SECRET_KEY": s3_server.secret_key}
+    report = _child(project_dir, tmp_path / "lake.json", env,
+                    ["seed", "run:1", "test:1", "run:2", "test:2", "run:3", "test:3", "show"])
+    upserts = {(r["batch"], r["model"]): r["message"] for r in report["runs"] if r["message"].startswith("UPSERT")}
+    assert upserts == EXPECTED_MESSAGES
+    assert [(t["batch"], t["passed"] == t["total"]) for t in report["tests"]] == [(1, True), (2, True), (3, True)]
+    assert report["show"][0] == ["1", "NL"] and len(report["show"]) == 9
+    assert s3_server.secret_key not in json.dumps(report)
+    _check_tables(project_dir, s3_warehouse)

@@ -5,7 +5,6 @@ what we wrote and land every key where we put it."""
 import pyarrow as pa
 
 from dbt_paimon.engine import upsert
-from dbt_paimon.store.fileio import LocalFileIO
 from dbt_paimon.store.index import HashIndexFile, read_hash_index
 from dbt_paimon.store.key_hash import java_bucket, key_hashes
 from dbt_paimon.store.table import FileStoreTable
@@ -77,8 +76,8 @@ def test_dynamic_bucket_keeps_a_hash_index_pypaimon_accepts(spark, store_warehou
         assert (r.inserted, r.updated) == (expected["inserted"], expected["updated"])
     table = FileStoreTable.open(path)
     assert table.schema.bucket_mode == "HASH_DYNAMIC"
-    index = read_hash_index(LocalFileIO(), path, table.latest_snapshot())
-    files = HashIndexFile(LocalFileIO(), path)
+    index = read_hash_index(table.io, path, table.latest_snapshot())
+    files = HashIndexFile(table.io, path)
     reader = table.new_read(["id"])
     splits = table.plan().splits
     assert {(s.partition, s.bucket) for s in splits} == set(index)
