@@ -41,7 +41,8 @@ def _probe_without_ship(index, _rows):
 
 
 def _files(path: str) -> list[str]:
-    return sorted(os.path.relpath(os.path.join(d, n), path) for d, _, names in os.walk(path) for n in names)
+    from dbt_paimon.store.fileio import FileIO
+    return sorted((st.path, st.size) for st in FileIO.get(path).list_status(path, recursive=True))
 
 
 def _refused(report: dict, name: str, call, table_path: str) -> None:
@@ -67,6 +68,9 @@ def main(config_path: str, out_path: str) -> None:
     report: dict = {"seconds": {}, "upserts": [], "refusals": {}}
     started = time.time()
     from pyspark.sql import SparkSession
+
+    from dbt_paimon.store import fileio
+    fileio.configure(config.get("storage"))  # the warehouse is on the test session's S3 server
 
     from dbt_paimon.engine import compact, delete, deploy, register, upsert
     from tests.engine.helpers import frame

@@ -8,14 +8,18 @@ through Spark; pypaimon reads the result.
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
+import uuid
 
 import pytest
 
 from tests.cluster import events
 from tests.cluster.standalone import run_child
+from dbt_paimon.store import fileio
 from tests.oracle import pypaimon_read, rows
+from tests.s3 import BUCKET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNNER = os.path.join(ROOT, "integration_tests", "functional", "project_runner.py")
@@ -30,7 +34,7 @@ select * from values (2L, 'bob', 'FR'), (4L, 'di', 'NL') as t(customer_id, name,
 """
 
 
-def _project(root, master: str) -> None:
+def _project(root, master: str, warehouse: str, storage: dict) -> None:
     (root / "models").mkdir(parents=True)
     (root / "models" / "customers.sql").write_text(MODEL)
     (root / "dbt_project.yml").write_text(textwrap.dedent("""\
@@ -46,7 +50,8 @@ def _project(root, master: str) -> None:
             dev:
               type: paimon
               schema: analytics
-              warehouse: {root / "wh"}
+              warehouse: {warehouse}
+              storage_options: {json.dumps(storage)}
               spark_dir: {root / "spark"}
               master: {master}
               threads: 1
@@ -65,20 +70,22 @@ def _project(root, master: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def dbt_run(cluster, executor_pythons, tmp_path_factory):
+def dbt_run(cluster, executor_pythons, tmp_path_factory, s3_server):
     root = tmp_path_factory.mktemp("dbt-on-cluster")
-    _project(root, cluster.master_url)
+    warehouse = f"s3://{BUCKET}/dbt-cluster-{uuid.uuid4().hex[:8]}/wh"
+    fileio.configure(s3_server.options)  # this process reads the results back from the store
+    _project(root, cluster.master_url, warehouse, s3_server.options)
     report = run_child(cluster, [RUNNER, str(root), str(root / "report.json"), "run:1", "run:2", "show"], cwd=str(root),
                        python=executor_pythons["full"], report=str(root / "report.json"))
-    return root, report
+    return root, report, warehouse
 
 
 def test_dbt_run_upserts_on_the_cluster(dbt_run):
-    root, report = dbt_run
+    root, report, warehouse = dbt_run
     assert [(r["batch"], r["status"]) for r in report["runs"]] == [(1, "success"), (2, "success")]
     assert report["runs"][0]["message"].startswith("UPSERT 3: 3 inserted, 0 updated")
     assert report["runs"][1]["message"].startswith("UPSERT 2: 1 inserted, 0 updated, 1 moved")
-    table = str(root / "wh" / "analytics.db" / "customers")
+    table = f"{warehouse}/analytics.db/customers"
     assert rows(pypaimon_read(table), "customer_id") == [
         {"customer_id": 1, "name": "ann", "country": "NL"}, {"customer_id": 2, "name": "bob", "country": "FR"},
         {"customer_id": 3, "name": "cy", "country": "FR"}, {"customer_id": 4, "name": "di", "country": "NL"}]
@@ -88,7 +95,7 @@ def test_dbt_run_upserts_on_the_cluster(dbt_run):
 
 
 def test_dbt_models_ran_on_both_executors_with_the_shipped_code(dbt_run, cluster):
-    root, _ = dbt_run
+    root, _, _ = dbt_run
     [app] = [n.removeprefix("eventlog_v2_") for n in os.listdir(root / "events") if n.startswith("eventlog_v2_")]
     seen = events.python_tasks(str(root / "events"), app)
     assert set(seen["tasks_per_executor"]) == {"0", "1"}

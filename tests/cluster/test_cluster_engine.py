@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import uuid
 
 import pytest
 
-from dbt_paimon.store import FileStoreTable
+from dbt_paimon.store import FileStoreTable, fileio
 from dbt_paimon.store.compact import max_level
 from dbt_paimon.store.snapshot import COMPACT
 from tests.cluster import events
@@ -23,6 +24,7 @@ from tests.cluster.standalone import run_child
 from tests.engine.helpers import COLUMNS, by_key, live_places, pypaimon_rows
 from tests.engine.model import UpsertModel, random_batches
 from tests.oracle import model_rows
+from tests.s3 import BUCKET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED, BATCHES, SIZE, KEY_SPACE = 7, 3, 150, 250
@@ -30,13 +32,15 @@ DELETE_WHERE = "v < 0"
 
 
 @pytest.fixture(scope="module")
-def run(cluster, executor_pythons, tmp_path_factory):
+def run(cluster, executor_pythons, tmp_path_factory, s3_server):
+    """One child application on the cluster; the warehouse on the session's S3 server, which the
+    executors reach with the settings each task carries."""
     root = tmp_path_factory.mktemp("engine-on-cluster")
-    os.makedirs(root / "wh" / "db.db")
-    config = {"master": cluster.master_url, "python": executor_pythons["full"],
+    fileio.configure(s3_server.options)  # this process reads the results back from the store
+    config = {"master": cluster.master_url, "python": executor_pythons["full"], "storage": s3_server.options,
               "python_no_fastavro": executor_pythons["no_fastavro"],
               "python_other_minor": executor_pythons["other_minor"],
-              "table": str(root / "wh" / "db.db" / "t"), "scratch": str(root / "scratch"),
+              "table": f"s3://{BUCKET}/cluster-{uuid.uuid4().hex[:8]}/wh/db.db/t", "scratch": str(root / "scratch"),
               "events": str(root / "events"), "seed": SEED, "batches": BATCHES, "size": SIZE,
               "key_space": KEY_SPACE, "delete_where": DELETE_WHERE}
     os.makedirs(config["events"])
