@@ -66,3 +66,24 @@ class TestNothingHalfDone:
         assert error in log, log
         assert fingerprint(path) == before
         assert sorted(tuple(r.values()) for r in pypaimon_read(path).to_pylist()) == rows
+
+    def test_a_committed_operation_is_reported_done_even_if_the_catalog_refresh_fails(self, project):
+        """The compaction commits; refreshing Spark's catalog entry then fails (a view took the
+        table's name): that is a warning, and the operation is reported done."""
+        schema = project.test_schema
+        path = project.adapter.paimon_table_path(project.adapter.Relation.create(schema=schema, identifier="customers"))
+        if not FileStoreTable.exists(path):
+            run_dbt(["run", "--select", "customers"])
+        run_dbt(["run", "--select", "customers", "--vars", "batch: 3"])
+        before = FileStoreTable.open(path).latest_snapshot().id
+        project.run_sql(f"drop table if exists {schema}.customers")
+        project.run_sql(f"create view {schema}.customers as select 1 as id")
+        try:
+            _, log = run_dbt_and_capture(["run-operation", "paimon_compact", "--args",
+                                          f"{{relation: {schema}.customers}}"])
+        finally:
+            project.run_sql(f"drop view if exists {schema}.customers")
+        assert f"COMPACT {schema}.customers:" in log
+        assert "the change was committed, but Spark's catalog entry could not be refreshed" in log
+        assert FileStoreTable.open(path).latest_snapshot().id == before + 1
+        assert FileStoreTable.open(path).latest_snapshot().commit_kind == "COMPACT"

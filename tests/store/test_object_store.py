@@ -166,3 +166,39 @@ def test_store_settings_are_never_stored_with_the_table(s3_server, s3_warehouse)
     stored = FileIO.get(path).read_text(f"{path}/schema/schema-0")
     assert s3_server.secret_key not in stored and "s3." not in stored
     assert fileio.configured()["s3.secret-key"] == s3_server.secret_key  # configured, not stored
+
+
+_CHILD = """
+import sys
+import pyarrow as pa
+from dbt_paimon.store import FileStoreTable
+path = sys.argv[1]
+schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+t = FileStoreTable.create(path, schema, primary_keys=["id"], options={"bucket": "1"})
+w = t.new_write()
+w.write(pa.Table.from_pylist([{"id": 1, "v": "x"}], schema), buckets=0)
+w.commit()
+print(FileStoreTable.open(path).to_arrow().num_rows)
+"""
+
+
+@pytest.mark.parametrize("chain", ["variables", "config-file"])
+def test_the_standard_aws_chain_works_without_settings(s3_server, tmp_path, chain):
+    """No storage options at all: AWS_* variables, or the AWS credentials file (through boto3)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ENDPOINT_URL=s3_server.endpoint, AWS_REGION="us-east-1")
+    if chain == "variables":
+        env.update(AWS_ACCESS_KEY_ID=s3_server.access_key, AWS_SECRET_ACCESS_KEY=s3_server.secret_key)
+    else:
+        credentials = tmp_path / "credentials"
+        credentials.write_text(f"[default]\naws_access_key_id = {s3_server.access_key}\n"
+                               f"aws_secret_access_key = {s3_server.secret_key}\n")
+        env.update(AWS_SHARED_CREDENTIALS_FILE=str(credentials), AWS_CONFIG_FILE=str(tmp_path / "none"))
+    path = f"s3://{BUCKET}/chain-{uuid.uuid4().hex[:8]}/wh/db.db/t"
+    done = subprocess.run([sys.executable, "-c", _CHILD, path], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1"
