@@ -31,6 +31,7 @@ from ..store import options as opts
 from ..store.errors import PaimonError
 from ..store import fileio
 from ..store.fileio import FileIO
+from ..store.object_store import copy_tree
 from ..store.schema import SchemaManager, TableSchema, resolve_columns
 from ..store.table import FileStoreTable
 from . import catalog, evolution, maintenance
@@ -498,7 +499,6 @@ def _swap(staged: str, path: str) -> None:
     for the next full refresh to replace."""
     io = FileIO.get(path)
     if io.is_object_store:
-        from ..store.object_store import copy_tree
         _remove_tree(path)
         copy_tree(io, staged, path)
         _remove_tree(staged)

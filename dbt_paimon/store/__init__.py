@@ -2,6 +2,7 @@
 
 from .errors import (CommitConflictError, CorruptTableError, DataError, InvalidNameError, PaimonError,
                      SchemaError, TableNotFoundError)
+from . import object_store  # noqa: F401 (registers the object-store FileIO with FileIO.get)
 from .schema import TableSchema
 from .snapshot import Snapshot
 from .table import FileStoreTable, TableWrite

@@ -25,6 +25,7 @@ from .manifest import ADD, DELETE, FILE_SOURCE_COMPACT, DataFileMeta, ManifestEn
 from .read import TableRead
 from .scan import DataSplit
 from .schema import TableSchema
+from .table import FileStoreTable
 
 
 def max_level(schema: TableSchema) -> int:
@@ -45,7 +46,6 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
     a lone file elsewhere is moved up by metadata only (Paimon's upgrade: same file, new level).
     """
     if isinstance(table, str):
-        from .table import FileStoreTable
         table = FileStoreTable.open(table)
     schema = table.schema
     top = max_level(schema)
@@ -84,7 +84,6 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
 def abort_compaction(table, split: DataSplit, entries: Sequence[ManifestEntry]) -> None:
     """Delete the files a compaction wrote when its commit will not happen (e.g. a conflict)."""
     if isinstance(table, str):
-        from .table import FileStoreTable
         table = FileStoreTable.open(table)
     inputs = {f.file_name for f in split.files}
     for e in entries:

@@ -7,10 +7,13 @@ Snapshot, schema and tag files must be created only if absent and never be seen 
 - object store (object_store.py): one conditional PUT (`If-None-Match: *` on S3 and Azure,
   generation match 0 on GCS); an object is never visible half-written, so other files are plain PUTs.
 
-`FileIO.get(path)` picks the implementation by the path's scheme. Store settings (endpoint,
-credentials) come from `configure()` (the dbt profile, or the Python API's `storage_options`),
-else from the store's standard environment (AWS_* variables, ...). A FileIO is picklable, so the
-driver hands it to Spark tasks with the settings they need; its repr never shows a secret.
+`FileIO.get(path)` picks the implementation by the path's scheme. This module names no object-store
+implementation: object_store.py registers its FileIO here when it loads, and the store package
+loads it (store/__init__.py), as Paimon's FileIO.get finds its FileIOLoaders by discovery. Store
+settings (endpoint, credentials) come from `configure()` (the dbt profile, or the Python API's
+`storage_options`), else from the store's standard environment (AWS_* variables, ...). A FileIO is
+picklable, so the driver hands it to Spark tasks with the settings they need; its repr never shows
+a secret.
 """
 
 from __future__ import annotations
@@ -48,6 +51,15 @@ def is_storage_option(key: str) -> bool:
     """A store setting (endpoint, credentials, commit lock), never a table option: it must not be
     stored with the table, where every reader of the warehouse would see it."""
     return key.startswith(STORAGE_OPTION_PREFIXES) or key == "commit.lock"
+
+
+_object_store_io: type | None = None  # the FileIO of OBJECT_STORE_SCHEMES (object_store.ObjectStoreFileIO)
+
+
+def register_object_store_io(io_class: type) -> None:
+    """Called by object_store.py when it loads: FileIO.get makes this class for object-store paths."""
+    global _object_store_io
+    _object_store_io = io_class
 
 
 def configured() -> dict[str, str]:
@@ -91,10 +103,11 @@ class FileIO(ABC):
         if scheme not in OBJECT_STORE_SCHEMES:
             raise ValueError(f"{path!r}: unsupported scheme {scheme}:// (supported: a local path, file:, "
                              f"{', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)})")
-        from .object_store import ObjectStoreFileIO
+        if _object_store_io is None:  # cannot happen: importing this module imports the store package
+            raise RuntimeError("the object-store FileIO is not loaded (import dbt_paimon.store)")
         with _configured_lock:
             settings = dict(_configured) if options is None else {str(k): str(v) for k, v in options.items()}
-        return ObjectStoreFileIO(settings)
+        return _object_store_io(settings)
 
     @property
     def is_object_store(self) -> bool:

@@ -41,13 +41,9 @@ import pyarrow.compute as pc
 
 from . import key_order
 from .datafile import DELETE, INSERT, SEQUENCE_NUMBER, UPDATE_BEFORE, VALUE_KIND, boundaries, key_column
-from .errors import PaimonError, SchemaError
+from .errors import PaimonError
+from .merge_options import ENGINES, PRIMARY_KEY, RETRACTABLE, FieldAgg, field_agg, merge_engine
 
-ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
-PRIMARY_KEY = "primary_key"  # Paimon's aggregator for primary-key fields (FieldPrimaryKeyAgg)
-# Field aggregators that override FieldAggregator.retract; the others throw UnsupportedOperationException.
-RETRACTABLE = frozenset({"sum", "product", "last_value", "last_non_null_value", PRIMARY_KEY})
-_NUMERIC = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"})
 # Java's Character.isWhitespace: Unicode space separators except the no-break ones, plus these controls.
 _BLANK_RE = (r"^[\t\n\x0B\f\r\x1C-\x1F \x{1680}\x{2000}-\x{2006}\x{2008}-\x{200A}\x{2028}\x{2029}"
              r"\x{205F}\x{3000}]*$")
@@ -81,17 +77,6 @@ def deduplicate(table: pa.Table, key_cols: Sequence[str], ignore_delete: bool = 
 
 
 # ---- the merge function of a table ------------------------------------------------------------
-
-@dataclass(frozen=True)
-class FieldAgg:
-    """The aggregator of one value column (aggregation engine)."""
-
-    name: str
-    function: str
-    type: object  # types.DataType
-    ignore_retract: bool = False
-    delimiter: str = ","
-
 
 @dataclass(frozen=True)
 class MergeFunction:
@@ -216,48 +201,14 @@ class MergeFunction:
 def merge_function(schema, value_columns: Sequence[str] | None = None) -> MergeFunction:
     """The merge function of a table (a TableSchema), for reading `value_columns` (default: all)."""
     core = schema.core
-    engine = core.merge_engine
-    if core.get("sequence.field"):
-        raise SchemaError("this table orders versions by 'sequence.field', which dbt-paimon cannot read yet")
-    if engine not in ENGINES:
-        raise SchemaError(f"merge-engine {engine!r} is not supported")
+    engine = merge_engine(schema)
     key_cols = tuple(key_column(k) for k in schema.trimmed_primary_keys)
     names = list(value_columns) if value_columns is not None else schema.field_names
     remove = core.partial_update_remove_record_on_delete if engine == "partial-update" else False
-    if engine == "partial-update" and remove and core.ignore_delete:
-        raise SchemaError("'ignore-delete' and 'partial-update.remove-record-on-delete' have conflicting behavior "
-                          "so should not be enabled at the same time")
     fields = ()
     if engine == "aggregation":
         fields = tuple(field_agg(schema, n) for n in names)
     return MergeFunction(engine, key_cols, core.ignore_delete, remove, fields)
-
-
-def field_agg(schema, name: str) -> FieldAgg:
-    """Paimon's AggregateMergeFunction.getAggFuncName plus the factories' type checks."""
-    core = schema.core
-    dtype = schema.field(name).type
-    if name in schema.primary_keys:
-        fn = PRIMARY_KEY
-    else:
-        fn = core.aggregate_function(name) or "last_non_null_value"
-    root = dtype.root
-    bad = None
-    if fn in ("sum", "product") and root not in _NUMERIC:
-        bad = "a numeric type"
-    elif fn in ("bool_and", "bool_or") and root != "BOOLEAN":
-        bad = "BOOLEAN"
-    elif fn == "listagg" and (root != "STRING" or (dtype.spelling not in (None, "STRING")
-                                                   and dtype.spelling != "VARCHAR(2147483647)")):
-        bad = "STRING (unbounded VARCHAR)"
-    if bad:
-        raise SchemaError(f"column {name!r} is {dtype.sql()}: aggregate function '{fn}' needs {bad}")
-    return FieldAgg(name, fn, dtype, core.ignore_retract(name), core.list_agg_delimiter(name))
-
-
-def check_merge_options(schema) -> None:
-    """Raise SchemaError now for a merge configuration that reads would refuse later."""
-    merge_function(schema)
 
 
 def merge(tables: Sequence[pa.Table], key_cols: Sequence[str], engine: str, ignore_delete: bool = False,

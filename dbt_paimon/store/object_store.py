@@ -33,7 +33,7 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 
 from .errors import PaimonError
-from .fileio import FileIO, FileStatus
+from .fileio import FileIO, FileStatus, register_object_store_io
 
 _S3_KEYS = {  # Paimon's (and pypaimon's) option name -> object_store's S3 config key
     "s3.endpoint": "endpoint", "fs.s3.endpoint": "endpoint",
@@ -276,6 +276,9 @@ class ObjectStoreFileIO(FileIO):
         yield sink
         data = sink.getvalue()
         self._call("write", path, lambda s, k: obs.put(s, k, data.to_pybytes()))
+
+
+register_object_store_io(ObjectStoreFileIO)
 
 
 def _boto3_provider():

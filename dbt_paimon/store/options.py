@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import SchemaError
+from .stats_collector import StatsMode
 
 MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
 # Paimon's aggregate functions (FieldAggregatorFactory identifiers) that the store implements. Paimon
@@ -91,7 +92,6 @@ def _bool(key: str, value: str) -> bool:
 
 
 def _stats_mode(key: str, value: str) -> None:
-    from .stats_collector import StatsMode
     StatsMode.parse(value, key)
 
 

@@ -47,7 +47,7 @@ from .fileio import FileIO
 from .index import INDEX_DIR, IndexManifestFile
 from .manifest import ManifestFile, ManifestList
 from .options import parse_duration_ms
-from .schema import TableSchema
+from .schema import TableSchema, latest_schema
 from .snapshot import SnapshotManager
 from .tags import TAG_DIR, TagManager
 
@@ -327,9 +327,11 @@ def remove_orphan_files(table, older_than_ms: int = DEFAULT_OLDER_THAN_MS, dry_r
     no snapshot, tag or changelog references and that were last modified more than `older_than_ms`
     milliseconds before now (`now_ms`, default the clock)."""
     if isinstance(table, str):
-        from .table import FileStoreTable
-        table = FileStoreTable.open(table)
+        io = FileIO.get(table)
+        path, schema = table, latest_schema(io, table)
+    else:
+        io, path, schema = table.io, table.path, table.schema
     if older_than_ms < 0:
         raise PaimonError(f"older_than must not be negative, got {older_than_ms} ms")
     now = int(time.time() * 1000) if now_ms is None else int(now_ms)
-    return OrphanFilesClean(table.io, table.path, table.schema, now - older_than_ms, dry_run).clean()
+    return OrphanFilesClean(io, path, schema, now - older_than_ms, dry_run).clean()

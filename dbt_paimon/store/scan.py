@@ -14,6 +14,7 @@ from .manifest import DataFileMeta, ManifestEntry, ManifestFile, ManifestList, m
 from .paths import bucket_dir, partition_path
 from .schema import TableSchema
 from .snapshot import Snapshot, SnapshotManager
+from .tags import TagManager
 
 PartitionFilter = Callable[[dict], bool] | Mapping[str, Any] | None
 
@@ -95,7 +96,6 @@ class FileStoreScan:
         if tag is not None:
             if snapshot_id is not None:
                 raise PaimonError("read as of a snapshot id or a tag, not both")
-            from .tags import TagManager
             snapshot = TagManager(self.io, self.table_path).get_or_throw(tag).snapshot
         else:
             snapshot = self.snapshots.snapshot(snapshot_id) if snapshot_id is not None else self.snapshots.latest()

@@ -12,6 +12,7 @@ import pyarrow as pa
 from . import options as opts
 from .errors import CorruptTableError, SchemaError, TableNotFoundError
 from .fileio import FileIO
+from .merge_options import check_merge_options
 from .types import DataType, from_arrow, parse_type
 
 SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
@@ -206,7 +207,6 @@ def build_schema(
         options=checked,
         comment=comment,
     )
-    from .merge import check_merge_options  # merge imports schema-level helpers
     check_merge_options(schema)  # e.g. `sum` on a STRING column fails now, not at the first read
     return schema
 
@@ -253,6 +253,14 @@ def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) 
     if "sequence.field" in o and bucket == -1 and not set(part) <= set(pk):
         raise SchemaError("option 'sequence.field' is not allowed on a cross-partition table (Paimon forbids it); "
                           "use the materialization's sequence_by instead")
+
+
+def latest_schema(io: FileIO, table_path: str) -> TableSchema:
+    """The current schema of the table at `table_path` (what opening the table reads); TableNotFoundError
+    when there is no table there."""
+    if not io.is_object_store and not io.exists(table_path):  # (an object store has no directories)
+        raise TableNotFoundError(f"{table_path} does not exist")
+    return SchemaManager(io, table_path).latest()
 
 
 class SchemaManager:

@@ -13,6 +13,7 @@ from typing import Callable
 import pyarrow as pa
 
 from .errors import PaimonError
+from .tags import TagManager
 
 SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags")
 
@@ -130,8 +131,6 @@ def partitions(table, snapshot_id: int | None = None) -> pa.Table:
 
 
 def tags(table) -> pa.Table:
-    from .tags import TagManager
-
     rows = []
     for tag in TagManager(table.io, table.path).tags():
         s = tag.snapshot

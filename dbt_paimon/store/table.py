@@ -3,30 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import time
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import binary_row, key_order
+from . import options as opts
 from .commit import CommitResult, FileStoreCommit
 from .datafile import KeyValueFileWriter
-from .errors import DataError, SchemaError, TableNotFoundError
+from .errors import DataError, SchemaError
+from .expire import ExpireConfig, ExpireResult, SnapshotExpiration, expire_tags
+from .file_deletion import FileDeletion
 from .fileio import FileIO
 from .key_hash import java_bucket, key_hashes
 from .manifest import ADD, ManifestEntry
+from .orphan_files import OrphanFilesClean, OrphanFilesResult, older_than_millis
 from .paths import bucket_dir, partition_path
 from .read import TableRead
+from .rollback import RollbackResult, rollback
 from .scan import FileStoreScan, PartitionFilter, Plan, batch_scan_skip_level0
-from .schema import SchemaManager, TableSchema, build_schema
+from .schema import SchemaManager, TableSchema, build_schema, latest_schema
 from .snapshot import APPEND, Snapshot, SnapshotManager
-
-if TYPE_CHECKING:
-    from .expire import ExpireResult, RollbackResult
-    from .orphan_files import OrphanFilesResult
-    from .tags import Tag, TagManager
+from .tags import Tag, TagManager
 
 _BUCKET_COL = "__paimon_bucket"
 
@@ -50,9 +52,7 @@ class FileStoreTable:
     @classmethod
     def open(cls, path: str, io: FileIO | None = None) -> "FileStoreTable":
         io = io or FileIO.get(path)
-        if not io.is_object_store and not io.exists(path):  # (an object store has no directories)
-            raise TableNotFoundError(f"{path} does not exist")
-        return cls(path, SchemaManager(io, path).latest(), io)
+        return cls(path, latest_schema(io, path), io)
 
     @staticmethod
     def exists(path: str, io: FileIO | None = None) -> bool:
@@ -106,13 +106,10 @@ class FileStoreTable:
     # ---- maintenance: expiration, tags, rollback -----------------------------------------------
     def expire_snapshots(self, retain_max: int | None = None, retain_min: int | None = None,
                          time_retained_ms: int | None = None, max_deletes: int | None = None,
-                         now_ms: int | None = None) -> "ExpireResult":
+                         now_ms: int | None = None) -> ExpireResult:
         """Expire snapshots by the table's snapshot.* options (Paimon's defaults), each of them
         overridable (as Paimon's expire_snapshots procedure), and delete the files nothing retained
         references. Run it after a commit, as Paimon does."""
-        import dataclasses
-
-        from .expire import ExpireConfig, SnapshotExpiration
         config = ExpireConfig.from_options(self.schema)
         overrides = {k: v for k, v in (("retain_max", retain_max), ("retain_min", retain_min),
                                        ("time_retained_ms", time_retained_ms), ("max_deletes", max_deletes))
@@ -122,44 +119,36 @@ class FileStoreTable:
         return SnapshotExpiration(self.io, self.path, self.schema, config, now_ms=clock).expire()
 
     @property
-    def tags(self) -> "TagManager":
-        from .tags import TagManager
+    def tags(self) -> TagManager:
         return TagManager(self.io, self.path)
 
     def create_tag(self, name: str, snapshot_id: int | None = None, time_retained=None,
-                   ignore_if_exists: bool = False) -> "Tag":
+                   ignore_if_exists: bool = False) -> Tag:
         """Tag a snapshot (default: the latest). time_retained: a datetime.timedelta or a duration
         such as '1d' (then the tag records its create time and expires by expire_tags())."""
-        import datetime as dt
-
-        from .options import parse_duration_ms
         if isinstance(time_retained, str):
-            time_retained = dt.timedelta(milliseconds=parse_duration_ms("time_retained", time_retained))
+            time_retained = dt.timedelta(milliseconds=opts.parse_duration_ms("time_retained", time_retained))
         return self.tags.create(name, snapshot_id, time_retained, ignore_if_exists)
 
     def delete_tag(self, name: str) -> bool:
-        from .expire import FileDeletion
         return self.tags.delete(name, FileDeletion(self.io, self.path, self.schema))
 
-    def list_tags(self) -> list["Tag"]:
+    def list_tags(self) -> list[Tag]:
         return self.tags.tags()
 
     def expire_tags(self, now=None, older_than=None) -> list[str]:
-        from .expire import expire_tags
         return expire_tags(self.io, self.path, self.schema, now, older_than)
 
-    def rollback_to(self, target: int | str) -> "RollbackResult":
+    def rollback_to(self, target: int | str) -> RollbackResult:
         """Roll back to a snapshot id (int) or a tag name (str): later snapshots, tags of later
         snapshots and the files only they referenced are removed."""
-        from .expire import rollback
         return rollback(self.io, self.path, self.schema, target)
 
-    def remove_orphan_files(self, older_than=None, dry_run: bool = False) -> "OrphanFilesResult":
+    def remove_orphan_files(self, older_than=None, dry_run: bool = False) -> OrphanFilesResult:
         """Delete the files no snapshot, tag or changelog references and last modified longer ago
         than `older_than` (Paimon's remove_orphan_files; orphan_files.py). older_than: a duration
         ('1 d', '2 h', milliseconds, a timedelta) or a past point in time ('2024-05-01 12:00:00', a
         datetime); default 1 day, as Paimon. dry_run: only list what would be deleted."""
-        from .orphan_files import OrphanFilesClean, older_than_millis
         return OrphanFilesClean(self.io, self.path, self.schema, older_than_millis(older_than), dry_run).clean()
 
     # ---- schema evolution ----------------------------------------------------------------------
@@ -170,8 +159,6 @@ class FileStoreTable:
     def alter_options(self, set_options: Mapping[str, object] | None = None,
                       reset: Sequence[str] = ()) -> TableSchema:
         """ALTER TABLE ... SET / RESET options: a new schema-N, as Paimon writes it; data untouched."""
-        from . import options as opts
-
         changes = opts.validate(set_options or {}, self.schema.field_names)
         fixed = [k for k in list(changes) + list(reset) if k in self.FIXED_OPTIONS or k.startswith("fields.")
                  and k.endswith(".aggregate-function")]

@@ -8,7 +8,8 @@ zero components left out) and `tagTimeRetained` (Java Duration as decimal second
 can still read the tag (Paimon's TagManager.createOrReplaceTag).
 
 Expiration never deletes a file a tag references (expire.py); deleting a tag whose snapshot has
-already expired deletes the files only that tag still held (Paimon's TagManager.deleteTag).
+already expired deletes the files only that tag still held (Paimon's TagManager.deleteTag), through
+file_deletion.py.
 """
 
 from __future__ import annotations
@@ -18,14 +19,12 @@ import json
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from .errors import CorruptTableError, PaimonError
+from .file_deletion import FileDeletion
 from .fileio import FileIO
+from .schema import SchemaManager
 from .snapshot import Snapshot, SnapshotManager
-
-if TYPE_CHECKING:
-    from .expire import FileDeletion
 
 TAG_DIR = "tag"
 TAG_PREFIX = "tag-"
@@ -232,7 +231,7 @@ class TagManager:
             raise PaimonError(f"Tag '{name}' already exists.")
         return self.parse(name, content, self.path(name))
 
-    def delete(self, name: str, deletion: "FileDeletion | None" = None) -> bool:
+    def delete(self, name: str, deletion: FileDeletion | None = None) -> bool:
         """Delete a tag; False when it does not exist (Paimon only warns).
 
         When the tagged snapshot has already expired and no other tag holds it, the data files,
@@ -254,8 +253,6 @@ class TagManager:
         if sum(1 for t in all_tags if t.snapshot.id == tag.snapshot.id) > 1:
             return True
         if deletion is None:
-            from .expire import FileDeletion
-            from .schema import SchemaManager
             deletion = FileDeletion(self.io, self.table_path, SchemaManager(self.io, self.table_path).latest())
         tagged: list[Snapshot] = []
         for t in all_tags:

@@ -307,7 +307,7 @@ def test_java_float_order_and_null_rules_of_min_max():
 
 
 def _fields(funcs, schema):
-    from dbt_paimon.store.merge import FieldAgg
+    from dbt_paimon.store.merge_options import FieldAgg
     from dbt_paimon.store.types import from_arrow
     return tuple(FieldAgg(n, funcs[n], from_arrow(schema.field(n).type)) for n in schema.names)
 

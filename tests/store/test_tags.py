@@ -324,7 +324,7 @@ ROLLBACK_KILL = """
 import os, signal, sys
 sys.path.insert(0, {repo!r})
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.expire import rollback
+from dbt_paimon.store.rollback import rollback
 t = FileStoreTable.open({path!r})
 seen = {{}}
 def hook(kind, path):

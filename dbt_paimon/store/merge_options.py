@@ -1,0 +1,73 @@
+"""A table's merge configuration, checked against its schema: the engine, and per value column the
+aggregate function with Paimon's type checks (AggregateMergeFunction.getAggFuncName plus the
+FieldAggregatorFactory checks).
+
+It needs the schema and its options only, not the KeyValue files merge.py reads, so schema.py checks
+a new table with it (build_schema) and merge.py builds its MergeFunction from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import SchemaError
+from .options import MERGE_ENGINES as ENGINES
+
+PRIMARY_KEY = "primary_key"  # Paimon's aggregator for primary-key fields (FieldPrimaryKeyAgg)
+# Field aggregators that override FieldAggregator.retract; the others throw UnsupportedOperationException.
+RETRACTABLE = frozenset({"sum", "product", "last_value", "last_non_null_value", PRIMARY_KEY})
+_NUMERIC = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL"})
+
+
+@dataclass(frozen=True)
+class FieldAgg:
+    """The aggregator of one value column (aggregation engine)."""
+
+    name: str
+    function: str
+    type: object  # types.DataType
+    ignore_retract: bool = False
+    delimiter: str = ","
+
+
+def merge_engine(schema) -> str:
+    """The merge engine of a table (a TableSchema); SchemaError for a configuration reads refuse."""
+    core = schema.core
+    engine = core.merge_engine
+    if core.get("sequence.field"):
+        raise SchemaError("this table orders versions by 'sequence.field', which dbt-paimon cannot read yet")
+    if engine not in ENGINES:
+        raise SchemaError(f"merge-engine {engine!r} is not supported")
+    if engine == "partial-update" and core.partial_update_remove_record_on_delete and core.ignore_delete:
+        raise SchemaError("'ignore-delete' and 'partial-update.remove-record-on-delete' have conflicting behavior "
+                          "so should not be enabled at the same time")
+    return engine
+
+
+def field_agg(schema, name: str) -> FieldAgg:
+    """Paimon's AggregateMergeFunction.getAggFuncName plus the factories' type checks."""
+    core = schema.core
+    dtype = schema.field(name).type
+    if name in schema.primary_keys:
+        fn = PRIMARY_KEY
+    else:
+        fn = core.aggregate_function(name) or "last_non_null_value"
+    root = dtype.root
+    bad = None
+    if fn in ("sum", "product") and root not in _NUMERIC:
+        bad = "a numeric type"
+    elif fn in ("bool_and", "bool_or") and root != "BOOLEAN":
+        bad = "BOOLEAN"
+    elif fn == "listagg" and (root != "STRING" or (dtype.spelling not in (None, "STRING")
+                                                   and dtype.spelling != "VARCHAR(2147483647)")):
+        bad = "STRING (unbounded VARCHAR)"
+    if bad:
+        raise SchemaError(f"column {name!r} is {dtype.sql()}: aggregate function '{fn}' needs {bad}")
+    return FieldAgg(name, fn, dtype, core.ignore_retract(name), core.list_agg_delimiter(name))
+
+
+def check_merge_options(schema) -> None:
+    """Raise SchemaError now for a merge configuration that reads would refuse later."""
+    if merge_engine(schema) == "aggregation":
+        for name in schema.field_names:
+            field_agg(schema, name)
