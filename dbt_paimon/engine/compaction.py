@@ -1,5 +1,10 @@
-"""Compaction on Spark: one task per bucket merges the bucket's files into one sorted run at the
-top level; the driver commits the result as one COMPACT snapshot.
+"""Compaction: each bucket's files are merged into one sorted run at the top level
+(store/compact.py compact_bucket), then the driver commits the result as one COMPACT snapshot.
+
+Where the buckets are rewritten follows the job that committed before (`execution`, chosen once by
+the caller): "distributed" runs one Spark task per bucket; "local" runs the same function in driver
+threads, so a driver-local upsert's post-commit compaction starts no Spark job. Both feed the same
+commit, which deletes every rewritten file when it loses a race.
 
 first-row tables need it after every write: Paimon's batch readers (Java and pypaimon) skip level-0
 files of a first-row table, so rows an upsert wrote stay invisible to them until compacted.
@@ -8,7 +13,8 @@ files of a first-row table, so rows an upsert wrote stay invisible to them until
 from __future__ import annotations
 
 import pickle
-from typing import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -18,7 +24,7 @@ from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
 from ..store.snapshot import COMPACT
 from ..store.table import FileStoreTable
-from . import deploy, jobs
+from . import deploy, jobs, local
 
 
 def _compact_task(path: str, schema, io, level: int):
@@ -39,20 +45,53 @@ def sorted_runs(split) -> int:
     return level0 + len({f.level for f in split.files if f.level > 0})
 
 
-def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None) -> int | None:
+def _on_spark(spark: SparkSession, table: FileStoreTable, splits: list, level: int) -> list:
+    """One Spark task per bucket: [(split, entries)]."""
+    deploy.prepare(spark, table.path)  # a cluster's executors: ship the engine, check their Python
+    tasks = jobs.descriptors(spark, [pickle.dumps(s) for s in splits])
+    return jobs.collect_payloads(spark, tasks.mapInArrow(_compact_task(table.path, table.schema, table.io, level),
+                                                         "payload binary"))
+
+
+def _in_driver(spark: SparkSession, table: FileStoreTable, splits: list, level: int) -> list:
+    """The same per-bucket rewrite in driver threads: [(split, entries)]. If a bucket fails, the
+    files the others wrote are deleted before the error propagates."""
+    with ThreadPoolExecutor(min(local.threads(), len(splits))) as pool:
+        futures = [pool.submit(compact_bucket, table, s, level) for s in splits]
+    done, error = [], None
+    for split, future in zip(splits, futures):
+        try:
+            done.append((split, future.result()))
+        except BaseException as e:  # noqa: BLE001 - re-raised below, once the others are cleaned up
+            error = error or e
+    if error is not None:
+        for split, entries in done:
+            abort_compaction(table, split, entries)
+        raise error
+    return done
+
+
+EXECUTIONS: dict[str, Callable[[SparkSession, FileStoreTable, list, int], list]] = {
+    "distributed": _on_spark, "local": _in_driver}
+
+
+def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
+                 execution: str = "distributed") -> int | None:
     """After a commit: fully compact every bucket holding num-sorted-run.compaction-trigger or more
     sorted runs (Paimon's trigger; we then merge the whole bucket into the top level rather than
-    pick runs as its universal compaction does). `write-only` tables are left alone."""
+    pick runs as its universal compaction does). `write-only` tables are left alone.
+    execution: where the buckets are rewritten, as in compact()."""
     table = FileStoreTable.open(path, io)
     core = table.schema.core
     if (core.get("write-only") or "false").lower() == "true":
         return None
     delta_commits = core.get("full-compaction.delta-commits")
     if delta_commits and _appends_since_compaction(table) >= int(delta_commits):
-        return compact(spark, path, io=io)  # every bucket, as Paimon's full-compaction.delta-commits does
+        # every bucket, as Paimon's full-compaction.delta-commits does
+        return compact(spark, path, io=io, execution=execution)
     trigger = core.num_sorted_run_compaction_trigger
     due = [(s.partition, s.bucket) for s in table.plan().splits if sorted_runs(s) >= trigger]
-    return compact(spark, path, due, io=io) if due else None
+    return compact(spark, path, due, io=io, execution=execution) if due else None
 
 
 def _appends_since_compaction(table: FileStoreTable) -> int:
@@ -69,11 +108,17 @@ def _appends_since_compaction(table: FileStoreTable) -> int:
 
 
 def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]] | None = None,
-            io: FileIO | None = None, storage_options: Mapping[str, object] | None = None) -> int | None:
+            io: FileIO | None = None, storage_options: Mapping[str, object] | None = None,
+            execution: str = "distributed") -> int | None:
     """Fully compact the given (partition bytes, bucket)s (all when None); returns the COMPACT
     snapshot id, or None when nothing needed rewriting. A commit that raced it and removed one of
     its input files makes the commit fail cleanly (CommitConflictError) and its outputs are deleted.
-    storage_options: the object store's settings (Paimon's names: s3.endpoint, ...)."""
+    storage_options: the object store's settings (Paimon's names: s3.endpoint, ...).
+    execution: "distributed" rewrites each bucket in a Spark task; "local" in a driver thread
+    (what an upsert that ran in the driver uses: no Spark job)."""
+    if execution not in EXECUTIONS:
+        raise ValueError(f"execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
+    rewrite = EXECUTIONS[execution]
     table = FileStoreTable.open(path, io or FileIO.get(path, storage_options))
     plan = table.plan()
     wanted = None if buckets is None else set(buckets)
@@ -82,10 +127,7 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
               and not (len(s.files) == 1 and s.files[0].level == level)]
     if not splits:
         return None
-    deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
-    tasks = jobs.descriptors(spark, [pickle.dumps(s) for s in splits])
-    done = jobs.collect_payloads(spark, tasks.mapInArrow(_compact_task(table.path, table.schema, table.io, level),
-                                                         "payload binary"))
+    done = rewrite(spark, table, splits, level)
     entries = [e for _, es in done for e in es]
     if not entries:
         return None

@@ -126,6 +126,6 @@ def delete(spark: SparkSession, path: str, where: str,
         except BaseException:
             commit.abort(entries)
             raise
-        extra = after_commit(spark, table.path, schema, table.io)
+        extra = after_commit(spark, table.path, schema, table.io, "distributed")
         return DeleteResult(table.path, result.snapshot.id, deleted, attempt, time.time() - started, extra)
     raise AssertionError("unreachable")

@@ -7,6 +7,7 @@ the same steps run here on Arrow tables, with the same code the Spark tasks run:
 
     bootstrap (tasks.bootstrap_task, thread pool) ─► assign (tasks.assign, one assigner owning
     every bucket) ─► write (tasks.write_rows, thread pool over buckets) ─► commit (upsert.py)
+    ─► post-commit compaction (compaction.py, execution="local": compact_bucket, thread pool over buckets)
 
 The shuffles have nothing to do: one assigner sees every key, and each writer thread gets whole
 buckets. `execution="distributed"` forces the Spark job; a non-local master always runs it.
@@ -71,7 +72,8 @@ def choose(spark: SparkSession, df: DataFrame, execution: str, table_rows: int) 
     return "local" if size <= LOCAL_MAX_BATCH_BYTES else "distributed"
 
 
-def _threads() -> int:
+def threads() -> int:
+    """Threads of a driver-local job (its writers, bootstrap chunks, compacted buckets)."""
     return max(2, min(8, os.cpu_count() or 2))
 
 
@@ -88,8 +90,8 @@ def run_job(table: FileStoreTable, batch: pa.Table, plan, sequence_by: str | Non
         indexed = pa.concat_tables([tasks.index_entry_rows(files, schema, e) for e in index_files.values()])
     result = tasks.assign(schema, 1, 0, sequence_by, rows=tasks.with_key_hash(batch, schema) if hashed else batch,
                           stored=stored, count_rows=count_rows, indexed=indexed)
-    groups = _writer_groups(result.rows, schema, _threads())
-    with ThreadPoolExecutor(_threads()) as pool:
+    groups = _writer_groups(result.rows, schema, threads())
+    with ThreadPoolExecutor(threads()) as pool:
         written = list(pool.map(lambda part: tasks.write_rows(table.path, schema, table.io, next_sequence, index_files, part),
                                 groups))
     entries, index_changes = [], {}
@@ -114,8 +116,8 @@ def _bootstrap(table: FileStoreTable, batch: pa.Table, plan, splits, sequence_by
     def chunk(blob: bytes) -> list[pa.RecordBatch]:  # one bootstrap task's input: a row of pickled splits
         return list(boot(iter([pa.RecordBatch.from_arrays([pa.array([blob], pa.binary())], ["blob"])])))
 
-    with ThreadPoolExecutor(_threads()) as pool:
-        found = [b for part in pool.map(chunk, tasks.chunk_splits(splits, _threads())) for b in part]
+    with ThreadPoolExecutor(threads()) as pool:
+        found = [b for part in pool.map(chunk, tasks.chunk_splits(splits, threads())) for b in part]
     if not found:
         return None, None
     existing = pa.Table.from_batches(found)

@@ -188,17 +188,19 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             if cached:
                 batch.unpersist()
                 cached = False
-            return _attempts(spark, io, path, schema, exists, rows, sequence_by, run_options, started)
+            return _attempts(spark, io, path, schema, exists, rows, sequence_by, run_options, started, mode)
         deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
-        return _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started)
+        return _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started, mode)
     finally:
         if cached:
             batch.unpersist()
 
 
-def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started) -> UpsertResult:
-    """batch: a DataFrame (the Spark job) or an Arrow table (the driver-local job)."""
-    on_driver = isinstance(batch, pa.Table)
+def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started,
+              execution: str) -> UpsertResult:
+    """execution "distributed": batch is a DataFrame and the Spark job runs; "local": batch is an
+    Arrow table and the driver-local job runs. The post-commit compaction runs the same way."""
+    on_driver = execution == "local"
     for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
@@ -247,21 +249,25 @@ def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, 
             raise
         written = sum(e.file.row_count for e in entries)
         new_id = result.snapshot.id if result else snapshot_id
-        extra = after_commit(spark, path, schema, io) if result is not None else []
+        extra = after_commit(spark, path, schema, io, execution) if result is not None else []
         return UpsertResult(path, new_id, rows_written=written, attempts=attempt, extra_snapshots=extra,
-                            seconds=time.time() - started, plan=job_plan,
-                            execution="local" if on_driver else "distributed", **counts)
+                            seconds=time.time() - started, plan=job_plan, execution=execution, **counts)
     raise AssertionError("unreachable")
 
 
-def after_commit(spark: SparkSession, path: str, schema: TableSchema, io: FileIO) -> list[int]:
+def after_commit(spark: SparkSession, path: str, schema: TableSchema, io: FileIO, execution: str) -> list[int]:
     """What Paimon's writers do after a commit: compaction (first-row tables always, since Paimon's
     batch readers skip their level-0 files; others when a bucket reached
     num-sorted-run.compaction-trigger sorted runs), then snapshot expiration by the snapshot.*
-    options. A compaction that loses a race is logged; the next commit tries again."""
+    options. A compaction that loses a race is logged; the next commit tries again.
+    execution: where the job that committed ran, and so where compaction runs: "local" in driver
+    threads (no Spark job), "distributed" as a Spark job (engine/compaction.py)."""
     extra = []
     try:
-        sid = compact(spark, path, io=io) if schema.core.merge_engine == "first-row" else auto_compact(spark, path, io)
+        if schema.core.merge_engine == "first-row":
+            sid = compact(spark, path, io=io, execution=execution)
+        else:
+            sid = auto_compact(spark, path, io, execution=execution)
         extra = [sid] if sid else []
     except CommitConflictError as e:
         log.warning("compaction of %s lost a race with another commit and will run after the next one: %s", path, e)

@@ -2,6 +2,9 @@
 at the APPEND snapshot of an upsert (before its COMPACT snapshot), by time travel and when the
 latest snapshot is an APPEND nothing compacted yet; through the `paimon` Spark source and the store."""
 
+import sys
+import uuid
+
 import pyarrow as pa
 
 from dbt_paimon.engine import upsert
@@ -53,3 +56,53 @@ def test_first_row_batch_read_skips_level0_at_append_snapshots(spark, warehouse,
     assert pypaimon_rows(path) == compacted
     assert spark_rows(spark, path) == compacted
     assert _store_rows(path) == compacted
+
+
+def _jobs_after_commit(spark, monkeypatch, run):
+    """(run()'s result, the Spark jobs started between the upsert's commit and its return, i.e. by
+    its post-commit work): those of a job group set at the commit, plus any job started without a
+    group (from a thread that does not carry it)."""
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    group = f"post-commit-{uuid.uuid4().hex}"
+    ungrouped = set()
+
+    def at_commit(attempt):
+        sc._jsc.sc().listenerBus().waitUntilEmpty()
+        ungrouped.update(tracker.getJobIdsForGroup(None))
+        sc.setJobGroup(group, "the upsert's post-commit work")
+
+    monkeypatch.setattr(sys.modules["dbt_paimon.engine.upsert"], "_before_commit", at_commit)
+    try:
+        result = run()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+        monkeypatch.setattr(sys.modules["dbt_paimon.engine.upsert"], "_before_commit", None)
+    sc._jsc.sc().listenerBus().waitUntilEmpty()  # the status tracker hears of jobs asynchronously
+    return result, len(tracker.getJobIdsForGroup(group)) + len(set(tracker.getJobIdsForGroup(None)) - ungrouped)
+
+
+def test_driver_local_upsert_compacts_without_a_spark_job(spark, warehouse, monkeypatch):
+    """A first-row table compacts after every commit. After a driver-local upsert that compaction
+    runs in the driver (threads over buckets): no Spark job starts once the upsert has committed,
+    while the Spark job's upsert, measured the same way, compacts on Spark. The COMPACT snapshot
+    lands either way, and pypaimon reads the rows the model expects."""
+    jobs = {}
+    for execution in ("distributed", "local"):
+        path = f"{warehouse}/db.db/first_row_{execution}"
+        model = UpsertModel(["id"], ["dt"], engine="first-row")
+        for i, batch in enumerate(random_batches(seed=33, batches=3, size=25, key_space=40)):
+            model.apply(batch)
+            result, jobs[execution, i] = _jobs_after_commit(spark, monkeypatch, lambda: upsert(
+                frame(spark, batch), path, primary_keys="id", partition_keys="dt", options=OPTIONS,
+                execution=execution))
+            assert result.execution == execution
+            (compact_id,) = result.extra_snapshots
+            table = FileStoreTable.open(path)
+            assert table.snapshots.snapshot(compact_id).commit_kind == "COMPACT"
+            assert all(f.level > 0 for s in table.plan().splits for f in s.files)
+            assert pypaimon_rows(path) == model.sorted_rows(), f"{execution}, batch {i}"
+        assert _store_rows(path) == spark_rows(spark, path) == model.sorted_rows()
+    assert all(jobs["distributed", i] >= 1 for i in range(3)), jobs  # the measure sees Spark's compaction
+    assert all(jobs["local", i] == 0 for i in range(3)), jobs

@@ -1,6 +1,7 @@
 """Deletes and compaction on Spark, read back by the `paimon` source and pypaimon."""
 
 import os
+import sys
 
 import pytest
 
@@ -80,14 +81,16 @@ def test_delete_refuses_a_bad_predicate_and_engines_without_deletes(spark, wareh
     assert FileStoreTable.open(path2).latest_snapshot().id == 1
 
 
-def test_thirty_upserts_with_compaction_keep_buckets_small(spark, warehouse):
+def test_thirty_upserts_with_compaction_keep_buckets_small(spark, warehouse, execution):
+    """Compaction after the commits of either execution (driver-local: in driver threads)."""
     path = f"{warehouse}/db.db/thirty"
     model = UpsertModel(["id"], ["dt"])
     options = {"dynamic-bucket.target-row-num": "10", "num-sorted-run.compaction-trigger": "3"}
     stop_trigger = 3 + 3  # Paimon's default num-sorted-run.stop-trigger: compaction-trigger + 3
     for batch in random_batches(seed=30, batches=30, size=8, key_space=40, partitions=("a", "b")):
         model.apply(batch)
-        upsert(frame(spark, batch), path, primary_keys="id", partition_keys="dt", options=options)
+        upsert(frame(spark, batch), path, primary_keys="id", partition_keys="dt", options=options,
+               execution=execution)
     table = FileStoreTable.open(path)
     splits = table.plan().splits
     assert max(len(s.files) for s in splits) < stop_trigger
@@ -143,13 +146,44 @@ def test_system_tables_show_snapshots_files_buckets_partitions(spark, store_ware
         spark.read.format("paimon").load(f"{path}$nope").collect()
 
 
-def test_full_compaction_every_delta_commits(spark, warehouse):
+def test_full_compaction_every_delta_commits(spark, warehouse, execution):
     path = f"{warehouse}/db.db/delta_commits"
     options = {"full-compaction.delta-commits": "2"}
     for i in range(4):
         upsert(frame(spark, [{**ROW, "id": i, "dt": "ab"[i % 2]}]), path, primary_keys="id", partition_keys="dt",
-               options=options)
+               options=options, execution=execution)
     table = FileStoreTable.open(path)
     kinds = [table.snapshots.snapshot(i).commit_kind for i in range(1, table.latest_snapshot().id + 1)]
     assert kinds == ["APPEND", "APPEND", "COMPACT", "APPEND", "APPEND", "COMPACT"]
     assert all(f.level == 5 for s in table.plan().splits for f in s.files)
+
+
+def test_driver_local_compaction_failing_in_one_bucket_leaves_no_files(spark, warehouse, monkeypatch):
+    """compact(..., execution="local") rewrites buckets in driver threads: when one bucket fails,
+    the error propagates, nothing is committed and the buckets already rewritten leave no file."""
+    path = f"{warehouse}/db.db/local_compact_fails"
+    options = {"write-only": "true", "bucket": "4"}
+    for i in range(2):
+        upsert(frame(spark, [{**ROW, "id": k, "v": i} for k in range(40)]), path, primary_keys="id",
+               options=options, execution="local")
+    table = FileStoreTable.open(path)
+    assert len(table.plan().splits) == 4
+    before, latest = data_files(path), table.latest_snapshot().id
+    compaction = sys.modules["dbt_paimon.engine.compaction"]
+    real = compaction.compact_bucket
+
+    def flaky(table, split, level):
+        if split.bucket == 2:
+            raise OSError("disk full")
+        return real(table, split, level)
+
+    monkeypatch.setattr(compaction, "compact_bucket", flaky)
+    with pytest.raises(OSError, match="disk full"):
+        compact(spark, path, execution="local")
+    assert data_files(path) == before
+    assert FileStoreTable.open(path).latest_snapshot().id == latest
+    monkeypatch.setattr(compaction, "compact_bucket", real)
+    assert compact(spark, path, execution="local") == latest + 1
+    assert len(data_files(path)) == len(before) + 4
+    assert pypaimon_rows(path) == spark_rows(spark, path)
+    assert [r["v"] for r in pypaimon_rows(path)] == [1] * 40
