@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..engine import UpsertResult, upsert
-from ..engine.local import EXECUTIONS
+from ..engine.settings import EXECUTIONS, Execution
 from ..engine.spark_types import spark_schema
 from ..store import options as opts
 from ..store.errors import PaimonError
@@ -260,7 +260,7 @@ class PaimonAdapter(SparkAdapter):
         path = self.paimon_table_path(relation)
         name = f"{relation.schema}.{relation.identifier}"
         on_schema_change = on_schema_change or "ignore"
-        if execution not in (None, *EXECUTIONS):
+        if execution is not None and execution not in tuple(Execution):
             raise DbtRuntimeError(f"{name}: execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
         if on_schema_change not in evolution.ON_SCHEMA_CHANGE:
             raise DbtRuntimeError(f"{name}: on_schema_change must be one of {', '.join(evolution.ON_SCHEMA_CHANGE)}, "
@@ -295,7 +295,7 @@ class PaimonAdapter(SparkAdapter):
                                                            sequence)
             t0 = time.time()
             result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=options or {},
-                            sequence_by=sequence[0] if sequence else None, execution=execution or "auto")
+                            sequence_by=sequence[0] if sequence else None, execution=execution or Execution.AUTO)
         except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
             if evolved is not None:
                 evolution.rollback(path, evolved, io)

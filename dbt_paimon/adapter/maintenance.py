@@ -165,8 +165,8 @@ def expire(adapter: "PaimonAdapter", relation: Any, retain_max: Any = None, reta
             raise DbtRuntimeError(f"{op}: {e}") from e
     rel, path, table = open_table(adapter, relation, op)
     if retain_max is not None and retain_min is None:
-        # "keep at most N": the table's snapshot.num-retained.min (default 10) must not exceed it
-        configured = int(table.schema.core.get("snapshot.num-retained.min", "10"))
+        # "keep at most N": the table's snapshot.num-retained.min (Paimon's default 10) must not exceed it
+        configured = table.schema.core.snapshot_num_retained_min
         retain_min = min(configured, retain_max)
     try:
         result = table.expire_snapshots(retain_max=retain_max, retain_min=retain_min,

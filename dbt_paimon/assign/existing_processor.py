@@ -6,6 +6,7 @@ from __future__ import annotations
 from enum import Enum
 
 from ..store.errors import SchemaError
+from ..store.options import MergeEngine
 
 
 class ExistingAction(Enum):
@@ -18,10 +19,10 @@ class ExistingAction(Enum):
 
 
 _BY_ENGINE = {
-    "deduplicate": ExistingAction.DELETE_OLD,
-    "partial-update": ExistingAction.USE_OLD,
-    "aggregation": ExistingAction.USE_OLD,
-    "first-row": ExistingAction.SKIP_NEW,
+    MergeEngine.DEDUPLICATE: ExistingAction.DELETE_OLD,
+    MergeEngine.PARTIAL_UPDATE: ExistingAction.USE_OLD,
+    MergeEngine.AGGREGATION: ExistingAction.USE_OLD,
+    MergeEngine.FIRST_ROW: ExistingAction.SKIP_NEW,
 }
 
 

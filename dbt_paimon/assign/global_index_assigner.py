@@ -34,6 +34,7 @@ from ..store import key_order
 from ..store.datafile import DELETE, INSERT
 from ..store.errors import DataError
 from ..store.key_hash import java_bucket, key_hashes
+from ..store.options import BucketMode, MergeEngine
 from ..store.schema import TableSchema
 from .bucket_assigner import BucketAssigner
 from .existing_processor import ExistingAction, existing_action
@@ -132,7 +133,7 @@ class GlobalIndexAssigner:
         self.partition_keys = list(schema.partition_keys)
         self.sequence_by = sequence_by
         self.engine = schema.core.merge_engine
-        self.action = existing_action(self.engine) if self.mode == "KEY_DYNAMIC" else None
+        self.action = existing_action(self.engine) if self.mode == BucketMode.KEY_DYNAMIC else None
         self.assigner = BucketAssigner(schema.core.target_row_num, num_assigners, assign_id)
 
     # ---- input checks ----------------------------------------------------------------------
@@ -185,7 +186,7 @@ class GlobalIndexAssigner:
             existing = self._empty_existing()
         else:
             existing = self._unique_existing(existing)
-        if self.mode == "HASH_DYNAMIC":
+        if self.mode == BucketMode.HASH_DYNAMIC:
             self._bootstrap(index if index is not None else self._empty_index())
         elif bucket_counts is not None:
             self._bootstrap(bucket_counts, counted=True)
@@ -210,7 +211,7 @@ class GlobalIndexAssigner:
             older = pc.or_(older, pc.and_(pc.is_null(joined.column(self.sequence_by)),
                                          pc.is_valid(joined.column(OLD_SEQUENCE))))
             skip |= matched & older.to_numpy(zero_copy_only=False).astype(bool)
-        if self.engine == "first-row":
+        if self.engine == MergeEngine.FIRST_ROW:
             skip |= matched  # the first version of a key wins; later ones need not be written
         retract = self._retracts(joined)
         skip |= retract & ~matched  # deleting a key that is not there changes nothing
@@ -221,16 +222,16 @@ class GlobalIndexAssigner:
         buckets = np.full(n, -1, dtype=np.int32)
         old_bucket = joined.column(OLD_BUCKET).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
         deletes = [self._delete_rows(joined, drop, old_bucket)] if drop.any() else []
-        if drop.any() and self.mode == "KEY_DYNAMIC":
+        if drop.any() and self.mode == BucketMode.KEY_DYNAMIC:
             self._decrement(joined, drop)
         new = ~matched & active
-        if self.mode == "HASH_FIXED":
+        if self.mode == BucketMode.HASH_FIXED:
             update = matched & active
             hk = self.schema.bucket_keys
             hashes = key_hashes([joined.column(k) for k in hk], [self.schema.field(k).type for k in hk])
             buckets = java_bucket(hashes, self.schema.core.bucket).astype(np.int32)
             out = joined.select(table_cols)
-        elif self.mode == "HASH_DYNAMIC":
+        elif self.mode == BucketMode.HASH_DYNAMIC:
             update = matched & active
             buckets[update] = old_bucket[update]
             out = joined.select(table_cols + [HASH])
@@ -283,7 +284,7 @@ class GlobalIndexAssigner:
         return ordered.filter(pa.array(np.append(~dup, True)))
 
     def _bootstrap(self, existing: pa.Table, counted: bool = False) -> None:
-        if self.mode == "HASH_FIXED" or existing.num_rows == 0:
+        if self.mode == BucketMode.HASH_FIXED or existing.num_rows == 0:
             return
         cols = [old_column(p) for p in self.partition_keys] + [OLD_BUCKET]
         if counted:
@@ -373,7 +374,7 @@ class GlobalIndexAssigner:
             else:
                 arrays.append(pa.nulls(m, f.type.to_arrow()))
         names = list(self.schema.field_names)
-        if self.mode == "HASH_DYNAMIC":
+        if self.mode == BucketMode.HASH_DYNAMIC:
             arrays.append(picked.column(HASH))
             names.append(HASH)
         arrays.append(pa.array(old_bucket[move], pa.int32()))

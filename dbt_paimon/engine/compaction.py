@@ -25,6 +25,7 @@ from ..store.fileio import FileIO
 from ..store.snapshot import COMPACT
 from ..store.table import FileStoreTable
 from . import deploy, jobs, local
+from .settings import Execution
 
 
 def _compact_task(path: str, schema, io, level: int):
@@ -71,12 +72,13 @@ def _in_driver(spark: SparkSession, table: FileStoreTable, splits: list, level: 
     return done
 
 
-EXECUTIONS: dict[str, Callable[[SparkSession, FileStoreTable, list, int], list]] = {
-    "distributed": _on_spark, "local": _in_driver}
+# where the buckets are rewritten (no AUTO: the caller decides)
+EXECUTIONS: dict[Execution, Callable[[SparkSession, FileStoreTable, list, int], list]] = {
+    Execution.DISTRIBUTED: _on_spark, Execution.LOCAL: _in_driver}
 
 
 def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
-                 execution: str = "distributed") -> int | None:
+                 execution: str | Execution = Execution.DISTRIBUTED) -> int | None:
     """After a commit: fully compact every bucket holding num-sorted-run.compaction-trigger or more
     sorted runs (Paimon's trigger; we then merge the whole bucket into the top level rather than
     pick runs as its universal compaction does). `write-only` tables are left alone.
@@ -109,7 +111,7 @@ def _appends_since_compaction(table: FileStoreTable) -> int:
 
 def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]] | None = None,
             io: FileIO | None = None, storage_options: Mapping[str, object] | None = None,
-            execution: str = "distributed") -> int | None:
+            execution: str | Execution = Execution.DISTRIBUTED) -> int | None:
     """Fully compact the given (partition bytes, bucket)s (all when None); returns the COMPACT
     snapshot id, or None when nothing needed rewriting. A commit that raced it and removed one of
     its input files makes the commit fail cleanly (CommitConflictError) and its outputs are deleted.

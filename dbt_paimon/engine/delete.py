@@ -23,11 +23,13 @@ from ..assign.global_index_assigner import BUCKET, KIND
 from ..store.datafile import DELETE
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
+from ..store.options import MergeEngine
 from ..store.read import TableRead
 from ..store.scan import DataSplit
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from . import deploy, jobs, tasks
+from .settings import Execution
 from .spark_types import for_spark, spark_schema
 
 log = logging.getLogger(__name__)
@@ -67,10 +69,10 @@ def _rows_task(path: str, schema, io: FileIO):
 def _check_engine(schema) -> None:
     core = schema.core
     engine = core.merge_engine
-    if engine == "partial-update" and not core.partial_update_remove_record_on_delete:
+    if engine == MergeEngine.PARTIAL_UPDATE and not core.partial_update_remove_record_on_delete:
         raise SchemaError("a partial-update table cannot delete rows unless "
                           "'partial-update.remove-record-on-delete' = 'true' (as in Paimon)")
-    if engine in ("aggregation", "first-row"):
+    if engine in (MergeEngine.AGGREGATION, MergeEngine.FIRST_ROW):
         raise SchemaError(f"a {engine} table cannot delete rows (Paimon refuses -D records for it)")
     if core.ignore_delete:
         raise SchemaError("the table sets 'ignore-delete' = 'true': deletes would be ignored")
@@ -126,6 +128,6 @@ def delete(spark: SparkSession, path: str, where: str,
         except BaseException:
             commit.abort(entries)
             raise
-        extra = after_commit(spark, table.path, schema, table.io, "distributed")
+        extra = after_commit(spark, table.path, schema, table.io, Execution.DISTRIBUTED)
         return DeleteResult(table.path, result.snapshot.id, deleted, attempt, time.time() - started, extra)
     raise AssertionError("unreachable")

@@ -24,11 +24,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ..assign.global_index_assigner import BUCKET, group_codes
 from ..store.index import HashIndexFile
+from ..store.options import BucketMode
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import bloom, deploy, tasks
+from .settings import Execution
 
-EXECUTIONS = ("auto", "local", "distributed")
 # Above these the job runs on Spark even on a local master: the batch (Spark's estimate of its
 # size) and the table's keys would be held by the driver process.
 LOCAL_MAX_BATCH_BYTES = 512 << 20
@@ -53,23 +54,18 @@ def unknown_size(df: DataFrame) -> bool:
     return estimated_bytes(df) >= _UNKNOWN
 
 
-def check_execution(execution: str) -> None:
-    if execution not in EXECUTIONS:
-        raise ValueError(f"execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
-
-
-def choose(spark: SparkSession, df: DataFrame, execution: str, table_rows: int) -> str:
-    """Where the job runs. Without Spark's size estimate, auto counts the (persisted) batch and
-    takes Spark's default row width."""
-    check_execution(execution)
-    if execution != "auto":
+def choose(spark: SparkSession, df: DataFrame, execution: str | Execution, table_rows: int) -> Execution:
+    """Where the job runs (LOCAL or DISTRIBUTED). Without Spark's size estimate, auto counts the
+    (persisted) batch and takes Spark's default row width."""
+    execution = Execution.parse(execution)
+    if execution != Execution.AUTO:
         return execution
     if deploy.is_cluster(spark) or table_rows > LOCAL_MAX_TABLE_ROWS:  # local-cluster[...] is a cluster
-        return "distributed"
+        return Execution.DISTRIBUTED
     size = estimated_bytes(df)
     if size >= _UNKNOWN:
         size = df.count() * int(df._jdf.schema().defaultSize())
-    return "local" if size <= LOCAL_MAX_BATCH_BYTES else "distributed"
+    return Execution.LOCAL if size <= LOCAL_MAX_BATCH_BYTES else Execution.DISTRIBUTED
 
 
 def threads() -> int:
@@ -82,7 +78,7 @@ def run_job(table: FileStoreTable, batch: pa.Table, plan, sequence_by: str | Non
     (manifest entries, counts, rewritten HASH index files, a one-line plan)."""
     schema: TableSchema = table.schema
     splits, next_sequence, index_files = tasks.bucket_state(table, plan)
-    hashed = schema.bucket_mode == "HASH_DYNAMIC"
+    hashed = schema.bucket_mode == BucketMode.HASH_DYNAMIC
     stored, count_rows = _bootstrap(table, batch, plan, splits, sequence_by) if splits else (None, None)
     indexed = None
     if index_files:
@@ -107,10 +103,10 @@ def _bootstrap(table: FileStoreTable, batch: pa.Table, plan, splits, sequence_by
     bucket's count; else every live key. The bootstrap task runs in threads, a chunk each."""
     schema = table.schema
     bits = None
-    if schema.bucket_mode != "HASH_DYNAMIC" and bloom.supports(schema):
+    if schema.bucket_mode != BucketMode.HASH_DYNAMIC and bloom.supports(schema):
         bits = np.zeros(bloom.size_bits(plan.snapshot.total_record_count) // 8, dtype=np.uint8)
         bloom.add(bits, batch, list(schema.primary_keys), schema)
-    boot = tasks.bootstrap_task(table.path, schema, table.io, sequence_by, with_hash=schema.bucket_mode == "HASH_DYNAMIC",
+    boot = tasks.bootstrap_task(table.path, schema, table.io, sequence_by, with_hash=schema.bucket_mode == BucketMode.HASH_DYNAMIC,
                                 bloom_bits=bits, routes={0: 0} if bits is not None else None)
 
     def chunk(blob: bytes) -> list[pa.RecordBatch]:  # one bootstrap task's input: a row of pickled splits

@@ -23,6 +23,7 @@ from ..store import binary_row
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestEntry, read_hash_index
 from ..store.key_hash import key_hashes
+from ..store.options import BucketMode
 from ..store.read import TableRead
 from ..store.scan import DataSplit
 from ..store.schema import TableSchema
@@ -69,7 +70,7 @@ def bucket_state(table: FileStoreTable, plan) -> tuple[list[DataSplit], dict, di
     splits = plan.splits if plan else []
     snapshot = plan.snapshot if plan else None
     next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in splits}
-    hashed = table.schema.bucket_mode == "HASH_DYNAMIC"
+    hashed = table.schema.bucket_mode == BucketMode.HASH_DYNAMIC
     index_files = read_hash_index(table.io, table.path, snapshot) if hashed and snapshot else {}
     return splits, next_sequence, index_files
 
@@ -158,7 +159,7 @@ def bootstrap_task(path: str, schema: TableSchema, io: FileIO, sequence_by: str 
 def assign_task(schema: TableSchema, num_assigners: int, sequence_by: str | None, counted: bool = False):
     """One assigner per Spark partition of the shuffle by key: its id is the partition id.
     counted: the bootstrap was filtered by the batch's keys and sends bucket counts (FROM_COUNT)."""
-    hashed = schema.bucket_mode == "HASH_DYNAMIC"
+    hashed = schema.bucket_mode == BucketMode.HASH_DYNAMIC
     names = schema.field_names + ([HASH] if hashed else [])
     extra = {BUCKET: pa.int32(), KIND: pa.int8(), COUNT: pa.int64(), HASH: pa.int32()}
 
@@ -261,7 +262,7 @@ def write_rows(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, 
     writer = FileStoreTable(path, schema, io).new_write(next_sequence)
     entries = writer.write(data.select(schema.field_names), data.column(BUCKET), data.column(KIND))
     # deletes keep their hashes, as in Paimon
-    hashed = schema.bucket_mode == "HASH_DYNAMIC" and update_index
+    hashed = schema.bucket_mode == BucketMode.HASH_DYNAMIC and update_index
     return entries, _update_hash_index(path, schema, io, data, index_files or {}) if hashed else {}
 
 

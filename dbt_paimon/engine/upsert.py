@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import pickle
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -27,21 +27,20 @@ from pyspark.sql import types as T
 
 from ..store import options as opts
 from ..store.errors import CommitConflictError, SchemaError
-from ..store.fileio import FileIO, is_storage_option
+from ..store.fileio import FileIO
 from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from ..assign.global_index_assigner import BUCKET, HASH, KIND
 from ..store.index import HashIndexFile, IndexManifestFile
+from ..store.options import BucketMode, MergeEngine
 from . import bloom, deploy, jobs, local, tasks
 from .compaction import auto_compact, compact
+from .settings import RUN_OPTIONS, Execution, RunSettings
 from .spark_types import arrow_schema_of, fits, spark_schema
 
 log = logging.getLogger(__name__)
 
-# Options that steer one run rather than describe the table: they may differ from the stored ones.
-RUN_OPTIONS = {"dynamic-bucket.assigner-parallelism", "sink.parallelism", "commit.max-retries",
-               "cross-partition-upsert.bootstrap-parallelism"}
 MAX_JOB_ATTEMPTS = 3
 # Test hook: called with the attempt number between the job and its commit (to land a racing commit).
 _before_commit = None
@@ -91,9 +90,7 @@ def _check_against_table(schema: TableSchema, primary_keys: list[str], partition
         raise SchemaError(f"partition keys {partition_keys} disagree with the partition keys "
                           f"{list(schema.partition_keys)} of the existing table {path} (rebuild the table with "
                           f"--full-refresh)")
-    for key, value in options.items():
-        if key in RUN_OPTIONS:
-            continue
+    for key, value in options.items():  # the run keys are not among them (settings.py)
         stored = schema.options.get(key)
         if stored != value:
             raise SchemaError(f"option {key!r} is {stored!r} on the existing table {path} but {value!r} was given; "
@@ -126,8 +123,9 @@ def _prepare_input(df: DataFrame, schema: TableSchema, counted: Sequence[str]) -
 
 def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None = None,
            partition_keys: str | Sequence[str] | None = (), options: Mapping[str, object] | None = None,
-           sequence_by: str | None = None, execution: str = "auto",
-           storage_options: Mapping[str, object] | None = None) -> UpsertResult:
+           sequence_by: str | None = None, execution: str | Execution = Execution.AUTO,
+           storage_options: Mapping[str, object] | None = None,
+           settings: RunSettings | None = None) -> UpsertResult:
     """Upsert df into the Paimon table at path (created if absent); commits one snapshot.
 
     storage_options: the object store's settings by Paimon's names (s3.endpoint, s3.access-key,
@@ -135,14 +133,24 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
 
     execution: "distributed" runs the Spark job; "local" runs its topology inside the driver
     (engine/local.py); "auto" picks local on a local master when the batch and the table's keys
-    fit in the driver."""
+    fit in the driver.
+
+    settings: the run's settings (settings.py) as one object, instead of execution and
+    storage_options. Run keys among `options` (dynamic-bucket.assigner-parallelism,
+    sink.parallelism, cross-partition-upsert.bootstrap-parallelism, commit.max-retries) go to
+    the run's settings: they may differ from the table's stored options."""
     started = time.time()
     spark = df.sparkSession
     path = path.rstrip("/")
-    storage = {**{k: v for k, v in (options or {}).items() if is_storage_option(k)}, **(storage_options or {})}
-    io = FileIO.get(path, storage or None)
+    if settings is None:
+        settings = RunSettings(execution=execution, storage_options=storage_options)
+    elif execution != Execution.AUTO or storage_options:  # given as well: they override
+        settings = replace(settings, execution=settings.execution if execution == Execution.AUTO else execution,
+                           storage_options={**(settings.storage_options or {}), **(storage_options or {})} or None)
+    settings, table_options = RunSettings.from_options(options, settings)
+    io = FileIO.get(path, dict(settings.storage_options) if settings.storage_options else None)
     primary_keys, partition_keys = _as_list(primary_keys), _as_list(partition_keys)
-    given, counted = opts.count_sugar({k: v for k, v in (options or {}).items() if not is_storage_option(k)})
+    given, counted = opts.count_sugar(table_options)
     exists = FileStoreTable.exists(path, io)
     if exists:
         schema = SchemaManager(io, path).latest()
@@ -162,23 +170,24 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         arrow = arrow_schema_of(df.schema)
         if counted:
             arrow = pa.schema([pa.field(f.name, pa.int64()) if f.name in counted else f for f in arrow])
-        schema = build_schema(arrow, primary_keys, partition_keys, given)
+        # the run keys given are stored with a new table, as Paimon stores them
+        schema = build_schema(arrow, primary_keys, partition_keys, {**given, **settings.run_options()})
     if sequence_by is not None:
         [sequence_by] = resolve_columns("sequence_by", [sequence_by], schema.field_names)
         if sequence_by in schema.primary_keys:
             raise SchemaError(f"sequence_by column {sequence_by!r} is part of the primary key")
-    run_options = {**schema.options, **{k: v for k, v in given.items() if k in RUN_OPTIONS}}
+    settings = settings.over(schema.options)
     batch = _prepare_input(df, schema, counted)
     latest = FileStoreTable(path, schema, io).latest_snapshot() if exists else None
-    local.check_execution(execution)
     # The batch is read twice when the table has keys (its Bloom filter, then the job), and once
     # more when auto must count it: keep it.
-    cached = (exists and schema.bucket_mode != "HASH_DYNAMIC") or (execution == "auto" and local.unknown_size(batch))
+    cached = (exists and schema.bucket_mode != BucketMode.HASH_DYNAMIC) or (
+        settings.execution == Execution.AUTO and local.unknown_size(batch))
     if cached:
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        mode = local.choose(spark, batch, execution, latest.total_record_count if latest else 0)
-        if mode == "local":
+        mode = local.choose(spark, batch, settings.execution, latest.total_record_count if latest else 0)
+        if mode == Execution.LOCAL:
             with jobs.spark_conf(spark, jobs.JOB_SETTINGS):
                 try:
                     rows = batch.toArrow()
@@ -188,19 +197,19 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             if cached:
                 batch.unpersist()
                 cached = False
-            return _attempts(spark, io, path, schema, exists, rows, sequence_by, run_options, started, mode)
+            return _attempts(spark, io, path, schema, exists, rows, sequence_by, settings, started, mode)
         deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
-        return _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started, mode)
+        return _attempts(spark, io, path, schema, exists, batch, sequence_by, settings, started, mode)
     finally:
         if cached:
             batch.unpersist()
 
 
-def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, started,
-              execution: str) -> UpsertResult:
-    """execution "distributed": batch is a DataFrame and the Spark job runs; "local": batch is an
+def _attempts(spark, io, path, schema, exists, batch, sequence_by, settings: RunSettings, started,
+              execution: Execution) -> UpsertResult:
+    """execution DISTRIBUTED: batch is a DataFrame and the Spark job runs; LOCAL: batch is an
     Arrow table and the driver-local job runs. The post-commit compaction runs the same way."""
-    on_driver = execution == "local"
+    on_driver = execution == Execution.LOCAL
     for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
@@ -208,7 +217,7 @@ def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, 
         if on_driver:
             entries, counts, index_changes, job_plan = local.run_job(table, batch, plan, sequence_by)
         else:
-            entries, counts, index_changes, job_plan = _run_job(spark, table, batch, plan, sequence_by, run_options)
+            entries, counts, index_changes, job_plan = _run_job(spark, table, batch, plan, sequence_by, settings)
         if _before_commit is not None:
             _before_commit(attempt)
         commit = table.new_commit()
@@ -251,7 +260,7 @@ def _attempts(spark, io, path, schema, exists, batch, sequence_by, run_options, 
         new_id = result.snapshot.id if result else snapshot_id
         extra = after_commit(spark, path, schema, io, execution) if result is not None else []
         return UpsertResult(path, new_id, rows_written=written, attempts=attempt, extra_snapshots=extra,
-                            seconds=time.time() - started, plan=job_plan, execution=execution, **counts)
+                            seconds=time.time() - started, plan=job_plan, execution=execution.value, **counts)
     raise AssertionError("unreachable")
 
 
@@ -264,7 +273,7 @@ def after_commit(spark: SparkSession, path: str, schema: TableSchema, io: FileIO
     threads (no Spark job), "distributed" as a Spark job (engine/compaction.py)."""
     extra = []
     try:
-        if schema.core.merge_engine == "first-row":
+        if schema.core.merge_engine == MergeEngine.FIRST_ROW:
             sid = compact(spark, path, io=io, execution=execution)
         else:
             sid = auto_compact(spark, path, io, execution=execution)
@@ -308,14 +317,13 @@ def _routes(spark: SparkSession, n: int) -> dict[int, int]:
 
 
 def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, sequence_by: str | None,
-             options: Mapping[str, str]):
+             settings: RunSettings):
     schema = table.schema
     parallelism = spark.sparkContext.defaultParallelism
-    core = opts.CoreOptions(options)
-    num_assigners = int(core.get("dynamic-bucket.assigner-parallelism") or parallelism)
-    num_writers = int(core.get("sink.parallelism") or max(parallelism * 2, 1))
+    num_assigners = settings.assigner_parallelism or parallelism
+    num_writers = settings.sink_parallelism or max(parallelism * 2, 1)
     splits, next_sequence, index_files = tasks.bucket_state(table, plan)
-    hashed = schema.bucket_mode == "HASH_DYNAMIC"
+    hashed = schema.bucket_mode == BucketMode.HASH_DYNAMIC
     hash_field = [T.StructField(HASH, T.IntegerType())] if hashed else []
     union_schema = T.StructType(spark_schema(schema).fields + hash_field + [
         T.StructField(BUCKET, T.IntegerType()), T.StructField(tasks.SOURCE, T.ByteType())])
@@ -324,7 +332,7 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     if hashed:
         rows = rows.mapInArrow(tasks.hash_task(schema), T.StructType(
             spark_schema(schema).fields + [union_schema[BUCKET], union_schema[tasks.SOURCE], union_schema[HASH]]))
-    bootstrap_parallelism = int(core.get("cross-partition-upsert.bootstrap-parallelism") or parallelism * 2)
+    bootstrap_parallelism = settings.bootstrap_parallelism or parallelism * 2
 
     key_cols = [F.col(f"`{k}`") for k in schema.primary_keys]
     part_key_cols = [F.col(f"`{p}`") for p in schema.partition_keys]

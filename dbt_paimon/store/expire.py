@@ -41,12 +41,12 @@ from typing import Callable, Sequence
 from .errors import CorruptTableError, PaimonError
 from .file_deletion import EARLIEST_HINT, SNAPSHOT, FileDeletion, Hook, file_key
 from .fileio import FileIO
-from .options import parse_duration_ms
+from .options import INT_MAX
 from .schema import TableSchema
 from .snapshot import Snapshot, SnapshotManager
 from .tags import TagManager
 
-INT_MAX = 2**31 - 1
+
 LONG_MAX = 2**63 - 1
 
 
@@ -64,10 +64,10 @@ class ExpireConfig:
     def from_options(schema: TableSchema) -> "ExpireConfig":
         o = schema.core
         return ExpireConfig(
-            retain_max=int(o.get("snapshot.num-retained.max", str(INT_MAX))),
-            retain_min=int(o.get("snapshot.num-retained.min", "10")),
-            time_retained_ms=parse_duration_ms("snapshot.time-retained", o.get("snapshot.time-retained", "1h")),
-            max_deletes=int(o.get("snapshot.expire.limit", "50")),
+            retain_max=o.snapshot_num_retained_max,
+            retain_min=o.snapshot_num_retained_min,
+            time_retained_ms=o.snapshot_time_retained_ms,
+            max_deletes=o.snapshot_expire_limit,
         )
 
     def check(self) -> None:

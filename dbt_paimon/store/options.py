@@ -8,12 +8,62 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import Enum
 from typing import Mapping
 
 from .errors import SchemaError
 from .stats_collector import StatsMode
 
-MERGE_ENGINES = ("deduplicate", "partial-update", "aggregation", "first-row")
+
+class ValueEnum(str, Enum):
+    """A str Enum that is its value everywhere a string is: equal to it, hashed like it, and
+    printed (str, format, repr) as it, so messages and dict lookups by the string stay the same."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+    __repr__ = str.__repr__
+    __hash__ = str.__hash__
+
+
+class MergeEngine(ValueEnum):
+    """Paimon's merge-engine option."""
+
+    DEDUPLICATE = "deduplicate"
+    PARTIAL_UPDATE = "partial-update"
+    AGGREGATION = "aggregation"
+    FIRST_ROW = "first-row"
+
+
+class BucketMode(ValueEnum):
+    """Paimon's BucketMode of a primary-key table (TableSchema.bucket_mode)."""
+
+    HASH_FIXED = "HASH_FIXED"  # bucket > 0
+    HASH_DYNAMIC = "HASH_DYNAMIC"  # bucket = -1, the primary key holds every partition field
+    KEY_DYNAMIC = "KEY_DYNAMIC"  # bucket = -1, cross-partition: a key may move partitions
+
+
+MERGE_ENGINES = tuple(e.value for e in MergeEngine)
+INT_MAX = 2**31 - 1
+# Paimon's default of each option we read (CoreOptions), written here only; CoreOptions.get falls
+# back to it.
+DEFAULTS: dict[str, str] = {
+    "bucket": "-1",
+    "merge-engine": MergeEngine.DEDUPLICATE.value,
+    "ignore-delete": "false",
+    "partial-update.remove-record-on-delete": "false",
+    "num-sorted-run.compaction-trigger": "5",
+    "target-file-size": "128mb",
+    "file.compression": "zstd",
+    "file.compression.zstd-level": "1",
+    "commit.max-retries": "10",
+    "partition.default-name": "__DEFAULT_PARTITION__",
+    "manifest.merge-min-count": "30",
+    "dynamic-bucket.target-row-num": "2000000",
+    "snapshot.num-retained.min": "10",
+    "snapshot.num-retained.max": str(INT_MAX),
+    "snapshot.time-retained": "1h",
+    "snapshot.expire.limit": "50",
+}
 # Paimon's aggregate functions (FieldAggregatorFactory identifiers) that the store implements. Paimon
 # has no `count`: the engine layer stores `count` as `sum` of 1s plus the marker option
 # `fields.<f>.dbt-paimon.count` = 'true'.
@@ -173,8 +223,8 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
         raise SchemaError(f"option 'fields.default-aggregate-function': unknown function "
                           f"{out['fields.default-aggregate-function']!r}")
     _check_merge_options(out)
-    rmin = int(out.get("snapshot.num-retained.min", "10"))
-    rmax = int(out.get("snapshot.num-retained.max", str(2**31 - 1)))
+    core = CoreOptions(out)
+    rmin, rmax = core.snapshot_num_retained_min, core.snapshot_num_retained_max
     if rmin < 1 or rmin > rmax:
         raise SchemaError(f"snapshot.num-retained.min ({rmin}) must be at least 1 and at most "
                           f"snapshot.num-retained.max ({rmax}), as Paimon requires")
@@ -184,7 +234,7 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
 def _check_merge_options(o: Mapping[str, str]) -> None:
     """Combinations Paimon's merge functions refuse (PartialUpdateMergeFunction.Factory)."""
     core = CoreOptions(o)
-    if core.merge_engine == "partial-update":
+    if core.merge_engine == MergeEngine.PARTIAL_UPDATE:
         if core.ignore_delete and core.partial_update_remove_record_on_delete:
             raise SchemaError("options 'ignore-delete' and 'partial-update.remove-record-on-delete' have conflicting "
                               "behavior so should not be enabled at the same time (as in Paimon)")
@@ -201,7 +251,7 @@ def _check_merge_options(o: Mapping[str, str]) -> None:
         m = _FIELD_OPTION.match(key)
         if m and m.group("what") == COUNT_MARKER and value == "true":
             field = m.group("field")
-            if core.aggregate_function(field) != "sum" or core.merge_engine != "aggregation":
+            if core.aggregate_function(field) != "sum" or core.merge_engine != MergeEngine.AGGREGATION:
                 raise SchemaError(f"option {key!r} marks {field!r} as a count, which is stored as "
                                   f"'fields.{field}.aggregate-function'='sum' on an aggregation table")
 
@@ -213,11 +263,18 @@ class CoreOptions:
     raw: Mapping[str, str]
 
     def get(self, key: str, default: str | None = None) -> str | None:
-        return self.raw.get(key, default)
+        """The stored value; else `default`, else Paimon's default (DEFAULTS), else None."""
+        v = self.raw.get(key)
+        if v is not None:
+            return v
+        return default if default is not None else DEFAULTS.get(key)
+
+    def _bool(self, key: str) -> bool:
+        return self.get(key).lower() == "true"
 
     @property
     def bucket(self) -> int:
-        return int(self.raw.get("bucket", "-1"))
+        return int(self.get("bucket"))
 
     @property
     def bucket_key(self) -> list[str]:
@@ -225,20 +282,23 @@ class CoreOptions:
         return [s.strip() for s in v.split(",")] if v else []
 
     @property
-    def merge_engine(self) -> str:
-        return self.raw.get("merge-engine", "deduplicate")
+    def merge_engine(self) -> MergeEngine | str:
+        """The MergeEngine; an engine Paimon has and we do not stays the stored string, for the
+        readers to refuse (merge_options.merge_engine)."""
+        value = self.get("merge-engine")
+        return MergeEngine(value) if value in MERGE_ENGINES else value
 
     @property
     def ignore_delete(self) -> bool:
-        return self.raw.get("ignore-delete", "false").lower() == "true"
+        return self._bool("ignore-delete")
 
     @property
     def partial_update_remove_record_on_delete(self) -> bool:
-        return self.raw.get("partial-update.remove-record-on-delete", "false").lower() == "true"
+        return self._bool("partial-update.remove-record-on-delete")
 
     @property
     def num_sorted_run_compaction_trigger(self) -> int:
-        return int(self.raw.get("num-sorted-run.compaction-trigger", "5"))
+        return int(self.get("num-sorted-run.compaction-trigger"))
 
     @property
     def num_levels(self) -> int:
@@ -248,31 +308,47 @@ class CoreOptions:
 
     @property
     def target_file_size(self) -> int:
-        return parse_memory("target-file-size", self.raw.get("target-file-size", "128mb"))
+        return parse_memory("target-file-size", self.get("target-file-size"))
 
     @property
     def file_compression(self) -> str:
-        return self.raw.get("file.compression", "zstd")
+        return self.get("file.compression")
 
     @property
     def zstd_level(self) -> int:
-        return int(self.raw.get("file.compression.zstd-level", "1"))
+        return int(self.get("file.compression.zstd-level"))
 
     @property
     def commit_max_retries(self) -> int:
-        return int(self.raw.get("commit.max-retries", "10"))
+        return int(self.get("commit.max-retries"))
 
     @property
     def partition_default_name(self) -> str:
-        return self.raw.get("partition.default-name", "__DEFAULT_PARTITION__")
+        return self.get("partition.default-name")
 
     @property
     def manifest_merge_min_count(self) -> int:
-        return int(self.raw.get("manifest.merge-min-count", "30"))
+        return int(self.get("manifest.merge-min-count"))
 
     @property
     def target_row_num(self) -> int:
-        return int(self.raw.get("dynamic-bucket.target-row-num", "2000000"))
+        return int(self.get("dynamic-bucket.target-row-num"))
+
+    @property
+    def snapshot_num_retained_min(self) -> int:
+        return int(self.get("snapshot.num-retained.min"))
+
+    @property
+    def snapshot_num_retained_max(self) -> int:
+        return int(self.get("snapshot.num-retained.max"))
+
+    @property
+    def snapshot_time_retained_ms(self) -> int:
+        return parse_duration_ms("snapshot.time-retained", self.get("snapshot.time-retained"))
+
+    @property
+    def snapshot_expire_limit(self) -> int:
+        return int(self.get("snapshot.expire.limit"))
 
     def aggregate_function(self, field: str) -> str | None:
         return self.raw.get(f"fields.{field}.aggregate-function", self.raw.get("fields.default-aggregate-function"))

@@ -11,6 +11,7 @@ from . import binary_row
 from .errors import PaimonError
 from .fileio import FileIO
 from .manifest import DataFileMeta, ManifestEntry, ManifestFile, ManifestList, merge_entries
+from .options import MergeEngine
 from .paths import bucket_dir, partition_path
 from .schema import TableSchema
 from .snapshot import Snapshot, SnapshotManager
@@ -64,7 +65,7 @@ def batch_scan_skip_level0(schema: TableSchema) -> bool:
     """Paimon's CoreOptions.batchScanSkipLevel0: a batch read of a first-row table leaves out its
     level-0 files (Java's batch scan and pypaimon's FileScanner both do), so rows written since the
     bucket's last compaction are not seen yet. Deletion vectors, the other case, are not supported."""
-    return schema.core.merge_engine == "first-row"
+    return schema.core.merge_engine == MergeEngine.FIRST_ROW
 
 
 class FileStoreScan:

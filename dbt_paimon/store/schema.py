@@ -87,11 +87,11 @@ class TableSchema:
         )
 
     @property
-    def bucket_mode(self) -> str:
+    def bucket_mode(self) -> opts.BucketMode:
         b = self.core.bucket
         if b > 0:
-            return "HASH_FIXED"
-        return "KEY_DYNAMIC" if self.cross_partition_update else "HASH_DYNAMIC"
+            return opts.BucketMode.HASH_FIXED
+        return opts.BucketMode.KEY_DYNAMIC if self.cross_partition_update else opts.BucketMode.HASH_DYNAMIC
 
     @property
     def bucket_keys(self) -> list[str]:
@@ -180,11 +180,13 @@ def build_schema(
         raise SchemaError("option 'sequence.field' is not supported by dbt-paimon yet "
                           "(the upsert engine's sequence_by orders versions instead)")
     if "rowkind.field" in checked:
-        engine = checked.get("merge-engine", "deduplicate")
-        remove = checked.get("partial-update.remove-record-on-delete", "false") == "true"
-        if engine in ("aggregation", "first-row") or (engine == "partial-update" and not remove):
+        checked_core = opts.CoreOptions(checked)
+        engine = checked_core.merge_engine
+        remove = checked_core.partial_update_remove_record_on_delete
+        if engine in (opts.MergeEngine.AGGREGATION, opts.MergeEngine.FIRST_ROW) or (
+                engine == opts.MergeEngine.PARTIAL_UPDATE and not remove):
             raise SchemaError(f"option 'rowkind.field' lets rows delete keys, which a {engine} table cannot take"
-                              + (" without 'partial-update.remove-record-on-delete'" if engine == "partial-update"
+                              + (" without 'partial-update.remove-record-on-delete'" if engine == opts.MergeEngine.PARTIAL_UPDATE
                                  else ""))
         if checked["rowkind.field"] in primary_keys:
             raise SchemaError("option 'rowkind.field' must not name a primary key column")
@@ -236,7 +238,7 @@ def _check_names(names: list[str]) -> None:
 
 
 def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) -> None:
-    bucket = int(o.get("bucket", "-1"))
+    bucket = opts.CoreOptions(o).bucket
     if bucket == 0 or bucket < -1:
         raise SchemaError(f"option 'bucket' must be -1 (dynamic) or a positive number of buckets, got {bucket}")
     bucket_key = [s.strip() for s in o["bucket-key"].split(",")] if "bucket-key" in o else []
