@@ -1,5 +1,8 @@
 """FileIO on object stores (S3 and S3-compatible stores, GCS, Azure) through obstore.
 
+obstore is imported where it is used, not with this module: Spark executors working on a local
+warehouse need not have it (engine/deploy.py checks for it only for object-store tables).
+
 Why obstore (Rust's object_store, the I/O layer of delta-rs): one small wheel with no Python
 dependencies that speaks S3, GCS and Azure, with the create-only PUT (`PutMode::Create`) a Paimon
 commit needs on a store without rename; pyarrow's filesystems have no conditional write, boto3 is
@@ -265,9 +268,10 @@ class ObjectStoreFileIO(FileIO):
         return int(self._call("read", path, lambda s, k: obs.head(s, k))["last_modified"].timestamp() * 1000)
 
     def open_input(self, path: str):
+        import obstore as obs
         # One GET of the whole object: a merge-on-read reads every file it opens anyway
-        return pa.BufferReader(pa.py_buffer(memoryview(self._call("read", path, lambda s, k: __import__(
-            "obstore").get(s, k).bytes()))))
+        data = self._call("read", path, lambda s, k: obs.get(s, k).bytes())
+        return pa.BufferReader(pa.py_buffer(memoryview(data)))
 
     @contextmanager
     def output(self, path: str) -> Iterator[pa.NativeFile]:
