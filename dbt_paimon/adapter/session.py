@@ -17,7 +17,7 @@ import time
 from dbt.adapters.events.logging import AdapterLogger
 from pyspark.sql import SparkSession
 
-from ..engine import deploy, register
+from ..engine import register
 from ..store import fileio
 from . import catalog
 from .credentials import PaimonCredentials
@@ -77,8 +77,7 @@ def spark_for(credentials: PaimonCredentials) -> SparkSession:
             log.debug(f"Spark started in {time.time() - t0:.1f}s")
         else:
             _warn_on_static_mismatch(spark, settings)
-        deploy.ship(spark)  # a cluster's executors get our dbt_paimon; first: sources capture it when registered
-        register(spark)
+        register(spark)  # ships dbt_paimon to a cluster's executors first (engine/source.py)
         if not fileio.scheme_of(credentials.warehouse):
             os.makedirs(credentials.warehouse, exist_ok=True)
         _ready[key] = catalog.sync(spark, credentials.warehouse, [credentials.schema] if credentials.schema else [])

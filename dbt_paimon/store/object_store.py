@@ -63,6 +63,11 @@ _safe_roots: set[tuple] = set()
 _lock = threading.Lock()
 
 
+def _already_exists(e: ObjectStoreError) -> bool:
+    """A create-only PUT refused because the object exists (S3/Azure 412, GCS precondition)."""
+    return "AlreadyExists" in str(e) or "Precondition" in str(e)
+
+
 def split_uri(path: str) -> tuple[str, str, str]:
     """(scheme, bucket, key) of `s3://bucket/key`; Azure's `abfs://container@account.../key` gives
     the container as bucket (the account comes from the host)."""
@@ -190,7 +195,7 @@ class ObjectStoreFileIO(FileIO):
             self._call("create", path, lambda s, k: obs.put(s, k, data, mode="create"))
             return True
         except ObjectStoreError as e:
-            if "AlreadyExists" in str(e) or "Precondition" in str(e):
+            if _already_exists(e):
                 return False
             raise
 
@@ -208,7 +213,7 @@ class ObjectStoreFileIO(FileIO):
                 self._call("create", probe, lambda s, k: obs.put(s, k, b"2", mode="create"))
                 refused = False
             except ObjectStoreError as e:
-                refused = "AlreadyExists" in str(e) or "Precondition" in str(e)
+                refused = _already_exists(e)
                 if not refused:
                     raise
         finally:

@@ -18,6 +18,7 @@ import posixpath
 import re
 
 from .errors import InvalidNameError
+from .fileio import local_path
 
 DATABASE_SUFFIX = ".db"  # Paimon's Catalog.DB_SUFFIX
 SYSTEM_TABLE_SPLITTER = "$"  # Paimon's Catalog.SYSTEM_TABLE_SPLITTER
@@ -62,17 +63,12 @@ def contain(warehouse: str, path: str, what: str) -> str:
         inside = _within(resolved, posixpath.normpath(warehouse.split("://", 1)[1])) and \
             path.split("://", 1)[0] == warehouse.split("://", 1)[0]
     else:
-        resolved = os.path.realpath(_local(path))
-        inside = _within(resolved, os.path.realpath(_local(warehouse)))
+        resolved = os.path.realpath(local_path(path))
+        inside = _within(resolved, os.path.realpath(local_path(warehouse)))
     if not inside:
         raise InvalidNameError(f"{what} resolves to {resolved}, which is outside the warehouse {warehouse} "
                                f"(a '..' or a symbolic link pointing out of it); nothing was read or written")
     return path
-
-
-def _local(path: str) -> str:
-    return path[5:] if path.startswith("file:") and not path.startswith("file://") else \
-        path[7:] if path.startswith("file://") else path
 
 
 def _join(warehouse: str, *names: str) -> str:
