@@ -24,7 +24,8 @@ from dbt_common.exceptions import CompilationError, DbtRuntimeError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..engine import UpsertResult, upsert
+from ..engine import upsert
+from ..engine.upsert import TableMismatchError, check_table
 from ..engine.settings import EXECUTIONS, Execution
 from ..engine.spark_types import spark_schema
 from ..store import options as opts
@@ -80,15 +81,6 @@ class PaimonAdapterResponse(AdapterResponse):
     schema_id: Optional[int] = None
     extra_snapshots: Optional[List[int]] = None  # e.g. a compaction committed right after the upsert
     execution: Optional[str] = None  # where the engine ran the job: local (the driver) or distributed
-
-
-def summary(result: UpsertResult) -> str:
-    """`UPSERT 200000: 100000 inserted, 50000 updated, 50000 moved` (zero moves/deletes/skips left out)."""
-    total = result.inserted + result.updated + result.moved + result.deleted + result.skipped
-    parts = [f"{result.inserted} inserted", f"{result.updated} updated"]
-    parts += [f"{n} {what}" for what, n in (("moved", result.moved), ("deleted", result.deleted),
-                                             ("skipped", result.skipped)) if n]
-    return f"UPSERT {total}: " + ", ".join(parts)
 
 
 def _as_list(value: Union[None, str, Sequence[str]]) -> List[str]:
@@ -290,7 +282,7 @@ class PaimonAdapter(SparkAdapter):
         try:
             if exists:
                 schema = SchemaManager(io, path).latest()
-                self._check_keys(name, path, schema, keys, partitions)
+                self._check_keys(name, path, schema, keys, partitions)  # before a schema change commits
                 batch, evolved = self._apply_schema_change(name, path, schema, batch, on_schema_change, options or {},
                                                            sequence)
             t0 = time.time()
@@ -311,9 +303,8 @@ class PaimonAdapter(SparkAdapter):
         log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id}, "
                   f"{result.attempts} attempt(s))")
         return PaimonAdapterResponse(
-            _message=summary(result), code="UPSERT", rows_affected=result.rows_affected,
-            snapshot_id=result.snapshot_id, inserted=result.inserted, updated=result.updated, moved=result.moved,
-            deleted=result.deleted, skipped=result.skipped, rows_written=result.rows_written, table_path=path,
+            _message=result.summary(), code="UPSERT", rows_affected=result.rows_affected,
+            snapshot_id=result.snapshot_id, **result.as_dict(), rows_written=result.rows_written, table_path=path,
             schema_id=self._schema_id(path),
             extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,
             execution=result.execution)
@@ -337,20 +328,18 @@ class PaimonAdapter(SparkAdapter):
 
     @staticmethod
     def _check_keys(name: str, path: str, schema: TableSchema, keys: List[str], partitions: List[str]) -> None:
-        def same(a: Sequence[str], b: Sequence[str], ordered: bool) -> bool:
-            a, b = [x.lower() for x in a], [x.lower() for x in b]
-            return a == b if ordered else sorted(a) == sorted(b)
-
-        problems = []
-        if not same(keys, schema.primary_keys, ordered=False):
-            problems.append(f"unique_key {keys} but the table's primary key is {list(schema.primary_keys)}")
-        if not same(partitions, schema.partition_keys, ordered=True):
-            problems.append(f"partition_by {partitions} but the table is partitioned by {list(schema.partition_keys)}")
-        if problems:
+        """The engine's check (check_table), its disagreements said in the model's config names."""
+        try:
+            check_table(schema, keys, partitions, {}, path)
+        except TableMismatchError as e:
+            config = {"primary key": ("unique_key", "the table's primary key is"),
+                      "partition keys": ("partition_by", "the table is partitioned by")}
+            problems = [f"{config[what][0]} {given} but {config[what][1]} {stored}"
+                        for what, given, stored in e.mismatches]
             raise DbtRuntimeError(
                 f"{name}: the model's config disagrees with the existing Paimon table at {path}: "
                 f"{'; '.join(problems)}. Keys cannot change in place: rebuild the table with --full-refresh "
-                f"(nothing was written)")
+                f"(nothing was written)") from None
 
     def _apply_schema_change(self, name: str, path: str, schema: TableSchema, batch: DataFrame, mode: str,
                              options: Mapping[str, Any], sequence: List[str]):

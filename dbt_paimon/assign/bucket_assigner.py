@@ -10,9 +10,10 @@ fill the owned non-full buckets in ascending order, then open new buckets one af
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Hashable
+from typing import Hashable, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 
 class BucketAssigner:
@@ -33,6 +34,17 @@ class BucketAssigner:
         """Count rows already live in (partition, bucket); any bucket, owned or not, becomes known."""
         counts = self.counts[partition]
         counts[bucket] = counts.get(bucket, 0) + rows
+
+    def bootstrap_table(self, rows: pa.Table, partition_columns: Sequence[str], bucket_column: str,
+                        count_column: str | None = None) -> None:
+        """bootstrap() for every (partition, bucket) of rows: each row counts one, or count_column."""
+        if rows.num_rows == 0:
+            return
+        cols = list(partition_columns) + [bucket_column]
+        agg = [(count_column, "sum")] if count_column else [([], "count_all")]
+        total = f"{count_column}_sum" if count_column else "count_all"
+        for r in rows.group_by(cols, use_threads=False).aggregate(agg).to_pylist():  # per bucket, not per row
+            self.bootstrap(tuple(r[c] for c in partition_columns), r[bucket_column], r[total])
 
     def decrement(self, partition: Hashable, bucket: int, rows: int = 1) -> None:
         """A key left (partition, bucket): its slot can be reused."""

@@ -1,33 +1,37 @@
-"""ExistingProcessor: what a cross-partition table does with a key that already lives in another
-partition, chosen by merge engine as Paimon's ExistingProcessor.create does."""
+"""ExistingProcessor: what a cross-partition (KEY_DYNAMIC) table does with a batch row whose key
+already lives in another partition, as Paimon's crosspartition.ExistingProcessor does.
+
+Paimon picks one strategy per merge engine (ExistingProcessor.create); each is a small class of
+its own module here: delete_existing_processor (deduplicate), use_old_existing_processor
+(partial-update, aggregation), skip_new_existing_processor (first-row). Paimon decides one record
+at a time; here a strategy decides every moved row of an assigner's share at once, as masks.
+"""
 
 from __future__ import annotations
 
-from enum import Enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
-from ..store.errors import SchemaError
-from ..store.options import MergeEngine
-
-
-class ExistingAction(Enum):
-    # deduplicate: -D in the old (partition, bucket), then the new row as a new key
-    DELETE_OLD = "delete"
-    # partial-update / aggregation: the row is rewritten into the old partition and bucket
-    USE_OLD = "use-old"
-    # first-row: the first version wins, the new row is dropped
-    SKIP_NEW = "skip-new"
+import numpy as np
 
 
-_BY_ENGINE = {
-    MergeEngine.DEDUPLICATE: ExistingAction.DELETE_OLD,
-    MergeEngine.PARTIAL_UPDATE: ExistingAction.USE_OLD,
-    MergeEngine.AGGREGATION: ExistingAction.USE_OLD,
-    MergeEngine.FIRST_ROW: ExistingAction.SKIP_NEW,
-}
+@dataclass(frozen=True)
+class Moves:
+    """Masks over an assigner's batch rows: what happens to each row whose key moved partition."""
+
+    retract_old: np.ndarray  # a -D where the key lives (its slot there is freed)
+    place_new: np.ndarray    # the row goes to its new partition as a new key (a bucket is assigned)
+    use_old: np.ndarray      # the row is written into the partition and bucket the key lives in
+    skip: np.ndarray         # the row is dropped
+
+    @staticmethod
+    def none(n: int) -> np.ndarray:
+        return np.zeros(n, dtype=bool)
 
 
-def existing_action(merge_engine: str) -> ExistingAction:
-    try:
-        return _BY_ENGINE[merge_engine]
-    except KeyError:
-        raise SchemaError(f"merge-engine {merge_engine!r} cannot be used on a cross-partition table") from None
+class ExistingProcessor(ABC):
+    name: str  # Paimon's name of the strategy, for messages
+
+    @abstractmethod
+    def process(self, moved: np.ndarray) -> Moves:
+        """moved: the rows (to be written) whose key lives in another partition."""

@@ -7,14 +7,15 @@ sequence_by value]). It joins them once and decides every row together:
 
 - key not in the table          -> a new key: BucketAssigner picks its bucket in its partition
 - key in the same partition     -> written to the bucket it lives in (an update in place)
-- key in another partition      -> ExistingProcessor by merge engine: DELETE_OLD (a -D row to the old
-                                   partition and bucket, then the row as a new key), USE_OLD (the row
-                                   is rewritten into the old partition and bucket) or SKIP_NEW
+- key in another partition      -> the merge engine's ExistingProcessor (existing_processor.py):
+                                   delete (a -D row to the old partition and bucket, then the row as
+                                   a new key), use-old (the row is rewritten into the old partition
+                                   and bucket) or skip-new
 Fixed-bucket tables take Paimon's bucket function instead of the BucketAssigner; their key holds
 the partition, so a key never moves. Dynamic-bucket tables whose key holds the partition
-(HASH_DYNAMIC) place a new key as Paimon's PartitionIndex does: by its key hash, into the bucket the
-HASH index already records for that hash, else into a bucket picked for the hash; the index, not
-the data, holds the bucket row counts there.
+(HASH_DYNAMIC) place a new key by its key hash (partition_index.py).
+
+The rows it takes and gives are declared in rows.py.
 
 Order does not matter inside a batch (each key appears once after de-duplication), so the batch is
 processed as: all moves out first (freeing slots), then new keys in key order per partition. That
@@ -32,28 +33,44 @@ import pyarrow.compute as pc
 
 from ..store import key_order
 from ..store.datafile import DELETE, INSERT
-from ..store.errors import DataError
+from ..store.errors import DataError, SchemaError
 from ..store.key_hash import java_bucket, key_hashes
 from ..store.options import BucketMode, MergeEngine
 from ..store.schema import TableSchema
 from .bucket_assigner import BucketAssigner
-from .existing_processor import ExistingAction, existing_action
+from .delete_existing_processor import DeleteExistingProcessor
+from .existing_processor import ExistingProcessor, Moves
+from .groups import group_codes, group_runs
+from .partition_index import PartitionIndex
+from .rows import BUCKET, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, old_column
+from .skip_new_existing_processor import SkipNewExistingProcessor
+from .use_old_existing_processor import UseOldExistingProcessor
 
-BUCKET = "__bucket"
-KIND = "__kind"
-OLD_BUCKET = "__old_bucket"
-OLD_SEQUENCE = "__old_sequence"
-HASH = "__hash"  # Paimon's hash of the trimmed key (dynamic-bucket HASH index), HASH_DYNAMIC only
 _ROW = "__row"
 
+# Paimon's ExistingProcessor.create: the strategy by merge engine
+_EXISTING_PROCESSORS: dict[MergeEngine, type[ExistingProcessor]] = {
+    MergeEngine.DEDUPLICATE: DeleteExistingProcessor,
+    MergeEngine.PARTIAL_UPDATE: UseOldExistingProcessor,
+    MergeEngine.AGGREGATION: UseOldExistingProcessor,
+    MergeEngine.FIRST_ROW: SkipNewExistingProcessor,
+}
 
-def old_column(partition_key: str) -> str:
-    """Name of the bootstrap column that holds a key's current value of a partition field."""
-    return f"__old_{partition_key}"
+
+def existing_processor(merge_engine: str) -> ExistingProcessor:
+    try:
+        return _EXISTING_PROCESSORS[MergeEngine(merge_engine)]()
+    except (KeyError, ValueError):
+        raise SchemaError(f"merge-engine {merge_engine!r} cannot be used on a cross-partition table") from None
+
+
+COUNT_KINDS = ("inserted", "updated", "moved", "deleted", "skipped")
 
 
 @dataclass
 class AssignCounts:
+    """What an upsert did to its rows; the one counts type from the assigners to a dbt run result."""
+
     inserted: int = 0
     updated: int = 0
     moved: int = 0
@@ -61,12 +78,24 @@ class AssignCounts:
     skipped: int = 0
 
     def __iadd__(self, other: "AssignCounts") -> "AssignCounts":
-        for name in self.__dataclass_fields__:
+        for name in COUNT_KINDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return {name: getattr(self, name) for name in COUNT_KINDS}
+
+    @property
+    def rows_affected(self) -> int:
+        return self.inserted + self.updated + self.moved + self.deleted
+
+    def summary(self) -> str:
+        """`UPSERT 200000: 100000 inserted, 50000 updated, 50000 moved` (zero moves, deletes and
+        skips left out)."""
+        total = sum(self.as_dict().values())
+        parts = [f"{self.inserted} inserted", f"{self.updated} updated"]
+        parts += [f"{getattr(self, k)} {k}" for k in ("moved", "deleted", "skipped") if getattr(self, k)]
+        return f"UPSERT {total}: " + ", ".join(parts)
 
 
 @dataclass
@@ -99,31 +128,6 @@ def _describe(rows: pa.Table, columns: Sequence[str], mask: np.ndarray, limit: i
     return ", ".join(str(s) for s in sample) + more
 
 
-def group_codes(table: pa.Table, columns: Sequence[str]) -> tuple[np.ndarray, list[tuple]]:
-    """One integer per row identifying its combination of `columns`, and the combinations."""
-    n = table.num_rows
-    if not columns:
-        return np.zeros(n, dtype=np.int64), [()]
-    code = np.zeros(n, dtype=np.int64)
-    for c in columns:
-        enc = pc.dictionary_encode(table.column(c).combine_chunks(), null_encoding="encode")
-        width = max(len(enc.dictionary), 1)
-        code = code * width + enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    uniq, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-    reps = table.select(list(columns)).take(pa.array(first)).to_pylist()
-    return inverse.astype(np.int64), [tuple(r[c] for c in columns) for r in reps]
-
-
-def group_runs(codes: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """A stable order that makes equal codes adjacent, and the (start, end) of each run in it:
-    loops then go over groups (partitions, buckets), never over rows."""
-    order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    ends = np.append(np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1, len(order))
-    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
-    return order, list(zip(starts.tolist(), ends.tolist()))
-
-
 class GlobalIndexAssigner:
     def __init__(self, schema: TableSchema, num_assigners: int = 1, assign_id: int = 0,
                  sequence_by: str | None = None):
@@ -133,7 +137,7 @@ class GlobalIndexAssigner:
         self.partition_keys = list(schema.partition_keys)
         self.sequence_by = sequence_by
         self.engine = schema.core.merge_engine
-        self.action = existing_action(self.engine) if self.mode == BucketMode.KEY_DYNAMIC else None
+        self.existing = existing_processor(self.engine) if self.mode == BucketMode.KEY_DYNAMIC else None
         self.assigner = BucketAssigner(schema.core.target_row_num, num_assigners, assign_id)
 
     # ---- input checks ----------------------------------------------------------------------
@@ -186,12 +190,14 @@ class GlobalIndexAssigner:
             existing = self._empty_existing()
         else:
             existing = self._unique_existing(existing)
+        olds = [old_column(p) for p in self.partition_keys]
+        partition_index = None
         if self.mode == BucketMode.HASH_DYNAMIC:
-            self._bootstrap(index if index is not None else self._empty_index())
-        elif bucket_counts is not None:
-            self._bootstrap(bucket_counts, counted=True)
-        else:
-            self._bootstrap(existing)
+            partition_index = PartitionIndex(self.schema, self.assigner, index)
+        elif self.mode == BucketMode.KEY_DYNAMIC and bucket_counts is not None:
+            self.assigner.bootstrap_table(bucket_counts, olds, OLD_BUCKET, "count")
+        elif self.mode == BucketMode.KEY_DYNAMIC:
+            self.assigner.bootstrap_table(existing, olds, OLD_BUCKET)
         rows = rows.append_column(_ROW, pa.array(np.arange(n, dtype=np.int64)))
         # Keys match as Paimon compares them (a NaN key finds the stored NaN, -0.0 never finds 0.0).
         joined = key_order.join(rows, existing, self.keys, join_type="left outer")
@@ -235,23 +241,21 @@ class GlobalIndexAssigner:
             update = matched & active
             buckets[update] = old_bucket[update]
             out = joined.select(table_cols + [HASH])
-            buckets = self._assign_by_hash(out, new, buckets, index)
+            buckets = partition_index.assign(out, new, buckets)
         else:
             update = same & active
             buckets[update] = old_bucket[update]
-            out = joined.select(table_cols)
-            if self.action is ExistingAction.DELETE_OLD:
-                move = moved & active
-                if move.any():
-                    deletes.append(self._delete_rows(joined, move, old_bucket))
-                    self._decrement(joined, move)
-                counts.moved += int(move.sum())
-                new = new | move
-            elif self.action is ExistingAction.USE_OLD:
-                use_old = moved & active
-                out = self._rewrite_partition(joined, use_old)
-                buckets[use_old] = old_bucket[use_old]
-                update = update | use_old
+            moves: Moves = self.existing.process(moved & active)
+            if moves.retract_old.any():
+                deletes.append(self._delete_rows(joined, moves.retract_old, old_bucket))
+                self._decrement(joined, moves.retract_old)
+            counts.moved += int(moves.place_new.sum())
+            new = new | moves.place_new
+            out = self._rewrite_partition(joined, moves.use_old)
+            buckets[moves.use_old] = old_bucket[moves.use_old]
+            update = update | moves.use_old
+            skip |= moves.skip
+            active &= ~moves.skip
             buckets = self._assign_new(out, new, buckets)
         counts.inserted += int((~matched & active).sum())
         counts.updated += int(update.sum())
@@ -282,60 +286,6 @@ class GlobalIndexAssigner:
         if not dup.any():
             return ordered
         return ordered.filter(pa.array(np.append(~dup, True)))
-
-    def _bootstrap(self, existing: pa.Table, counted: bool = False) -> None:
-        if self.mode == BucketMode.HASH_FIXED or existing.num_rows == 0:
-            return
-        cols = [old_column(p) for p in self.partition_keys] + [OLD_BUCKET]
-        if counted:
-            per_bucket = existing.group_by(cols, use_threads=False).aggregate([("count", "sum")])
-            total = "count_sum"
-        else:
-            per_bucket = existing.group_by(cols, use_threads=False).aggregate([([], "count_all")])
-            total = "count_all"
-        for r in per_bucket.to_pylist():  # one iteration per (partition, bucket), not per row
-            part = tuple(r[old_column(p)] for p in self.partition_keys)
-            self.assigner.bootstrap(part, r[OLD_BUCKET], r[total])
-
-    def _empty_index(self) -> pa.Table:
-        fields = [pa.field(old_column(p), self.schema.field(p).type.to_arrow()) for p in self.partition_keys]
-        fields += [pa.field(HASH, pa.int32()), pa.field(OLD_BUCKET, pa.int32())]
-        return pa.schema(fields).empty_table()
-
-    def _assign_by_hash(self, rows: pa.Table, new: np.ndarray, buckets: np.ndarray,
-                        index: pa.Table | None) -> np.ndarray:
-        """PartitionIndex: a hash the index knows keeps its bucket; new hashes fill buckets like
-        BucketAssigner, one slot per distinct hash (rows sharing a hash share a bucket)."""
-        if not new.any():
-            return buckets
-        idx = np.flatnonzero(new)
-        cols = self.partition_keys + [HASH]
-        fresh = rows.take(pa.array(idx)).select(cols).append_column(_ROW, pa.array(np.arange(len(idx))))
-        if index is not None and index.num_rows:
-            known = index.rename_columns([p for p in self.partition_keys] + [HASH, OLD_BUCKET])
-            fresh = fresh.join(known, cols, join_type="left outer", use_threads=False)
-            fresh = fresh.take(pc.sort_indices(fresh, sort_keys=[(_ROW, "ascending")]))
-            found = fresh.column(OLD_BUCKET).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-        else:
-            found = np.full(len(idx), -1, dtype=np.int32)
-        hit = found >= 0
-        buckets[idx[hit]] = found[hit]
-        if hit.all():
-            return buckets
-        unknown = fresh.filter(pa.array(~hit)).select(cols)
-        distinct = unknown.group_by(cols, use_threads=False).aggregate([])
-        distinct = distinct.take(pc.sort_indices(distinct, sort_keys=[(c, "ascending") for c in cols]))
-        codes, parts = group_codes(distinct, self.partition_keys)
-        order, runs = group_runs(codes)
-        chosen = np.empty(distinct.num_rows, dtype=np.int32)
-        for start, end in runs:  # one iteration per partition
-            chosen[order[start:end]] = self.assigner.assign(parts[codes[order[start]]], end - start)
-        distinct = distinct.append_column(OLD_BUCKET, pa.array(chosen))
-        unknown = unknown.append_column(_ROW, pa.array(np.flatnonzero(~hit)))
-        placed = unknown.join(distinct, cols, join_type="inner", use_threads=False)
-        rows_at = placed.column(_ROW).to_numpy(zero_copy_only=False)
-        buckets[idx[rows_at]] = placed.column(OLD_BUCKET).to_numpy(zero_copy_only=False)
-        return buckets
 
     def _decrement(self, joined: pa.Table, move: np.ndarray) -> None:
         if not move.any():

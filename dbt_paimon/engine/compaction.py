@@ -19,13 +19,16 @@ from typing import Callable, Iterable, Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from ..assign.rows import PAYLOAD
 from ..store.compact import abort_compaction, compact_bucket, max_level
 from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
 from ..store.snapshot import COMPACT
 from ..store.table import FileStoreTable
-from . import deploy, jobs, local
+from . import deploy, jobs
+from .executor import driver_threads
 from .settings import Execution
+from .spark_types import struct_of
 
 
 def _compact_task(path: str, schema, io, level: int):
@@ -36,7 +39,7 @@ def _compact_task(path: str, schema, io, level: int):
                 split = pickle.loads(blob)
                 entries = compact_bucket(table, split, level)
                 yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps((split, entries))], pa.binary())],
-                                                 names=["payload"])
+                                                 schema=PAYLOAD)
     return run
 
 
@@ -49,15 +52,15 @@ def sorted_runs(split) -> int:
 def _on_spark(spark: SparkSession, table: FileStoreTable, splits: list, level: int) -> list:
     """One Spark task per bucket: [(split, entries)]."""
     deploy.prepare(spark, table.path)  # a cluster's executors: ship the engine, check their Python
-    tasks = jobs.descriptors(spark, [pickle.dumps(s) for s in splits])
+    tasks = jobs.descriptors(spark, splits)
     return jobs.collect_payloads(spark, tasks.mapInArrow(_compact_task(table.path, table.schema, table.io, level),
-                                                         "payload binary"))
+                                                         struct_of(PAYLOAD)))
 
 
 def _in_driver(spark: SparkSession, table: FileStoreTable, splits: list, level: int) -> list:
     """The same per-bucket rewrite in driver threads: [(split, entries)]. If a bucket fails, the
     files the others wrote are deleted before the error propagates."""
-    with ThreadPoolExecutor(min(local.threads(), len(splits))) as pool:
+    with ThreadPoolExecutor(min(driver_threads(), len(splits))) as pool:
         futures = [pool.submit(compact_bucket, table, s, level) for s in splits]
     done, error = [], None
     for split, future in zip(splits, futures):

@@ -17,9 +17,8 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from ..assign.global_index_assigner import BUCKET, KIND
+from ..assign.rows import BUCKET, COUNT, KIND, PAYLOAD, StageRows, conform
 from ..store.datafile import DELETE
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
@@ -29,8 +28,9 @@ from ..store.scan import DataSplit
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from . import deploy, jobs, tasks
+from .post_commit import after_commit
 from .settings import Execution
-from .spark_types import for_spark, spark_schema
+from .spark_types import struct_of
 
 log = logging.getLogger(__name__)
 MAX_JOB_ATTEMPTS = 3
@@ -49,12 +49,12 @@ class DeleteResult:
         return f"DELETE {self.deleted}"
 
 
-def _rows_task(path: str, schema, io: FileIO):
-    """Split descriptors -> every live row of those splits + BUCKET."""
-    extra = {BUCKET: pa.int32()}
+def _rows_task(path: str, stage: StageRows, io: FileIO):
+    """Split descriptors -> every live row of those splits + BUCKET (stage.live_row)."""
+    layout = stage.live_row()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        reader = TableRead(io, path, schema)
+        reader = TableRead(io, path, stage.schema)
         for batch in batches:
             for blob in batch.column(0).to_pylist():
                 split: DataSplit
@@ -62,7 +62,7 @@ def _rows_task(path: str, schema, io: FileIO):
                     live = reader.read_split(split)
                     if live.num_rows:
                         live = live.append_column(BUCKET, pa.array(np.full(live.num_rows, split.bucket, np.int32)))
-                        yield from for_spark(live, schema, extra).to_batches(max_chunksize=1 << 17)
+                        yield from conform(live, layout).to_batches(max_chunksize=1 << 17)
     return run
 
 
@@ -82,8 +82,6 @@ def delete(spark: SparkSession, path: str, where: str,
            storage_options: Mapping[str, object] | None = None) -> DeleteResult:
     """Delete every live row of the table at path for which the Spark SQL predicate holds.
     storage_options: the object store's settings (Paimon's names: s3.endpoint, ...)."""
-    from .upsert import after_commit  # upsert imports this module's siblings first
-
     io = FileIO.get(path, storage_options)
     started = time.time()
     if not where or not where.strip():
@@ -97,21 +95,20 @@ def delete(spark: SparkSession, path: str, where: str,
         if not plan.splits:
             return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, attempt)
         parallelism = spark.sparkContext.defaultParallelism
-        blobs = tasks.chunk_splits(plan.splits, parallelism * 2)
-        rows_schema = T.StructType(spark_schema(schema).fields + [T.StructField(BUCKET, T.IntegerType())])
-        rows = jobs.descriptors(spark, blobs).mapInArrow(_rows_task(table.path, schema, table.io), rows_schema)
+        stage = StageRows(schema)
+        rows = jobs.descriptors(spark, tasks.chunk_splits(plan.splits, parallelism * 2)).mapInArrow(
+            _rows_task(table.path, stage, table.io), struct_of(stage.live_row()))
         try:
             matched = rows.filter(F.expr(where))
         except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
             raise SchemaError(f"delete predicate {where!r} is not valid Spark SQL over the table's columns: "
                               f"{str(e).splitlines()[0]}") from None
-        doomed = (matched.withColumn(KIND, F.lit(DELETE).cast("tinyint"))
-                  .withColumn(tasks.COUNT, F.lit(None).cast("bigint")))
+        doomed = matched.withColumn(KIND, F.lit(DELETE).cast("tinyint")).withColumn(COUNT, F.lit(None).cast("bigint"))
         next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
         part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
         written = doomed.repartition(max(parallelism * 2, 1), *part_cols).mapInArrow(
             tasks.write_task(table.path, schema, table.io, next_sequence, index_files=None, update_index=False),
-            "payload binary")
+            struct_of(PAYLOAD))
         entries = [e for payload in jobs.collect_payloads(spark, written) for e in payload[0]]
         deleted = sum(e.file.row_count for e in entries)
         if not entries:

@@ -19,9 +19,9 @@ JOB_SETTINGS = {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
 _ERRORS = {"DataError": DataError, "SchemaError": SchemaError, "CorruptTableError": CorruptTableError}
 
 
-def descriptors(spark: SparkSession, blobs: Sequence[bytes]) -> DataFrame:
-    """One row (column `blob`) and one Spark partition per pickled task descriptor."""
-    rdd = spark.sparkContext.parallelize([(b,) for b in blobs], max(len(blobs), 1))
+def descriptors(spark: SparkSession, items: Sequence[object]) -> DataFrame:
+    """One row (column `blob`: the item pickled) and one Spark partition per task descriptor."""
+    rdd = spark.sparkContext.parallelize([(pickle.dumps(i),) for i in items], max(len(items), 1))
     return spark.createDataFrame(rdd, "blob binary")
 
 

@@ -1,13 +1,13 @@
-"""The upsert job's topology run inside the driver, for jobs that fit in it.
+"""The driver-local executor: the upsert job's stages inside the driver, for jobs that fit in it.
 
 On a local master, Spark's executors are threads of the same machine and every task of the job is a
-round trip through a Python worker; for a batch of a few hundred MB the five stages' fixed costs
+round trip through a Python worker; for a batch of a few hundred MB the stages' fixed costs
 dominate the upsert (see BENCHMARKS.md). When the batch and the table's key index fit in the driver,
-the same steps run here on Arrow tables, with the same code the Spark tasks run:
+the same stage functions (tasks.py) run here on Arrow tables:
 
-    bootstrap (tasks.bootstrap_task, thread pool) ─► assign (tasks.assign, one assigner owning
-    every bucket) ─► write (tasks.write_rows, thread pool over buckets) ─► commit (upsert.py)
-    ─► post-commit compaction (compaction.py, execution="local": compact_bucket, thread pool over buckets)
+    live keys (thread pool over splits) ─► assign (one assigner owning every bucket)
+    ─► write (thread pool over groups of whole buckets) ─► commit (upsert.py)
+    ─► post-commit compaction (compaction.py, LOCAL: thread pool over buckets)
 
 The shuffles have nothing to do: one assigner sees every key, and each writer thread gets whole
 buckets. `execution="distributed"` forces the Spark job; a non-local master always runs it.
@@ -15,19 +15,19 @@ buckets. `execution="distributed"` forces the Spark job; a non-local master alwa
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from ..assign.global_index_assigner import BUCKET, group_codes
+from ..assign.groups import group_codes
+from ..assign.rows import BUCKET, Source, StageRows, conform, of_source
 from ..store.index import HashIndexFile
-from ..store.options import BucketMode
-from ..store.schema import TableSchema
+from ..store.read import TableRead
 from ..store.table import FileStoreTable
-from . import bloom, deploy, tasks
+from . import bloom, deploy, jobs, tasks
+from .executor import JobOutput, driver_threads
 from .settings import Execution
 
 # Above these the job runs on Spark even on a local master: the batch (Spark's estimate of its
@@ -68,66 +68,70 @@ def choose(spark: SparkSession, df: DataFrame, execution: str | Execution, table
     return Execution.LOCAL if size <= LOCAL_MAX_BATCH_BYTES else Execution.DISTRIBUTED
 
 
-def threads() -> int:
-    """Threads of a driver-local job (its writers, bootstrap chunks, compacted buckets)."""
-    return max(2, min(8, os.cpu_count() or 2))
+def collect(spark: SparkSession, batch: DataFrame) -> pa.Table:
+    """The batch as one Arrow table in the driver, our errors raised as themselves."""
+    with jobs.spark_conf(spark, jobs.JOB_SETTINGS):
+        try:
+            return batch.toArrow()
+        except Exception as e:  # noqa: BLE001 - translated when it is one of ours
+            jobs.reraise_task_error(e)
+            raise
 
 
-def run_job(table: FileStoreTable, batch: pa.Table, plan, sequence_by: str | None):
-    """The job of upsert._run_job on an Arrow batch (the table's columns, Spark's Arrow types):
-    (manifest entries, counts, rewritten HASH index files, a one-line plan)."""
-    schema: TableSchema = table.schema
-    splits, next_sequence, index_files = tasks.bucket_state(table, plan)
-    hashed = schema.bucket_mode == BucketMode.HASH_DYNAMIC
-    stored, count_rows = _bootstrap(table, batch, plan, splits, sequence_by) if splits else (None, None)
-    indexed = None
-    if index_files:
-        files = HashIndexFile(table.io, table.path)
-        indexed = pa.concat_tables([tasks.index_entry_rows(files, schema, e) for e in index_files.values()])
-    result = tasks.assign(schema, 1, 0, sequence_by, rows=tasks.with_key_hash(batch, schema) if hashed else batch,
-                          stored=stored, count_rows=count_rows, indexed=indexed)
-    groups = _writer_groups(result.rows, schema, threads())
-    with ThreadPoolExecutor(threads()) as pool:
-        written = list(pool.map(lambda part: tasks.write_rows(table.path, schema, table.io, next_sequence, index_files, part),
-                                groups))
-    entries, index_changes = [], {}
-    for part_entries, part_index in written:
-        entries += part_entries
-        index_changes.update(part_index)
-    return entries, result.counts.as_dict(), index_changes, f"driver-local ({len(groups)} writer threads)"
+class LocalExecutor:
+    """Runs upsert jobs in the driver over an Arrow batch (the table's columns, Spark's Arrow types)."""
+
+    execution = Execution.LOCAL
+
+    def __init__(self, batch: pa.Table):
+        self.batch = batch
+
+    def run_job(self, table: FileStoreTable, plan, sequence_by: str | None) -> JobOutput:
+        stage = StageRows(table.schema, sequence_by)
+        splits, next_sequence, index_files = tasks.bucket_state(table, plan)
+        batch = conform(tasks.with_key_hash(self.batch, stage.schema) if stage.hashed else self.batch, stage.batch())
+        live, counts = _live_keys(table, stage, batch, plan, splits) if splits else (None, None)
+        index = None
+        if index_files:
+            files = HashIndexFile(table.io, table.path)
+            index = pa.concat_tables([tasks.index_entries(files, stage, e) for e in index_files.values()])
+        result = tasks.assign(stage, 1, 0, batch, live, counts, index)
+        groups = _writer_groups(result.rows, stage, driver_threads())
+        with ThreadPoolExecutor(driver_threads()) as pool:
+            written = list(pool.map(lambda part: tasks.write_rows(table.path, stage.schema, table.io, next_sequence,
+                                                                  index_files, part), groups))
+        entries, index_changes = [], {}
+        for part_entries, part_index in written:
+            entries += part_entries
+            index_changes.update(part_index)
+        return JobOutput(entries, result.counts, index_changes, f"driver-local ({len(groups)} writer threads)")
 
 
-def _bootstrap(table: FileStoreTable, batch: pa.Table, plan, splits, sequence_by: str | None):
-    """(stored keys, per-bucket count rows) as the Spark bootstrap ships them: with the batch's
-    Bloom filter (when the key can be hashed) only the keys the batch may touch plus each
-    bucket's count; else every live key. The bootstrap task runs in threads, a chunk each."""
-    schema = table.schema
+def _live_keys(table: FileStoreTable, stage: StageRows, batch: pa.Table, plan, splits):
+    """(live keys, bucket counts) as the Spark bootstrap ships them: with the batch's Bloom filter
+    (when the key can be hashed) only the keys the batch may touch plus each bucket's count; else
+    every live key. Splits are read in threads."""
+    schema = stage.schema
     bits = None
-    if schema.bucket_mode != BucketMode.HASH_DYNAMIC and bloom.supports(schema):
+    if not stage.hashed and bloom.supports(schema):
         bits = np.zeros(bloom.size_bits(plan.snapshot.total_record_count) // 8, dtype=np.uint8)
         bloom.add(bits, batch, list(schema.primary_keys), schema)
-    boot = tasks.bootstrap_task(table.path, schema, table.io, sequence_by, with_hash=schema.bucket_mode == BucketMode.HASH_DYNAMIC,
-                                bloom_bits=bits, routes={0: 0} if bits is not None else None)
-
-    def chunk(blob: bytes) -> list[pa.RecordBatch]:  # one bootstrap task's input: a row of pickled splits
-        return list(boot(iter([pa.RecordBatch.from_arrays([pa.array([blob], pa.binary())], ["blob"])])))
-
-    with ThreadPoolExecutor(threads()) as pool:
-        found = [b for part in pool.map(chunk, tasks.chunk_splits(splits, threads())) for b in part]
+    routes = {0: 0} if bits is not None else None  # one assigner: every count row goes to it
+    reader = TableRead(table.io, table.path, schema, tasks.live_key_projection(stage))
+    with ThreadPoolExecutor(driver_threads()) as pool:
+        found = [t for t in pool.map(lambda s: tasks.live_keys(reader, s, stage, bits, routes), splits) if t.num_rows]
     if not found:
         return None, None
-    existing = pa.Table.from_batches(found)
-    source = existing.column(tasks.SOURCE)
-    count_rows = existing.filter(pc.equal(source, tasks.FROM_COUNT)) if bits is not None else None
-    return existing.filter(pc.equal(source, tasks.FROM_TABLE)), count_rows
+    rows = pa.concat_tables(found)
+    return of_source(rows, Source.TABLE), of_source(rows, Source.COUNT) if routes else None
 
 
-def _writer_groups(data: pa.Table, schema: TableSchema, n: int) -> list[pa.Table]:
+def _writer_groups(data: pa.Table, stage: StageRows, n: int) -> list[pa.Table]:
     """The assigned rows cut into at most n parts of whole buckets (as the shuffle by (partition,
     bucket) would), so writer threads never share a bucket."""
     if data.num_rows == 0:
         return []
-    codes, _ = group_codes(data, list(schema.partition_keys) + [BUCKET])
+    codes, _ = group_codes(data, list(stage.schema.partition_keys) + [BUCKET])
     part = np.asarray(codes, dtype=np.int64) % n
     out = []
     for i in range(n):
@@ -135,4 +139,3 @@ def _writer_groups(data: pa.Table, schema: TableSchema, n: int) -> list[pa.Table
         if mask.any():
             out.append(data.filter(pa.array(mask)))
     return out
-

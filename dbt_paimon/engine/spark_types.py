@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type
+
+from ..assign.rows import conform, exchange_type
 
 from ..store.errors import SchemaError
 from ..store.schema import TableSchema
@@ -80,26 +83,13 @@ def fits(source: T.DataType, target: DataType) -> bool:
     return target.root in _WIDENS.get(type(source), ())
 
 
-def spark_arrow_type(t: DataType) -> pa.DataType:
-    """The Arrow type Spark expects from a Python worker for a column of Paimon type t."""
-    if t.root == "TIMESTAMP":
-        return pa.timestamp("us")
-    if t.root == "TIMESTAMP_LTZ":
-        return pa.timestamp("us", tz="UTC")
-    return t.to_arrow()
+def struct_of(layout: pa.Schema) -> T.StructType:
+    """The Spark schema of a stage layout (assign/rows.py): Spark's view of the same Arrow types
+    (a timestamp with a time zone is TIMESTAMP, one without TIMESTAMP_NTZ)."""
+    return T.StructType([T.StructField(f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True), True)
+                         for f in layout])
 
 
-def for_spark(table: pa.Table, schema: TableSchema, extra: dict[str, pa.DataType] | None = None) -> pa.Table:
-    """Cast a table of the table's columns (+ extra columns) to exactly what Spark expects back."""
-    arrays, names = [], []
-    for name in table.column_names:
-        col = table.column(name)
-        if extra and name in extra:
-            target = extra[name]
-        else:
-            target = spark_arrow_type(schema.field(name).type)
-        if col.type != target:
-            col = col.cast(target)
-        arrays.append(col)
-        names.append(name)
-    return pa.Table.from_arrays(arrays, schema=pa.schema([pa.field(n, a.type, True) for n, a in zip(names, arrays)]))
+def for_spark(table: pa.Table, schema: TableSchema) -> pa.Table:
+    """A table of the table's columns in exactly the Arrow types Spark expects back."""
+    return conform(table, pa.schema([pa.field(n, exchange_type(schema.field(n).type)) for n in table.column_names]))

@@ -1,10 +1,14 @@
-"""The functions Spark runs on executors (through mapInArrow). Each is built by a factory that
-captures only small picklable things: the table path and schema, a few dicts of metadata.
+"""The upsert's stages as functions over Arrow tables, and the Spark tasks that run them.
 
-Rows cross the two shuffles in one layout: the table's columns + BUCKET + SOURCE (+ COUNT after
-assignment). Bootstrapped index entries travel in the same columns as batch rows: the key, the
-partition fields holding the key's current partition, BUCKET its current bucket and the
-sequence_by column its stored value; SOURCE tells them apart. This keeps one shuffle for both.
+Each stage is a plain function that both executors call: the driver-local executor (local.py)
+directly, in threads; the Spark job (distributed.py) through a `*_task` wrapper, a mapInArrow
+function built by a factory that captures only small picklable things (the table path and schema,
+a few dicts of metadata). The rows between stages are declared in assign/rows.py.
+
+    live_keys      one split of the table -> its live keys (Bloom-filtered), + the bucket's count
+    index_entries  one bucket's HASH index file -> its (partition, hash, bucket) entries
+    assign         one assigner's share -> assigned rows + counts (assign/global_index_assigner.py)
+    write_rows     assigned rows of whole buckets -> new data files (+ HASH index files)
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..assign.global_index_assigner import (BUCKET, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, AssignCounts,
-                                            GlobalIndexAssigner, group_codes, group_runs, old_column)
+from ..assign.global_index_assigner import COUNT_KINDS, AssignCounts, AssignResult, GlobalIndexAssigner
+from ..assign.groups import group_codes, group_runs
+from ..assign.rows import (BUCKET, COUNT, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, PAYLOAD, ROUTE, SOURCE,
+                           SUMMARY_BUCKET, Source, StageRows, conform, of_source, old_column)
 from ..store import binary_row
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestEntry, read_hash_index
@@ -29,40 +35,24 @@ from ..store.scan import DataSplit
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import bloom
-from .spark_types import for_spark
 
-SOURCE = "__source"  # where a row comes from: FROM_TABLE, FROM_BATCH, FROM_INDEX or FROM_COUNT
-COUNT = "__count"    # a bucket's live rows (FROM_COUNT rows); after assignment, summary rows' counts
-ROUTE = "__route"    # what the shuffle to the assigners hashes: the key's hash, or a count row's target
-FROM_TABLE, FROM_BATCH, FROM_INDEX, FROM_COUNT = 0, 1, 2, 3  # live key; batch row; HASH index entry; bucket count
-_COUNT_FIELDS = list(AssignCounts.__dataclass_fields__)
+SPLIT_READ_THREADS = 4  # a bootstrap task reads its splits' files concurrently (I/O, decompression)
 
 
 def _task_id() -> tuple[int, int]:
-    from pyspark import TaskContext
+    from pyspark import TaskContext  # only inside a Spark task: the driver-local executor never needs it
     ctx = TaskContext.get()
     return ctx.partitionId(), ctx.attemptNumber()
 
 
-def with_key_hash(table: pa.Table, schema: TableSchema) -> pa.Table:
-    """Append Paimon's hash of the trimmed key (what the HASH index stores)."""
-    keys = schema.trimmed_primary_keys
-    hashes = key_hashes([table.column(k) for k in keys], [schema.field(k).type for k in keys])
-    return table.append_column(HASH, pa.array(hashes, pa.int32()))
+def _blobs(batches: Iterator[pa.RecordBatch]) -> Iterator:
+    """The unpickled task descriptors of a descriptor DataFrame's rows (jobs.descriptors)."""
+    for batch in batches:
+        for blob in batch.column(0).to_pylist():
+            yield pickle.loads(blob)
 
 
-def hash_task(schema: TableSchema):
-    """Batch rows -> the same rows + HASH (HASH_DYNAMIC tables are shuffled by partition and hash)."""
-    extra = {HASH: pa.int32(), BUCKET: pa.int32(), SOURCE: pa.int8()}
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            t = pa.Table.from_batches([batch])
-            if t.num_rows:
-                cols = [c for c in t.column_names if c != HASH]
-                yield from for_spark(with_key_hash(t.select(cols), schema), schema, extra).to_batches()
-    return run
-
+# ---- what a job needs of its snapshot ---------------------------------------------------------------
 
 def bucket_state(table: FileStoreTable, plan) -> tuple[list[DataSplit], dict, dict]:
     """What a job needs of the snapshot it bootstraps from: its splits, each bucket's next
@@ -75,181 +65,206 @@ def bucket_state(table: FileStoreTable, plan) -> tuple[list[DataSplit], dict, di
     return splits, next_sequence, index_files
 
 
-def index_entry_rows(files: HashIndexFile, schema: TableSchema, entry: IndexManifestEntry) -> pa.Table:
-    """One bucket's HASH index as (partition, hash, bucket) rows (FROM_INDEX), one per indexed hash,
-    in the Arrow types Spark hands to the assigners."""
-    hashes = files.read(entry)
-    n = len(hashes)
-    values = binary_row.deserialize(entry.partition, schema.partition_types)
-    arrays = [pa.array([v], schema.field(p).type.to_arrow()).take(np.zeros(n, np.int64))
-              for p, v in zip(schema.partition_keys, values)]
-    arrays += [pa.array(hashes, pa.int32()), pa.array(np.full(n, entry.bucket, np.int32)),
-               pa.array(np.full(n, FROM_INDEX, np.int8))]
-    rows = pa.Table.from_arrays(arrays, names=list(schema.partition_keys) + [HASH, BUCKET, SOURCE])
-    return for_spark(rows, schema, {HASH: pa.int32(), BUCKET: pa.int32(), SOURCE: pa.int8()})
+def chunk_splits(splits: Sequence[DataSplit], chunks: int) -> list[list[DataSplit]]:
+    """The splits in at most `chunks` groups balanced by row count, one per bootstrap task."""
+    chunks = max(1, min(chunks, len(splits)))
+    loads = np.zeros(chunks, dtype=np.int64)
+    groups: list[list[DataSplit]] = [[] for _ in range(chunks)]
+    for s in sorted(splits, key=lambda s: -s.row_count):  # per split (metadata), not per row
+        i = int(np.argmin(loads))
+        groups[i].append(s)
+        loads[i] += s.row_count
+    return [g for g in groups if g]
 
 
-def index_bootstrap_task(path: str, schema: TableSchema, io: FileIO):
-    """Rows of pickled HASH index entries -> (partition, hash, bucket) rows, one per indexed hash."""
+# ---- stage: bootstrap --------------------------------------------------------------------------------
+
+def with_key_hash(table: pa.Table, schema: TableSchema) -> pa.Table:
+    """Append Paimon's hash of the trimmed key (what the HASH index stores)."""
+    keys = schema.trimmed_primary_keys
+    hashes = key_hashes([table.column(k) for k in keys], [schema.field(k).type for k in keys])
+    return table.append_column(HASH, pa.array(hashes, pa.int32()))
+
+
+def live_keys(reader: TableRead, split: DataSplit, stage: StageRows, bloom_bits: np.ndarray | None = None,
+              routes: dict[int, int] | None = None) -> pa.Table:
+    """One split's live keys in the stage.live_key layout: (key, the partition it lives in, bucket
+    [, stored sequence_by][, HASH]).
+
+    With routes (assigner id -> a ROUTE value the shuffle sends to it), a bucket-count row (the
+    split's live rows) goes to the assigner that owns the bucket, which must know how full every
+    bucket it owns is whichever assigners its keys hash to; with bloom_bits (the batch's keys) only
+    the keys the batch may touch are kept."""
+    schema = stage.schema
+    live = reader.read_split(split)
+    n = live.num_rows
+    columns = {}
+    for c in stage.live_key_columns:
+        if c in live.column_names:
+            columns[c] = live.column(c)
+        else:  # a partition field outside the key: constant per split
+            value = split.partition_values[schema.partition_keys.index(c)]
+            columns[c] = pa.array([value], schema.field(c).type.to_arrow()).take(np.zeros(n, np.int64))
+    columns[BUCKET] = pa.array(np.full(n, split.bucket, np.int32))
+    columns[SOURCE] = pa.array(np.full(n, Source.TABLE, np.int8))
+    out = pa.table(columns)
+    if stage.hashed:
+        out = with_key_hash(out, schema)
+    counted = routes is not None
+    if bloom_bits is not None:
+        out = out.filter(pa.array(bloom.might_contain(bloom_bits, out, list(schema.primary_keys), schema)))
+    layout = stage.live_key(counted)
+    out = conform(out, layout)
+    if not counted:
+        return out
+    count = {p: pa.array([v], schema.field(p).type.to_arrow())
+             for p, v in zip(schema.partition_keys, split.partition_values)}
+    count.update({BUCKET: pa.array([split.bucket], pa.int32()), SOURCE: pa.array([Source.COUNT], pa.int8()),
+                  COUNT: pa.array([n], pa.int64()), ROUTE: pa.array([routes[split.bucket % len(routes)]], pa.int32())})
+    return pa.concat_tables([out, conform(pa.table(count), layout)])
+
+
+def live_key_projection(stage: StageRows) -> list[str]:
+    """The columns a bootstrap reads from the data files (partition fields outside the key are
+    constant per split and come from its metadata)."""
+    keys = stage.schema.primary_keys
+    return [c for c in stage.live_key_columns if c not in stage.schema.partition_keys or c in keys]
+
+
+def live_keys_task(path: str, io: FileIO, stage: StageRows, bloom_bits: np.ndarray | None = None,
+                   routes: dict[int, int] | None = None):
+    """Rows of pickled split lists -> their live keys (live_keys)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        files = HashIndexFile(io, path)
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                for entry in pickle.loads(blob):
-                    t = index_entry_rows(files, schema, entry)
+        reader = TableRead(io, path, stage.schema, live_key_projection(stage))
+        for splits in _blobs(batches):
+            with ThreadPoolExecutor(max_workers=SPLIT_READ_THREADS) as pool:
+                for t in pool.map(lambda s: live_keys(reader, s, stage, bloom_bits, routes), splits):
                     if t.num_rows:
                         yield from t.to_batches()
     return run
 
 
-def bootstrap_task(path: str, schema: TableSchema, io: FileIO, sequence_by: str | None, with_hash: bool = False,
-                   bloom_bits: np.ndarray | None = None, routes: dict[int, int] | None = None):
-    """Rows of pickled split lists -> (key, current partition, bucket[, sequence_by][, hash]) of
-    live keys.
+def index_entries(files: HashIndexFile, stage: StageRows, entry: IndexManifestEntry) -> pa.Table:
+    """One bucket's HASH index in the stage.index_entry layout, one row per indexed hash."""
+    schema = stage.schema
+    hashes = files.read(entry)
+    n = len(hashes)
+    values = binary_row.deserialize(entry.partition, schema.partition_types)
+    columns = {p: pa.array([v], schema.field(p).type.to_arrow()).take(np.zeros(n, np.int64))
+               for p, v in zip(schema.partition_keys, values)}
+    columns.update({HASH: pa.array(hashes, pa.int32()), BUCKET: pa.array(np.full(n, entry.bucket, np.int32)),
+                    SOURCE: pa.array(np.full(n, Source.INDEX, np.int8))})
+    return conform(pa.table(columns), stage.index_entry())
 
-    With routes (assigner id -> a ROUTE value the shuffle sends to it), one FROM_COUNT row per
-    bucket (its live rows) goes to the assigner that owns the bucket, which must know how full
-    every bucket it owns is whichever assigners its keys hash to; with a Bloom filter of the
-    batch's keys too, only keys the batch may touch are shipped."""
-    keys = list(schema.primary_keys)
-    columns = keys + [p for p in schema.partition_keys if p not in keys]
-    if sequence_by and sequence_by not in columns:
-        columns.append(sequence_by)
-    projection = [c for c in columns if c not in schema.partition_keys or c in keys]
-    extra = {BUCKET: pa.int32(), SOURCE: pa.int8(), HASH: pa.int32(), COUNT: pa.int64(), ROUTE: pa.int32()}
 
-    def read_split(reader: TableRead, split: DataSplit) -> pa.Table:
-        live = reader.read_split(split)
-        n = live.num_rows
-        arrays, names = [], []
-        for c in columns:
-            if c in projection:
-                arrays.append(live.column(c))
-            else:  # a partition field outside the key: constant per split
-                value = split.partition_values[schema.partition_keys.index(c)]
-                arrays.append(pa.array([value] * 1, schema.field(c).type.to_arrow()).take(np.zeros(n, np.int64)))
-            names.append(c)
-        arrays += [pa.array(np.full(n, split.bucket, np.int32)), pa.array(np.full(n, FROM_TABLE, np.int8))]
-        out = pa.Table.from_arrays(arrays, names=names + [BUCKET, SOURCE])
-        if routes is None:
-            return with_key_hash(out, schema) if with_hash else out
-        if bloom_bits is not None:
-            out = out.filter(pa.array(bloom.might_contain(bloom_bits, out, keys, schema)))
-        out = out.append_column(COUNT, pa.nulls(out.num_rows, pa.int64()))
-        out = out.append_column(ROUTE, pa.nulls(out.num_rows, pa.int32()))
-        counted = [pa.nulls(1, schema.field(c).type.to_arrow()) if c not in schema.partition_keys else
-                   pa.array([split.partition_values[schema.partition_keys.index(c)]], schema.field(c).type.to_arrow())
-                   for c in columns]
-        counted += [pa.array([split.bucket], pa.int32()), pa.array([FROM_COUNT], pa.int8()),
-                    pa.array([n], pa.int64()), pa.array([routes[split.bucket % len(routes)]], pa.int32())]
-        return pa.concat_tables([out, pa.Table.from_arrays(counted, names=out.column_names)])
-
+def index_entries_task(path: str, io: FileIO, stage: StageRows):
+    """Rows of pickled HASH index entry lists -> their (partition, hash, bucket) rows."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        reader = TableRead(io, path, schema, projection)
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                splits: list[DataSplit] = pickle.loads(blob)
-                with ThreadPoolExecutor(max_workers=4) as pool:
-                    for t in pool.map(lambda s: read_split(reader, s), splits):
-                        if t.num_rows:
-                            yield from for_spark(t, schema, extra).to_batches()
+        files = HashIndexFile(io, path)
+        for entries in _blobs(batches):
+            for entry in entries:
+                t = index_entries(files, stage, entry)
+                if t.num_rows:
+                    yield from t.to_batches()
     return run
 
 
-def assign_task(schema: TableSchema, num_assigners: int, sequence_by: str | None, counted: bool = False):
-    """One assigner per Spark partition of the shuffle by key: its id is the partition id.
-    counted: the bootstrap was filtered by the batch's keys and sends bucket counts (FROM_COUNT)."""
-    hashed = schema.bucket_mode == BucketMode.HASH_DYNAMIC
-    names = schema.field_names + ([HASH] if hashed else [])
-    extra = {BUCKET: pa.int32(), KIND: pa.int8(), COUNT: pa.int64(), HASH: pa.int32()}
+def hash_task(stage: StageRows):
+    """Batch rows -> the same rows + HASH (HASH_DYNAMIC tables are routed by partition and hash)."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if batch.num_rows:
+                yield from conform(with_key_hash(pa.Table.from_batches([batch]), stage.schema),
+                                   stage.batch()).to_batches()
+    return run
+
+
+# ---- stage: assign -----------------------------------------------------------------------------------
+
+def assign(stage: StageRows, num_assigners: int, assign_id: int, batch: pa.Table, live: pa.Table | None,
+           counts: pa.Table | None = None, index: pa.Table | None = None) -> AssignResult:
+    """One assigner's share: batch rows (stage.batch) against the live keys the bootstrap sent it,
+    per-bucket counts (when the bootstrap was filtered by the batch's keys) and HASH index entries
+    (HASH_DYNAMIC), each in the layout it travelled in."""
+    schema = stage.schema
+    olds = [old_column(p) for p in schema.partition_keys]
+    existing = None
+    if live is not None:
+        names = list(schema.primary_keys) + olds + [OLD_BUCKET] + ([OLD_SEQUENCE] if stage.sequence_by else [])
+        existing = pa.Table.from_arrays(
+            [live.column(c) for c in list(schema.primary_keys) + list(schema.partition_keys) + [BUCKET]]
+            + ([live.column(stage.sequence_by)] if stage.sequence_by else []), names=names)
+    bucket_counts = None
+    if counts is not None:
+        bucket_counts = pa.Table.from_arrays(
+            [counts.column(p) for p in schema.partition_keys] + [counts.column(BUCKET), counts.column(COUNT)],
+            names=olds + [OLD_BUCKET, "count"])
+    indexed = None
+    if index is not None:
+        indexed = pa.Table.from_arrays(
+            [index.column(p) for p in schema.partition_keys] + [index.column(HASH), index.column(BUCKET)],
+            names=olds + [HASH, OLD_BUCKET])
+    assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, stage.sequence_by)
+    return assigner.process(batch, existing, indexed, bucket_counts)
+
+
+def assign_task(stage: StageRows, num_assigners: int, counted: bool):
+    """One assigner per Spark partition of the shuffle by ROUTE: its id is the partition id.
+    counted: the bootstrap was filtered by the batch's keys and sends bucket counts."""
+    layout = stage.assigned()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         assign_id, _ = _task_id()
         batches = list(batches)
-        if not batches:
+        routed = pa.Table.from_batches(batches) if batches else None
+        if routed is None or routed.num_rows == 0:
             return
-        table = pa.Table.from_batches(batches)
-        if table.num_rows == 0:
-            return
-        source = table.column(SOURCE)
-        result = assign(schema, num_assigners, assign_id, sequence_by,
-                        rows=table.filter(pc.equal(source, FROM_BATCH)).select(names),
-                        stored=table.filter(pc.equal(source, FROM_TABLE)),
-                        count_rows=table.filter(pc.equal(source, FROM_COUNT)) if counted else None,
-                        indexed=table.filter(pc.equal(source, FROM_INDEX)) if hashed else None)
-        out = result.rows.append_column(COUNT, pa.nulls(result.rows.num_rows, pa.int64()))
-        yield from for_spark(out, schema, extra).to_batches(max_chunksize=1 << 17)
-        yield from for_spark(_summary(result.counts, schema, hashed), schema, extra).to_batches()
+        result = assign(stage, num_assigners, assign_id,
+                        batch=conform(of_source(routed, Source.BATCH), stage.batch()),
+                        live=of_source(routed, Source.TABLE),
+                        counts=of_source(routed, Source.COUNT) if counted else None,
+                        index=of_source(routed, Source.INDEX) if stage.hashed else None)
+        yield from conform(result.rows, layout).to_batches(max_chunksize=1 << 17)
+        yield from conform(summary_rows(result.counts), layout).to_batches()
     return run
 
 
-def assign(schema: TableSchema, num_assigners: int, assign_id: int, sequence_by: str | None, rows: pa.Table,
-           stored: pa.Table | None, count_rows: pa.Table | None = None, indexed: pa.Table | None = None):
-    """One assigner's work on its share: rows (the table's columns [+ HASH]) against the stored keys
-    the bootstrap sent it (FROM_TABLE layout), per-bucket counts (FROM_COUNT rows, when the bootstrap
-    was filtered) and HASH index entries (FROM_INDEX rows, HASH_DYNAMIC)."""
-    existing = _as_existing(stored, schema, sequence_by) if stored is not None else None
-    bucket_counts = None
-    if count_rows is not None:
-        bucket_counts = pa.Table.from_arrays(
-            [count_rows.column(p) for p in schema.partition_keys]
-            + [count_rows.column(BUCKET), count_rows.column(COUNT)],
-            names=[old_column(p) for p in schema.partition_keys] + [OLD_BUCKET, "count"])
-    index = None
-    if indexed is not None:
-        index = pa.Table.from_arrays(
-            [indexed.column(p) for p in schema.partition_keys] + [indexed.column(HASH), indexed.column(BUCKET)],
-            names=[old_column(p) for p in schema.partition_keys] + [HASH, OLD_BUCKET])
-    assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, sequence_by)
-    return assigner.process(rows, existing, index, bucket_counts)
+def summary_rows(counts: AssignCounts) -> pa.Table:
+    """An assigner's counts as assigned rows: BUCKET = SUMMARY_BUCKET, KIND = the count's index in
+    COUNT_KINDS, COUNT its value; the writers add them up."""
+    n = len(COUNT_KINDS)
+    return pa.table({BUCKET: pa.array(np.full(n, SUMMARY_BUCKET, np.int32)), KIND: pa.array(np.arange(n, dtype=np.int8)),
+                     COUNT: pa.array([getattr(counts, k) for k in COUNT_KINDS], pa.int64())})
 
 
-def _as_existing(stored: pa.Table, schema: TableSchema, sequence_by: str | None) -> pa.Table:
-    arrays = [stored.column(k) for k in schema.primary_keys]
-    names = list(schema.primary_keys)
-    for p in schema.partition_keys:
-        arrays.append(stored.column(p))
-        names.append(old_column(p))
-    arrays.append(stored.column(BUCKET))
-    names.append(OLD_BUCKET)
-    if sequence_by:
-        arrays.append(stored.column(sequence_by))
-        names.append(OLD_SEQUENCE)
-    return pa.Table.from_arrays(arrays, names=names)
+def add_summary(counts: AssignCounts, assigned: pa.Table) -> pa.Table:
+    """Add the summary rows among assigned rows to counts; the data rows."""
+    is_summary = pc.equal(assigned.column(BUCKET), SUMMARY_BUCKET)
+    summary = assigned.filter(is_summary)
+    for kind, total in zip(summary.column(KIND).to_pylist(), summary.column(COUNT).to_pylist()):  # 5 per assigner
+        name = COUNT_KINDS[kind]
+        setattr(counts, name, getattr(counts, name) + total)
+    return assigned.filter(pc.invert(is_summary))
 
 
-def _summary(counts: AssignCounts, schema: TableSchema, hashed: bool) -> pa.Table:
-    """One row per count, BUCKET = -1, KIND = the count's index; the writer side adds them up."""
-    n = len(_COUNT_FIELDS)
-    arrays = [pa.nulls(n, f.type.to_arrow()) for f in schema.fields] + ([pa.nulls(n, pa.int32())] if hashed else [])
-    arrays += [pa.array(np.full(n, -1, np.int32)), pa.array(np.arange(n, dtype=np.int8)),
-               pa.array([getattr(counts, f) for f in _COUNT_FIELDS], pa.int64())]
-    names = schema.field_names + ([HASH] if hashed else [])
-    return pa.Table.from_arrays(arrays, names=names + [BUCKET, KIND, COUNT])
-
+# ---- stage: write ------------------------------------------------------------------------------------
 
 def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, index_files: dict | None = None,
                update_index: bool = True):
     """Writes the buckets of one Spark partition of the shuffle by (partition, bucket); returns one
-    row: the pickled manifest entries, counts and (HASH_DYNAMIC) rewritten index files.
+    row (PAYLOAD): the pickled manifest entries, counts and (HASH_DYNAMIC) rewritten index files.
 
     index_files: (partition bytes, bucket) -> the bucket's HASH index entry in the bootstrap snapshot."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(batches)
         counts = AssignCounts()
-        entries = []
-        new_index: dict = {}
+        entries, new_index = [], {}
         table = pa.Table.from_batches(batches) if batches else None
         if table is not None and table.num_rows:
-            is_summary = pc.equal(table.column(BUCKET), -1)
-            summary = table.filter(is_summary)
-            for kind, total in zip(summary.column(KIND).to_pylist(), summary.column(COUNT).to_pylist()):
-                field = _COUNT_FIELDS[kind]
-                setattr(counts, field, getattr(counts, field) + total)
-            data = table.filter(pc.invert(is_summary))
+            data = add_summary(counts, table)
             entries, new_index = write_rows(path, schema, io, next_sequence, index_files, data, update_index)
-        payload = pickle.dumps((entries, counts.as_dict(), new_index))
-        yield pa.RecordBatch.from_arrays([pa.array([payload], pa.binary())], names=["payload"])
+        payload = pickle.dumps((entries, counts, new_index))
+        yield pa.RecordBatch.from_arrays([pa.array([payload], pa.binary())], schema=PAYLOAD)
     return run
 
 
@@ -283,15 +298,3 @@ def _update_hash_index(path: str, schema: TableSchema, io: FileIO, data: pa.Tabl
         if not np.isin(incoming, known).all():
             changed[(pbytes, bucket)] = files.write(np.union1d(known, incoming))
     return changed
-
-
-def chunk_splits(splits: Sequence[DataSplit], chunks: int) -> list[bytes]:
-    """Pickled lists of splits, balanced by row count, one per bootstrap task."""
-    chunks = max(1, min(chunks, len(splits)))
-    loads = np.zeros(chunks, dtype=np.int64)
-    groups: list[list[DataSplit]] = [[] for _ in range(chunks)]
-    for s in sorted(splits, key=lambda s: -s.row_count):  # per split (metadata), not per row
-        i = int(np.argmin(loads))
-        groups[i].append(s)
-        loads[i] += s.row_count
-    return [pickle.dumps(g) for g in groups if g]

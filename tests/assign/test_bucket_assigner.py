@@ -3,7 +3,10 @@
 import pytest
 
 from dbt_paimon.assign.bucket_assigner import BucketAssigner
-from dbt_paimon.assign.existing_processor import ExistingAction, existing_action
+from dbt_paimon.assign.delete_existing_processor import DeleteExistingProcessor
+from dbt_paimon.assign.global_index_assigner import existing_processor
+from dbt_paimon.assign.skip_new_existing_processor import SkipNewExistingProcessor
+from dbt_paimon.assign.use_old_existing_processor import UseOldExistingProcessor
 from dbt_paimon.store import SchemaError
 
 
@@ -53,9 +56,9 @@ def test_invalid_settings():
 
 
 def test_existing_processor_by_merge_engine():
-    assert existing_action("deduplicate") is ExistingAction.DELETE_OLD
-    assert existing_action("partial-update") is ExistingAction.USE_OLD
-    assert existing_action("aggregation") is ExistingAction.USE_OLD
-    assert existing_action("first-row") is ExistingAction.SKIP_NEW
+    assert type(existing_processor("deduplicate")) is DeleteExistingProcessor
+    assert type(existing_processor("partial-update")) is UseOldExistingProcessor
+    assert type(existing_processor("aggregation")) is UseOldExistingProcessor
+    assert type(existing_processor("first-row")) is SkipNewExistingProcessor
     with pytest.raises(SchemaError):
-        existing_action("nope")
+        existing_processor("nope")

@@ -1,0 +1,131 @@
+"""The distributed executor: the upsert job as one Spark job (mapInArrow stages and two shuffles).
+
+    live keys (bootstrap tasks) ─┐
+    HASH index entries ──────────┼─ shuffle by ROUTE ─► assign ─► shuffle by (partition, bucket) ─► write
+    the batch, cast to the table ┘
+
+The driver only plans (reads manifests), collects the small per-task results (manifest entries and
+counts) and commits (upsert.py). Every stage runs the functions of tasks.py; the rows between
+stages are assign/rows.py's layouts, their Spark schemas derived from them (spark_types.struct_of).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..assign.global_index_assigner import AssignCounts
+from ..assign.rows import BUCKET, HASH, PAYLOAD, ROUTE, SOURCE, Source, StageRows
+from ..store.schema import TableSchema
+from ..store.table import FileStoreTable
+from . import bloom, deploy, jobs, tasks
+from .executor import JobOutput
+from .settings import Execution, RunSettings
+from .spark_types import struct_of
+
+
+class DistributedExecutor:
+    """Runs upsert jobs on Spark over a DataFrame batch (the table's columns, its Spark types)."""
+
+    execution = Execution.DISTRIBUTED
+
+    def __init__(self, spark: SparkSession, batch: DataFrame, settings: RunSettings, path: str):
+        self.spark = spark
+        self.batch = batch
+        self.settings = settings
+        deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
+
+    def run_job(self, table: FileStoreTable, plan, sequence_by: str | None) -> JobOutput:
+        return _run_job(self.spark, table, self.batch, plan, sequence_by, self.settings)
+
+
+def _batch_bloom(spark: SparkSession, batch: DataFrame, schema: TableSchema, plan):
+    """OR of the per-task Bloom filters of the batch's keys (None when the key cannot be hashed)."""
+    if not bloom.supports(schema):
+        return None
+    bits = bloom.size_bits(plan.snapshot.total_record_count if plan and plan.snapshot else 0)
+    keys = [F.col(f"`{k}`") for k in schema.primary_keys]
+    # One partial filter per core, not per input partition: the driver ORs at most `cores` bitsets.
+    cores = max(spark.sparkContext.defaultParallelism, 1)
+    keyed = batch.select(*keys)
+    if keyed.rdd.getNumPartitions() > cores:
+        keyed = keyed.coalesce(cores)
+    parts = keyed.mapInArrow(bloom.build_task(schema, bits), "bits binary").collect()
+    out = np.zeros(bits // 8, dtype=np.uint8)
+    for row in parts:  # one per task
+        out |= np.frombuffer(row.bits, dtype=np.uint8)
+    return out
+
+
+def _routes(spark: SparkSession, n: int) -> dict[int, int]:
+    """For each assigner id, an int whose Spark hash partitioning (pmod(murmur3, n)) sends it there."""
+    found: dict[int, int] = {}
+    span = 16 * n
+    while len(found) < n:
+        rows = spark.range(0, span).selectExpr("cast(id as int) as r", f"pmod(hash(cast(id as int)), {n}) as p")
+        for r in rows.collect():  # a few dozen ints
+            found.setdefault(r.p, r.r)
+        span *= 4
+    return found
+
+
+def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, sequence_by: str | None,
+             settings: RunSettings) -> JobOutput:
+    schema = table.schema
+    stage = StageRows(schema, sequence_by)
+    parallelism = spark.sparkContext.defaultParallelism
+    num_assigners = settings.assigner_parallelism or parallelism
+    num_writers = settings.sink_parallelism or max(parallelism * 2, 1)
+    bootstrap_tasks = settings.bootstrap_parallelism or parallelism * 2
+    splits, next_sequence, index_files = tasks.bucket_state(table, plan)
+    hashed = stage.hashed
+
+    rows = batch.mapInArrow(tasks.hash_task(stage), struct_of(stage.batch())) if hashed else batch
+    rows = rows.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(SOURCE, F.lit(int(Source.BATCH)).cast("tinyint"))
+    key_cols = [F.col(f"`{k}`") for k in schema.primary_keys]
+    part_key_cols = [F.col(f"`{p}`") for p in schema.partition_keys]
+    bloom_bits = _batch_bloom(spark, batch, schema, plan) if splits and not hashed else None
+    # Every row reaches its assigner through ROUTE (a value the shuffle hashes): a row by its key
+    # (cross-partition) or by (partition, key hash) (HASH_DYNAMIC), as Paimon routes them; and
+    # what an assigner must count for the buckets it owns (b % assigners == its id) goes to the
+    # owner by a chosen ROUTE value: one count row per bucket (cross-partition), the index
+    # entries of its buckets (HASH_DYNAMIC, Paimon's PartitionIndex.loadIndex bucketFilter).
+    counted = bool(splits) and not hashed
+    routes = _routes(spark, num_assigners) if counted or index_files else None
+    route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
+    rows = rows.withColumn(ROUTE, route_of_row)
+    if splits:
+        groups = tasks.chunk_splits(splits, bootstrap_tasks)
+        live = jobs.descriptors(spark, groups).mapInArrow(
+            tasks.live_keys_task(table.path, table.io, stage, bloom_bits, routes if counted else None),
+            struct_of(stage.live_key(counted)))
+        # a count row carries its owner's ROUTE; a live key is routed as the batch rows are
+        live = live.withColumn(ROUTE, F.coalesce(F.col(ROUTE), route_of_row) if counted else route_of_row)
+        rows = rows.unionByName(live, allowMissingColumns=True)
+    if index_files:
+        entries = list(index_files.values())
+        step = max(1, len(entries) // bootstrap_tasks + 1)
+        indexed = jobs.descriptors(spark, [entries[i:i + step] for i in range(0, len(entries), step)]).mapInArrow(
+            tasks.index_entries_task(table.path, table.io, stage), struct_of(stage.index_entry()))
+        indexed = indexed.withColumn(ROUTE, route_of_row)
+        # An entry whose hash routes to another assigner than its bucket's owner goes to both:
+        # the router maps the hash, the owner counts it (an assigner's extra hashes map nothing,
+        # no batch row of theirs reaches it).
+        router = F.pmod(F.hash(F.col(ROUTE)), F.lit(num_assigners))
+        owner = F.pmod(F.col(BUCKET), F.lit(num_assigners))
+        owner_route = F.element_at(F.array(*[F.lit(routes[i]) for i in range(num_assigners)]), owner + 1)
+        to_owner = indexed.where(router != owner).withColumn(ROUTE, owner_route)
+        rows = rows.unionByName(indexed, allowMissingColumns=True).unionByName(to_owner, allowMissingColumns=True)
+    rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
+    assigned = rows.repartition(num_assigners, F.col(ROUTE)).mapInArrow(
+        tasks.assign_task(stage, num_assigners, counted), struct_of(stage.assigned()))
+    part_cols = part_key_cols + [F.col(BUCKET)]
+    written = assigned.repartition(num_writers, *part_cols).mapInArrow(
+        tasks.write_task(table.path, schema, table.io, next_sequence, index_files), struct_of(PAYLOAD))
+    entries, counts, index_changes = [], AssignCounts(), {}
+    for part_entries, part_counts, part_index in jobs.collect_payloads(spark, written):
+        entries += part_entries
+        counts += part_counts
+        index_changes.update(part_index)
+    return JobOutput(entries, counts, index_changes, written._jdf.queryExecution().executedPlan().toString())

@@ -1,0 +1,43 @@
+"""The upsert pipeline's two executors, peers behind one small interface.
+
+    plan ─► bootstrap ─► route by key ─► assign ─► route by (partition, bucket) ─► write ─► commit ─► post-commit
+
+upsert.py plans, commits and retries; an executor runs one job between plan and commit:
+- LocalExecutor (local.py): inside the driver, on an Arrow batch, in threads; no Spark job;
+- DistributedExecutor (distributed.py): one Spark job, mapInArrow stages and two shuffles.
+Both run the stage functions of tasks.py on the rows of assign/rows.py. Post-commit work (compaction)
+runs where the job ran: post_commit.py takes the executor's `execution`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..assign.global_index_assigner import AssignCounts
+from ..store.table import FileStoreTable
+from .settings import Execution
+
+
+@dataclass
+class JobOutput:
+    """What a job hands to the commit: the new files' manifest entries, the counts, the HASH index
+    files it rewrote ((partition bytes, bucket) -> entry) and its plan, for logs and tests."""
+
+    entries: list
+    counts: AssignCounts
+    index_changes: dict
+    plan: str
+
+
+class Executor(Protocol):
+    execution: Execution
+
+    def run_job(self, table: FileStoreTable, plan, sequence_by: str | None) -> JobOutput:
+        """One attempt of the job on the table's plan (None: a new table)."""
+
+
+def driver_threads() -> int:
+    """Threads of driver-local work (writers, bootstrap chunks, compacted buckets)."""
+    return max(2, min(8, os.cpu_count() or 2))
