@@ -115,6 +115,8 @@ class StageRows:
 
 
 PAYLOAD = pa.schema([pa.field("payload", pa.binary())])  # a writer's result: pickled entries and counts
+# what one task of the batch tells the bootstrap: a partial Bloom filter of its keys, its partitions
+DIGEST = pa.schema([pa.field("bits", pa.binary()), pa.field("partitions", pa.binary())])
 
 
 def conform(table: pa.Table, layout: pa.Schema) -> pa.Table:

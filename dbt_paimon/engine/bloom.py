@@ -1,13 +1,13 @@
 """A Bloom filter of the batch's keys, so the bootstrap ships only the stored keys the batch may touch.
 
-Built on the executors (one partial filter per task, OR-ed on the driver: a bounded bit array, never
-the keys themselves) and handed to the bootstrap tasks. A false positive only ships a key the
+Built on the executors (one partial filter per task, tasks.digest_task, OR-ed on the driver: a
+bounded bit array, never the keys themselves) and handed to the bootstrap tasks. A false positive only ships a key the
 assigner then finds unmatched, so the filter affects speed, never results.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -62,17 +62,3 @@ def might_contain(bitset: np.ndarray, table: pa.Table, keys: Sequence[str], sche
         byte = bitset[(p >> np.uint64(3)).astype(np.int64)]
         hit &= (byte >> (p & np.uint64(7)).astype(np.uint8)) & np.uint8(1) == 1
     return hit
-
-
-def build_task(schema: TableSchema, bits: int):
-    """Batch rows -> one row holding this task's partial filter."""
-    keys = list(schema.primary_keys)
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        bitset = np.zeros(bits // 8, dtype=np.uint8)
-        for batch in batches:
-            t = pa.Table.from_batches([batch])
-            if t.num_rows:
-                add(bitset, t, keys, schema)
-        yield pa.RecordBatch.from_arrays([pa.array([bitset.tobytes()], pa.binary())], names=["bits"])
-    return run

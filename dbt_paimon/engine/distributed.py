@@ -11,12 +11,14 @@ stages are assign/rows.py's layouts, their Spark schemas derived from them (spar
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
-from ..assign.rows import BUCKET, HASH, PAYLOAD, ROUTE, SOURCE, Source, StageRows
+from ..assign.rows import BUCKET, DIGEST, HASH, PAYLOAD, ROUTE, SOURCE, Source, StageRows
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import bloom, deploy, jobs, tasks
@@ -40,22 +42,26 @@ class DistributedExecutor:
         return _run_job(self.spark, table, self.batch, plan, sequence_by, self.settings)
 
 
-def _batch_bloom(spark: SparkSession, batch: DataFrame, schema: TableSchema, plan):
-    """OR of the per-task Bloom filters of the batch's keys (None when the key cannot be hashed)."""
-    if not bloom.supports(schema):
-        return None
-    bits = bloom.size_bits(plan.snapshot.total_record_count if plan and plan.snapshot else 0)
-    keys = [F.col(f"`{k}`") for k in schema.primary_keys]
-    # One partial filter per core, not per input partition: the driver ORs at most `cores` bitsets.
+def _batch_digest(spark: SparkSession, batch: DataFrame, schema: TableSchema, plan):
+    """(Bloom filter of the batch's keys or None, the batch's partitions or None) for the bootstrap,
+    from one pass over the batch: per-task digests, OR-ed and united in the driver."""
+    bits = bloom.size_bits(plan.snapshot.total_record_count) if bloom.supports(schema) else None
+    pruning = tasks.partition_pruning(schema)
+    if bits is None and not pruning:
+        return None, None
+    # One partial digest per core, not per input partition: the driver ORs at most `cores` bitsets.
     cores = max(spark.sparkContext.defaultParallelism, 1)
-    keyed = batch.select(*keys)
+    keyed = batch.select(*[F.col(f"`{c}`") for c in dict.fromkeys(list(schema.primary_keys) + list(schema.partition_keys))])
     if keyed.rdd.getNumPartitions() > cores:
         keyed = keyed.coalesce(cores)
-    parts = keyed.mapInArrow(bloom.build_task(schema, bits), "bits binary").collect()
-    out = np.zeros(bits // 8, dtype=np.uint8)
-    for row in parts:  # one per task
-        out |= np.frombuffer(row.bits, dtype=np.uint8)
-    return out
+    out = np.zeros(bits // 8, dtype=np.uint8) if bits else None
+    partitions: set | None = set() if pruning else None
+    for row in keyed.mapInArrow(tasks.digest_task(schema, bits, pruning), struct_of(DIGEST)).collect():  # one per task
+        if out is not None:
+            out |= np.frombuffer(row.bits, dtype=np.uint8)
+        if partitions is not None:
+            partitions |= pickle.loads(row.partitions)
+    return out, partitions
 
 
 def _routes(spark: SparkSession, n: int) -> dict[int, int]:
@@ -80,19 +86,20 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     bootstrap_tasks = settings.bootstrap_parallelism or parallelism * 2
     splits, next_sequence, index_files = tasks.bucket_state(table, plan)
     hashed = stage.hashed
+    bloom_bits, partitions = _batch_digest(spark, batch, schema, plan) if splits else (None, None)
+    splits, boot_index = tasks.prune(splits, index_files, partitions, schema)
 
     rows = batch.mapInArrow(tasks.hash_task(stage), struct_of(stage.batch())) if hashed else batch
     rows = rows.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(SOURCE, F.lit(int(Source.BATCH)).cast("tinyint"))
     key_cols = [F.col(f"`{k}`") for k in schema.primary_keys]
     part_key_cols = [F.col(f"`{p}`") for p in schema.partition_keys]
-    bloom_bits = _batch_bloom(spark, batch, schema, plan) if splits and not hashed else None
     # Every row reaches its assigner through ROUTE (a value the shuffle hashes): a row by its key
     # (cross-partition) or by (partition, key hash) (HASH_DYNAMIC), as Paimon routes them; and
     # what an assigner must count for the buckets it owns (b % assigners == its id) goes to the
     # owner by a chosen ROUTE value: one count row per bucket (cross-partition), the index
     # entries of its buckets (HASH_DYNAMIC, Paimon's PartitionIndex.loadIndex bucketFilter).
     counted = bool(splits) and not hashed
-    routes = _routes(spark, num_assigners) if counted or index_files else None
+    routes = _routes(spark, num_assigners) if counted or boot_index else None
     route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
     rows = rows.withColumn(ROUTE, route_of_row)
     if splits:
@@ -103,8 +110,8 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         # a count row carries its owner's ROUTE; a live key is routed as the batch rows are
         live = live.withColumn(ROUTE, F.coalesce(F.col(ROUTE), route_of_row) if counted else route_of_row)
         rows = rows.unionByName(live, allowMissingColumns=True)
-    if index_files:
-        entries = list(index_files.values())
+    if boot_index:
+        entries = list(boot_index.values())
         step = max(1, len(entries) // bootstrap_tasks + 1)
         indexed = jobs.descriptors(spark, [entries[i:i + step] for i in range(0, len(entries), step)]).mapInArrow(
             tasks.index_entries_task(table.path, table.io, stage), struct_of(stage.index_entry()))

@@ -88,17 +88,20 @@ class LocalExecutor:
 
     def run_job(self, table: FileStoreTable, plan, sequence_by: str | None) -> JobOutput:
         stage = StageRows(table.schema, sequence_by)
+        schema = stage.schema
         splits, next_sequence, index_files = tasks.bucket_state(table, plan)
-        batch = conform(tasks.with_key_hash(self.batch, stage.schema) if stage.hashed else self.batch, stage.batch())
+        batch = conform(tasks.with_key_hash(self.batch, schema) if stage.hashed else self.batch, stage.batch())
+        partitions = tasks.batch_partitions(batch, schema) if splits and tasks.partition_pruning(schema) else None
+        splits, boot_index = tasks.prune(splits, index_files, partitions, schema)
         live, counts = _live_keys(table, stage, batch, plan, splits) if splits else (None, None)
         index = None
-        if index_files:
+        if boot_index:
             files = HashIndexFile(table.io, table.path)
-            index = pa.concat_tables([tasks.index_entries(files, stage, e) for e in index_files.values()])
+            index = pa.concat_tables([tasks.index_entries(files, stage, e) for e in boot_index.values()])
         result = tasks.assign(stage, 1, 0, batch, live, counts, index)
         groups = _writer_groups(result.rows, stage, driver_threads())
         with ThreadPoolExecutor(driver_threads()) as pool:
-            written = list(pool.map(lambda part: tasks.write_rows(table.path, stage.schema, table.io, next_sequence,
+            written = list(pool.map(lambda part: tasks.write_rows(table.path, schema, table.io, next_sequence,
                                                                   index_files, part), groups))
         entries, index_changes = [], {}
         for part_entries, part_index in written:
@@ -109,14 +112,15 @@ class LocalExecutor:
 
 def _live_keys(table: FileStoreTable, stage: StageRows, batch: pa.Table, plan, splits):
     """(live keys, bucket counts) as the Spark bootstrap ships them: with the batch's Bloom filter
-    (when the key can be hashed) only the keys the batch may touch plus each bucket's count; else
-    every live key. Splits are read in threads."""
+    (when the key can be hashed) only the keys the batch may touch, plus each bucket's count where
+    the assigner counts buckets by their keys (not HASH_DYNAMIC: its index counts); else every
+    live key. Splits are read in threads."""
     schema = stage.schema
     bits = None
-    if not stage.hashed and bloom.supports(schema):
+    if bloom.supports(schema):
         bits = np.zeros(bloom.size_bits(plan.snapshot.total_record_count) // 8, dtype=np.uint8)
         bloom.add(bits, batch, list(schema.primary_keys), schema)
-    routes = {0: 0} if bits is not None else None  # one assigner: every count row goes to it
+    routes = {0: 0} if not stage.hashed else None  # one assigner: every count row goes to it
     reader = TableRead(table.io, table.path, schema, tasks.live_key_projection(stage))
     with ThreadPoolExecutor(driver_threads()) as pool:
         found = [t for t in pool.map(lambda s: tasks.live_keys(reader, s, stage, bits, routes), splits) if t.num_rows]

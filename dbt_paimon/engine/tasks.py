@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ..assign.global_index_assigner import COUNT_KINDS, AssignCounts, AssignResult, GlobalIndexAssigner
 from ..assign.groups import group_codes, group_runs
-from ..assign.rows import (BUCKET, COUNT, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, PAYLOAD, ROUTE, SOURCE,
+from ..assign.rows import (BUCKET, COUNT, DIGEST, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, PAYLOAD, ROUTE, SOURCE,
                            SUMMARY_BUCKET, Source, StageRows, conform, of_source, old_column)
 from ..store import binary_row
 from ..store.fileio import FileIO
@@ -75,6 +75,56 @@ def chunk_splits(splits: Sequence[DataSplit], chunks: int) -> list[list[DataSpli
         groups[i].append(s)
         loads[i] += s.row_count
     return [g for g in groups if g]
+
+
+# ---- what the bootstrap needs to know of the batch ------------------------------------------------
+
+def partition_pruning(schema: TableSchema) -> bool:
+    """Whether the bootstrap may skip the partitions the batch has no row in: when the primary key
+    holds every partition field, a key can only be found in its own partition."""
+    return bool(schema.partition_keys) and not schema.cross_partition_update
+
+
+def batch_partitions(batch: pa.Table, schema: TableSchema) -> set[tuple]:
+    """The batch's distinct partitions, in the form split_partition() gives a split's: values
+    read back from the binary row, so both sides compare alike whoever wrote the table."""
+    keys, types = list(schema.partition_keys), schema.partition_types
+    distinct = batch.select(keys).group_by(keys, use_threads=False).aggregate([])
+    columns = [distinct.column(k) for k in keys]
+    return {binary_row.deserialize(binary_row.serialize(binary_row.row_of(columns, i), types), types)
+            for i in range(distinct.num_rows)}  # per partition, not per row
+
+
+def split_partition(partition: bytes, schema: TableSchema) -> tuple:
+    return binary_row.deserialize(partition, schema.partition_types)
+
+
+def prune(splits: Sequence[DataSplit], index_files: dict, partitions: set[tuple] | None, schema: TableSchema):
+    """The splits and HASH index entries of the batch's partitions (all when partitions is None)."""
+    if partitions is None:
+        return list(splits), index_files
+    return ([s for s in splits if split_partition(s.partition, schema) in partitions],
+            {k: e for k, e in index_files.items() if split_partition(k[0], schema) in partitions})
+
+
+def digest_task(schema: TableSchema, bits: int | None, with_partitions: bool):
+    """Batch rows -> one row (DIGEST) for this task: its partial Bloom filter of the keys (bits
+    null when none is wanted) and its pickled set of partitions (null when not wanted)."""
+    keys = list(schema.primary_keys)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        bitset = np.zeros(bits // 8, dtype=np.uint8) if bits else None
+        partitions: set = set()
+        for batch in batches:
+            t = pa.Table.from_batches([batch])
+            if t.num_rows and bitset is not None:
+                bloom.add(bitset, t, keys, schema)
+            if t.num_rows and with_partitions:
+                partitions |= batch_partitions(t, schema)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([bitset.tobytes() if bitset is not None else None], pa.binary()),
+             pa.array([pickle.dumps(partitions) if with_partitions else None], pa.binary())], schema=DIGEST)
+    return run
 
 
 # ---- stage: bootstrap --------------------------------------------------------------------------------

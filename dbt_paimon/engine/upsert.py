@@ -20,7 +20,6 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
 from ..store import options as opts
@@ -37,7 +36,7 @@ from .executor import Executor
 from .local import LocalExecutor
 from .post_commit import after_commit
 from .settings import RUN_OPTIONS, Execution, RunSettings
-from .spark_types import arrow_schema_of, fits, spark_schema
+from .spark_types import arrow_schema_of, fits, to_spark
 
 log = logging.getLogger(__name__)
 
@@ -114,19 +113,25 @@ def _prepare_input(df: DataFrame, schema: TableSchema, counted: Sequence[str]) -
              {x.lower() for x in schema.field_names}]
     if missing or extra:
         raise SchemaError(f"the batch's columns do not match the table: missing {missing}, unexpected {extra}")
-    cols = []
+    # One selectExpr: SQL text is one call to the JVM, where building Column objects costs several
+    # per column (the fixed cost of a small upsert).
+    exprs = []
     for f in schema.fields:
         src = by_name.get(f.name) or by_name[lowered[f.name.lower()]]
-        target = spark_schema(schema, [f.name]).fields[0].dataType
+        target = to_spark(f.type)
+        col, name = _quoted(src.name), _quoted(f.name)
         if f.name in counted:
-            cols.append(F.when(F.col(src.name).isNull(), F.lit(0)).otherwise(F.lit(1)).cast("bigint").alias(f.name))
+            exprs.append(f"CAST(CASE WHEN {col} IS NULL THEN 0 ELSE 1 END AS BIGINT) AS {name}")
             continue
         if not fits(src.dataType, f.type):
             raise SchemaError(f"column {f.name!r} is {src.dataType.simpleString()} in the batch but "
                               f"{f.type.sql()} in the table; cast it in the model (no lossy cast is done implicitly)")
-        col = F.col(f"`{src.name}`")
-        cols.append((col if src.dataType == target else col.cast(target)).alias(f.name))
-    return df.select(*cols)
+        exprs.append(f"{col} AS {name}" if src.dataType == target else f"CAST({col} AS {target.simpleString()}) AS {name}")
+    return df.selectExpr(*exprs)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None = None,
@@ -182,20 +187,21 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     settings = settings.over(schema.options)
     batch = _prepare_input(df, schema, counted)
     latest = FileStoreTable(path, schema, io).latest_snapshot() if exists else None
-    # The batch is read twice when the table has keys (its Bloom filter, then the job), and once
-    # more when auto must count it: keep it.
-    cached = (exists and schema.bucket_mode != BucketMode.HASH_DYNAMIC) or (
-        settings.execution == Execution.AUTO and local.unknown_size(batch))
-    if cached:
-        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+    table_rows = latest.total_record_count if latest else 0
+    # auto without Spark's size estimate counts the batch before choosing: keep it for the job
+    counted_first = settings.execution == Execution.AUTO and local.unknown_size(batch)
+    cached = False
+    if counted_first:
+        batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
     try:
-        mode = local.choose(spark, batch, settings.execution, latest.total_record_count if latest else 0)
-        if mode == Execution.LOCAL:
+        mode = local.choose(spark, batch, settings.execution, table_rows)
+        if mode == Execution.LOCAL:  # the batch is read once, into the driver
             executor: Executor = LocalExecutor(local.collect(spark, batch))
-            if cached:  # the driver holds the batch now
-                batch.unpersist()
-                cached = False
         else:
+            # the Spark job reads the batch twice when the table has keys (its Bloom filter, then
+            # the job): keep it
+            if not cached and exists and schema.bucket_mode != BucketMode.HASH_DYNAMIC:
+                batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
             executor = DistributedExecutor(spark, batch, settings, path)
         return _attempts(spark, executor, io, path, schema, exists, sequence_by, started)
     finally:
