@@ -78,3 +78,27 @@
 {% macro paimon__apply_grants(relation, grant_config, should_revoke=True) %}
   {% do adapter.paimon_warn_grants(relation, grant_config) %}
 {% endmacro %}
+
+{#-- dbt-spark applies an enforced contract's constraints with ALTER TABLE whenever file_format is
+     delta, its default there, so a parquet `table` model with a not_null constraint failed on
+     ALTER COLUMN. Here they are applied to delta tables only; on other Spark formats they are
+     warned about. A Paimon model's primary_key and not_null are enforced by the engine
+     (adapter/constraints.py). --#}
+{% macro paimon__persist_constraints(relation, model) %}
+  {%- if config.get('contract').enforced -%}
+    {%- set file_format = config.get('file_format') or 'parquet' -%}
+    {%- if file_format == 'delta' -%}
+      {% do spark__persist_constraints(relation, model) %}
+    {%- else -%}
+      {%- set kinds = [] -%}
+      {%- for c in model.constraints -%}{% do kinds.append(c.type) %}{%- endfor -%}
+      {%- for col in model.columns.values() -%}
+        {%- for c in col.constraints -%}{% do kinds.append(c.type ~ ' on ' ~ col.name) %}{%- endfor -%}
+      {%- endfor -%}
+      {%- if kinds -%}
+        {% do exceptions.warn(relation ~ ": constraints " ~ (kinds | join(', ')) ~ " are not enforced on a " ~ file_format
+              ~ " table (Spark cannot alter its columns); with file_format='paimon' primary_key and not_null are") %}
+      {%- endif -%}
+    {%- endif -%}
+  {%- endif -%}
+{% endmacro %}

@@ -35,7 +35,7 @@ from ..store.fileio import FileIO
 from ..store.object_store import copy_tree
 from ..store.schema import SchemaManager, TableSchema, resolve_columns
 from ..store.table import FileStoreTable
-from . import catalog, evolution, maintenance
+from . import catalog, constraints, evolution, incremental, maintenance, python_models
 from .connections import PaimonConnectionManager, error_message
 from .credentials import PaimonCredentials
 from .relation import PaimonRelation
@@ -51,10 +51,6 @@ UNSUPPORTED_CONFIGS = {
     "clustered_by": "use options={'bucket': N, 'bucket-key': ...} for fixed buckets",
     "buckets": "use options={'bucket': N}",
     "tblproperties": "Paimon table options go in options={...}",
-    "incremental_predicates": "every run upserts all the rows the model returns",
-    "predicates": "every run upserts all the rows the model returns",
-    "merge_update_columns": "the merge engine decides how columns update (options={'merge-engine': ...})",
-    "merge_exclude_columns": "the merge engine decides how columns update (options={'merge-engine': ...})",
     "unique_key_nulls": "primary key columns are NOT NULL in Paimon",
 }
 
@@ -139,6 +135,24 @@ class PaimonAdapter(SparkAdapter):
                 "column_comment": field.description,
             }
 
+    # ---- Python models (python_models.py): run in this process's SparkSession ----------------------
+    @property
+    def default_python_submission_method(self) -> str:
+        return python_models.SUBMISSION_METHOD
+
+    @property
+    def python_submission_helpers(self) -> Dict[str, Any]:
+        return {python_models.SUBMISSION_METHOD: python_models.SessionPythonJobHelper}
+
+    def generate_python_submission_response(self, submission_result: Any) -> AdapterResponse:
+        return AdapterResponse(_message="OK")
+
+    @available
+    def paimon_run_python_model(self, model: Dict[str, Any], compiled_code: str) -> AdapterResponse:
+        """A Paimon materialization's Python model step (dbt lets `statement(language='python')`
+        run only directly inside a materialization; ours runs inside its shared macro)."""
+        return self.submit_python_job(model, compiled_code)
+
     def valid_incremental_strategies(self) -> List[str]:
         return ["append", "merge", "insert_overwrite", "microbatch", MATERIALIZATION]
 
@@ -220,6 +234,12 @@ class PaimonAdapter(SparkAdapter):
 
     # ---- the materialization -------------------------------------------------------------------
     @available
+    def paimon_table_format(self, materialization: str, file_format: Optional[str] = None,
+                            strategy: Optional[str] = None) -> str:
+        """'paimon' when the model is kept in a Paimon table, else 'spark' (incremental.py)."""
+        return incremental.table_format(materialization, file_format, strategy)
+
+    @available
     def paimon_warn_unsupported(self, config: Mapping[str, Any], materialization: str = MATERIALIZATION) -> List[str]:
         """Warn about configs a paimon_upsert model ignores; returns their names."""
         ignored = []
@@ -245,9 +265,14 @@ class PaimonAdapter(SparkAdapter):
                       partition_by: Any = None, options: Optional[Mapping[str, Any]] = None,
                       sequence_by: Optional[str] = None, execution: Optional[str] = None,
                       on_schema_change: Optional[str] = "ignore",
-                      full_refresh: bool = False) -> PaimonAdapterResponse:
+                      full_refresh: bool = False, merge_update_columns: Any = None,
+                      merge_exclude_columns: Any = None, incremental_predicates: Any = None,
+                      contract: Optional[Mapping[str, Any]] = None) -> PaimonAdapterResponse:
         """Upsert the rows of `source` (the model's temporary view) into the Paimon table of
-        `relation`, creating it first if needed (or anew with full_refresh); one snapshot."""
+        `relation`, creating it first if needed (or anew with full_refresh); one snapshot.
+        merge_update_columns / merge_exclude_columns / incremental_predicates: the merge
+        strategy's column rules (incremental.py). contract: an enforced contract's constraints
+        ({"constraints": model-level, "columns": model.columns}, constraints.py)."""
         spark = self.spark()
         path = self.paimon_table_path(relation)
         name = f"{relation.schema}.{relation.identifier}"
@@ -263,6 +288,12 @@ class PaimonAdapter(SparkAdapter):
             raise DbtRuntimeError(f"{name}: the model's SQL failed: {error_message(e)}") from e
         columns = batch.columns
         keys = self._columns(name, "unique_key", _as_list(unique_key), columns)
+        not_null: List[str] = []
+        if contract is not None:
+            keys, not_null = constraints.from_contract(name, contract.get("constraints") or [],
+                                                       contract.get("columns") or {}, keys)
+            keys = self._columns(name, "primary_key constraint", keys, columns)
+            not_null = self._columns(name, "not_null constraint", not_null, columns)
         if not keys:
             raise DbtRuntimeError(
                 f"{name}: a {MATERIALIZATION} model needs unique_key (a column or a list of columns): it is the "
@@ -271,6 +302,7 @@ class PaimonAdapter(SparkAdapter):
         sequence = self._columns(name, "sequence_by", _as_list(sequence_by), columns)
         if len(sequence) > 1:
             raise DbtRuntimeError(f"{name}: sequence_by takes one column, got {sequence}")
+        updated = incremental.check_merge_config(name, columns, keys, merge_update_columns, merge_exclude_columns)
         io = FileIO.get(path)
         exists = FileStoreTable.exists(path, io)
         target = path
@@ -285,9 +317,13 @@ class PaimonAdapter(SparkAdapter):
                 self._check_keys(name, path, schema, keys, partitions)  # before a schema change commits
                 batch, evolved = self._apply_schema_change(name, path, schema, batch, on_schema_change, options or {},
                                                            sequence)
+                if updated is not None or incremental_predicates:
+                    batch = incremental.merge_batch(name, batch, spark.read.format("paimon").load(path), keys,
+                                                    updated, incremental_predicates)
             t0 = time.time()
             result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=options or {},
-                            sequence_by=sequence[0] if sequence else None, execution=execution or Execution.AUTO)
+                            sequence_by=sequence[0] if sequence else None, execution=execution or Execution.AUTO,
+                            not_null=not_null)
         except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
             if evolved is not None:
                 evolution.rollback(path, evolved, io)
@@ -468,7 +504,6 @@ class PaimonAdapter(SparkAdapter):
     @available
     def paimon_system_table(self, relation: Any, name: Any) -> BaseRelation:
         return maintenance.system_table(self, relation, name)
-
 
 def _remove_tree(path: str) -> None:
     """Delete a table's (or database's) files: the directory tree, or every object under the prefix."""

@@ -130,8 +130,12 @@ def _describe(rows: pa.Table, columns: Sequence[str], mask: np.ndarray, limit: i
 
 class GlobalIndexAssigner:
     def __init__(self, schema: TableSchema, num_assigners: int = 1, assign_id: int = 0,
-                 sequence_by: str | None = None):
+                 sequence_by: str | None = None, not_null: Sequence[str] = ()):
+        """not_null: columns this run declares NOT NULL (dbt's not_null constraints), checked with
+        the table's own NOT NULL columns."""
         self.schema = schema
+        self.not_null = list(dict.fromkeys([f.name for f in schema.fields if not f.type.nullable and
+                                            f.name not in schema.primary_keys] + list(not_null)))
         self.mode = schema.bucket_mode
         self.keys = list(schema.primary_keys)
         self.partition_keys = list(schema.partition_keys)
@@ -146,6 +150,11 @@ class GlobalIndexAssigner:
             nulls = rows.column(k).null_count
             if nulls:
                 raise DataError(f"primary key column {k!r} is null in {nulls} input row(s); a key cannot be null")
+        for c in self.not_null:
+            nulls = rows.column(c).null_count
+            if nulls:
+                raise DataError(f"column {c!r} is NOT NULL (a not_null constraint, or the table's schema) but null "
+                                f"in {nulls} input row(s); nothing was written")
 
     def deduplicate(self, rows: pa.Table) -> tuple[pa.Table, int]:
         """One row per key: an error without sequence_by, else the highest sequence_by wins.
@@ -311,24 +320,17 @@ class GlobalIndexAssigner:
         return pc.is_in(kinds, value_set=pa.array(["-U", "-D"])).to_numpy(zero_copy_only=False).astype(bool)
 
     def _delete_rows(self, joined: pa.Table, move: np.ndarray, old_bucket: np.ndarray) -> pa.Table:
-        """-D rows for keys leaving their partition: key and old partition values, other fields null,
-        as Paimon's ExistingProcessor builds them."""
+        """-D rows for keys leaving (or deleted from) where they live: the batch row with the key's
+        old partition values, as Paimon's ExistingProcessor builds them (so NOT NULL columns hold)."""
         picked = joined.filter(pa.array(move))
-        m = picked.num_rows
-        arrays = []
-        for f in self.schema.fields:
-            if f.name in self.keys:
-                arrays.append(picked.column(f.name))
-            elif f.name in self.partition_keys:
-                arrays.append(picked.column(old_column(f.name)))
-            else:
-                arrays.append(pa.nulls(m, f.type.to_arrow()))
+        arrays = [picked.column(old_column(f.name)) if f.name in self.partition_keys else picked.column(f.name)
+                  for f in self.schema.fields]
         names = list(self.schema.field_names)
         if self.mode == BucketMode.HASH_DYNAMIC:
             arrays.append(picked.column(HASH))
             names.append(HASH)
         arrays.append(pa.array(old_bucket[move], pa.int32()))
-        arrays.append(pa.array(np.full(m, DELETE, dtype=np.int8)))
+        arrays.append(pa.array(np.full(picked.num_rows, DELETE, dtype=np.int8)))
         return pa.Table.from_arrays(arrays, names=names + [BUCKET, KIND])
 
     def _rewrite_partition(self, joined: pa.Table, use_old: np.ndarray) -> pa.Table:

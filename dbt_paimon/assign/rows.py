@@ -23,7 +23,7 @@ microsecond timestamps, TIMESTAMP_LTZ as UTC instants. Both executors carry iden
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,9 +73,10 @@ def exchange_type(t: DataType) -> pa.DataType:
 class StageRows:
     """The stage layouts of one upsert into one table (with its sequence_by column, if any)."""
 
-    def __init__(self, schema: TableSchema, sequence_by: str | None = None):
+    def __init__(self, schema: TableSchema, sequence_by: str | None = None, not_null: Sequence[str] = ()):
         self.schema = schema
         self.sequence_by = sequence_by
+        self.not_null = tuple(not_null)  # columns the run declares NOT NULL (the assigners check them)
         self.hashed = schema.bucket_mode == BucketMode.HASH_DYNAMIC
         keys = list(schema.primary_keys)
         columns = keys + [p for p in schema.partition_keys if p not in keys]

@@ -38,8 +38,8 @@ class DistributedExecutor:
         self.settings = settings
         deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
 
-    def run_job(self, table: FileStoreTable, plan, sequence_by: str | None) -> JobOutput:
-        return _run_job(self.spark, table, self.batch, plan, sequence_by, self.settings)
+    def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
+        return _run_job(self.spark, table, self.batch, plan, stage, self.settings)
 
 
 def _batch_digest(spark: SparkSession, batch: DataFrame, schema: TableSchema, plan):
@@ -76,10 +76,9 @@ def _routes(spark: SparkSession, n: int) -> dict[int, int]:
     return found
 
 
-def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, sequence_by: str | None,
+def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, stage: StageRows,
              settings: RunSettings) -> JobOutput:
     schema = table.schema
-    stage = StageRows(schema, sequence_by)
     parallelism = spark.sparkContext.defaultParallelism
     num_assigners = settings.assigner_parallelism or parallelism
     num_writers = settings.sink_parallelism or max(parallelism * 2, 1)

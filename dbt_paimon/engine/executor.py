@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..assign.global_index_assigner import AssignCounts
+from ..assign.rows import StageRows
 from ..store.table import FileStoreTable
 from .settings import Execution
 
@@ -34,8 +35,9 @@ class JobOutput:
 class Executor(Protocol):
     execution: Execution
 
-    def run_job(self, table: FileStoreTable, plan, sequence_by: str | None) -> JobOutput:
-        """One attempt of the job on the table's plan (None: a new table)."""
+    def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
+        """One attempt of the job on the table's plan (None: a new table); stage: the upsert's
+        rows between stages (the table's schema, sequence_by, the run's NOT NULL columns)."""
 
 
 def driver_threads() -> int:

@@ -86,8 +86,7 @@ class LocalExecutor:
     def __init__(self, batch: pa.Table):
         self.batch = batch
 
-    def run_job(self, table: FileStoreTable, plan, sequence_by: str | None) -> JobOutput:
-        stage = StageRows(table.schema, sequence_by)
+    def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
         schema = stage.schema
         splits, next_sequence, index_files = tasks.bucket_state(table, plan)
         batch = conform(tasks.with_key_hash(self.batch, schema) if stage.hashed else self.batch, stage.batch())

@@ -254,7 +254,7 @@ def assign(stage: StageRows, num_assigners: int, assign_id: int, batch: pa.Table
         indexed = pa.Table.from_arrays(
             [index.column(p) for p in schema.partition_keys] + [index.column(HASH), index.column(BUCKET)],
             names=olds + [HASH, OLD_BUCKET])
-    assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, stage.sequence_by)
+    assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, stage.sequence_by, stage.not_null)
     return assigner.process(batch, existing, indexed, bucket_counts)
 
 

@@ -22,6 +22,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from ..assign.global_index_assigner import AssignCounts
+from ..assign.rows import StageRows
 from ..store import options as opts
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
@@ -138,7 +139,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
            partition_keys: str | Sequence[str] | None = (), options: Mapping[str, object] | None = None,
            sequence_by: str | None = None, execution: str | Execution = Execution.AUTO,
            storage_options: Mapping[str, object] | None = None,
-           settings: RunSettings | None = None) -> UpsertResult:
+           settings: RunSettings | None = None, not_null: Sequence[str] = ()) -> UpsertResult:
     """Upsert df into the Paimon table at path (created if absent); commits one snapshot.
 
     storage_options: the object store's settings by Paimon's names (s3.endpoint, s3.access-key,
@@ -147,6 +148,9 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     execution: "distributed" runs the Spark job; "local" runs its topology inside the driver
     (engine/local.py); "auto" picks local on a local master when the batch and the table's keys
     fit in the driver.
+
+    not_null: columns that must not be null (dbt's not_null constraints): NOT NULL in a new table's
+    schema; checked before anything is written, with the table's own NOT NULL columns.
 
     settings: the run's settings (settings.py) as one object, instead of execution and
     storage_options. Run keys among `options` (dynamic-bucket.assigner-parallelism,
@@ -176,6 +180,8 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         primary_keys = resolve_columns("primary key", primary_keys, df.columns)
         partition_keys = resolve_columns("partition key", partition_keys, df.columns)
         arrow = arrow_schema_of(df.schema)
+        required = {c.lower() for c in resolve_columns("not_null column", list(not_null), df.columns)}
+        arrow = pa.schema([f.with_nullable(False) if f.name.lower() in required else f for f in arrow])
         if counted:
             arrow = pa.schema([pa.field(f.name, pa.int64()) if f.name in counted else f for f in arrow])
         # the run keys given are stored with a new table, as Paimon stores them
@@ -185,6 +191,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         if sequence_by in schema.primary_keys:
             raise SchemaError(f"sequence_by column {sequence_by!r} is part of the primary key")
     settings = settings.over(schema.options)
+    stage = StageRows(schema, sequence_by, resolve_columns("not_null column", list(not_null), schema.field_names))
     batch = _prepare_input(df, schema, counted)
     latest = FileStoreTable(path, schema, io).latest_snapshot() if exists else None
     table_rows = latest.total_record_count if latest else 0
@@ -203,20 +210,20 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             if not cached and exists and schema.bucket_mode != BucketMode.HASH_DYNAMIC:
                 batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
             executor = DistributedExecutor(spark, batch, settings, path)
-        return _attempts(spark, executor, io, path, schema, exists, sequence_by, started)
+        return _attempts(spark, executor, io, path, schema, exists, stage, started)
     finally:
         if cached:
             batch.unpersist()
 
 
 def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSchema, exists: bool,
-              sequence_by: str | None, started: float) -> UpsertResult:
+              stage: StageRows, started: float) -> UpsertResult:
     """Plan, run the job on the executor, commit; on a commit conflict, again on the new snapshot."""
     for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
         snapshot_id = plan.snapshot.id if plan and plan.snapshot else None
-        job = executor.run_job(table, plan, sequence_by)
+        job = executor.run_job(table, plan, stage)
         if _before_commit is not None:
             _before_commit(attempt)
         commit = table.new_commit()

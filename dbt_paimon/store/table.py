@@ -199,8 +199,7 @@ def conform(rows: pa.Table, schema: TableSchema) -> pa.Table:
                 raise DataError(f"column {f.name!r} has type {col.type}, which cannot be stored as "
                                 f"{f.type.sql()}: {e}") from None
         if not f.type.nullable and col.null_count and f.name not in schema.partition_keys:
-            raise DataError(f"column {f.name!r} is NOT NULL (part of the primary key) but {col.null_count} "
-                            f"row(s) hold null")
+            raise DataError(f"column {f.name!r} is NOT NULL but {col.null_count} row(s) hold null")
         arrays.append(col)
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(nullable=True))
 

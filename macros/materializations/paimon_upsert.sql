@@ -9,9 +9,11 @@
     on_schema_change ignore (default) | fail | append_new_columns | sync_all_columns
     execution        auto (default) | local | distributed: where the engine runs the job (see docs/dbt.md)
     full_refresh     rebuild the table from scratch (also --full-refresh)
+    merge_update_columns / merge_exclude_columns / incremental_predicates: the merge strategy's
+                     column rules (dbt_paimon/adapter/incremental.py)
 --#}
 
-{% materialization paimon_upsert, adapter='paimon', supported_languages=['sql'] %}
+{% materialization paimon_upsert, adapter='paimon', supported_languages=['sql', 'python'] %}
   {{ return(paimon_upsert_materialization('paimon_upsert')) }}
 {% endmaterialization %}
 
@@ -19,7 +21,8 @@
 {% macro paimon_upsert_materialization(materialization) %}
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set existing_relation = load_cached_relation(this) -%}
-  {%- set full_refresh = should_full_refresh() -%}
+  {#-- a `table` model is rebuilt every run --#}
+  {%- set full_refresh = should_full_refresh() or materialization == 'table' -%}
   {%- set grant_config = config.get('grants') -%}
   {%- set on_schema_change = incremental_validate_on_schema_change(config.get('on_schema_change'), default='ignore') -%}
   {%- set tmp_relation = make_temp_relation(this, '__dbt_tmp') -%}
@@ -38,13 +41,18 @@
     {%- set existing_relation = none -%}
   {%- endif -%}
 
-  {%- set sql = compiled_code -%}
-  {%- if config.get('contract').enforced -%}
-    {{ get_assert_columns_equivalent(sql) }}
+  {%- if model['language'] == 'python' -%}
+    {#-- the model's code runs in the adapter's SparkSession and leaves its rows in the view --#}
+    {%- do adapter.paimon_run_python_model(model, paimon_py_temp_view(compiled_code, tmp_relation)) -%}
+  {%- else -%}
+    {%- set sql = compiled_code -%}
+    {%- if config.get('contract').enforced -%}
+      {{ get_assert_columns_equivalent(sql) }}
+    {%- endif -%}
+    {%- call statement('create_tmp_relation') -%}
+      {{ create_temporary_view(tmp_relation, sql) }}
+    {%- endcall -%}
   {%- endif -%}
-  {%- call statement('create_tmp_relation') -%}
-    {{ create_temporary_view(tmp_relation, sql) }}
-  {%- endcall -%}
 
   {%- set response = adapter.paimon_upsert(
         target_relation, tmp_relation,
@@ -54,7 +62,11 @@
         sequence_by=config.get('sequence_by'),
         execution=config.get('execution'),
         on_schema_change=on_schema_change,
-        full_refresh=full_refresh) -%}
+        full_refresh=full_refresh,
+        merge_update_columns=config.get('merge_update_columns'),
+        merge_exclude_columns=config.get('merge_exclude_columns'),
+        incremental_predicates=config.get('incremental_predicates') or config.get('predicates'),
+        contract=({'constraints': model.constraints, 'columns': model.columns} if config.get('contract').enforced else none)) -%}
   {%- do store_result('main', response=response) -%}
 
   {%- call statement('drop_tmp_relation') -%}

@@ -53,7 +53,7 @@ def test_a_nan_key_found_in_another_partition_moves_and_signed_zeros_stay_apart(
     res = a.process(_rows(schema, (ODD_NAN, "b", 1), (0.0, "a", 2)),
                     _existing(schema, (NAN, "a", 0), (-0.0, "a", 0)))
     # NaN moves: -D in a/0, the row into b; 0.0 is a new key (it is not -0.0), -0.0 is untouched
-    assert _out(res) == [("0.0", "a", 2, 0, INSERT), ("nan", "a", None, 0, DELETE), ("nan", "b", 1, 0, INSERT)]
+    assert _out(res) == [("0.0", "a", 2, 0, INSERT), ("nan", "a", 1, 0, DELETE), ("nan", "b", 1, 0, INSERT)]  # -D: the new row, old partition
     assert res.counts.as_dict() == dict(inserted=1, updated=0, moved=1, deleted=0, skipped=0)
 
 
@@ -91,7 +91,7 @@ def test_sequence_by_picks_among_nan_versions_and_checks_the_stored_one():
     # NaN: the seq-9 version wins the batch and is newer than the stored 7, so it moves to c;
     # -0.0 is a new key whatever 0.0's stored sequence
     assert sorted((_key(r["k"]), r["dt"], r["v"], r[KIND]) for r in res.rows.to_pylist()) == [
-        ("-0.0", "b", 3, INSERT), ("nan", "a", None, DELETE), ("nan", "c", 2, INSERT)]
+        ("-0.0", "b", 3, INSERT), ("nan", "a", 2, DELETE), ("nan", "c", 2, INSERT)]
     assert res.counts.as_dict() == dict(inserted=1, updated=0, moved=1, deleted=0, skipped=1)
 
 
@@ -129,5 +129,5 @@ def test_a_key_moving_from_partition_negative_zero_to_zero_moves():
     existing = pa.table({"id": [1, 2], old_column("p"): [-0.0, -0.0], OLD_BUCKET: pa.array([0, 0], pa.int32())})
     res = GlobalIndexAssigner(schema).process(rows, existing)
     assert sorted((r["id"], _key(r["p"]), r["v"], r[KIND]) for r in res.rows.to_pylist()) == [
-        (1, "-0.0", None, DELETE), (1, "0.0", 10, INSERT), (2, "-0.0", 20, INSERT)]
+        (1, "-0.0", 10, DELETE), (1, "0.0", 10, INSERT), (2, "-0.0", 20, INSERT)]
     assert res.counts.as_dict() == dict(inserted=0, updated=1, moved=1, deleted=0, skipped=0)

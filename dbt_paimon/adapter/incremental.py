@@ -1,0 +1,133 @@
+"""dbt's table formats and incremental strategies on this adapter, and the merge strategy's column rules.
+
+Which models are Paimon tables (`table_format`):
+- materialized='paimon_upsert', or incremental_strategy='paimon_upsert': always;
+- file_format='paimon' on a `table` or `incremental` model (a `table` is rebuilt each run);
+- incremental_strategy='merge' unless file_format names another format (delta, iceberg, hudi):
+  dbt-spark can merge into no other format, and a user coming from dbt-spark or Databricks means an
+  upsert on unique_key, which is what a Paimon primary-key table does.
+Everything else is dbt-spark's, unchanged. The adapter's default file_format stays dbt-spark's
+(parquet): a seed or a `table` model without a unique_key cannot be a Paimon primary-key table.
+
+The merge strategy's column rules (`merge_batch`), as dbt-databricks applies them to MERGE:
+- merge_update_columns: for a key the table holds, only these columns take the model's values; the
+  others keep the stored ones (a partition column not among them keeps the key where it lives);
+- merge_exclude_columns: every column but these takes the model's values;
+- incremental_predicates (SQL over DBT_INTERNAL_DEST, the table, and DBT_INTERNAL_SOURCE is not
+  in scope): narrow the stored rows a run matches; a key whose stored row fails them is written
+  whole, as a row that matched nothing. The engine still looks every key up, so a key never lives
+  twice (Paimon's primary key), whatever the predicates say.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+from dbt_common.exceptions import DbtRuntimeError
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..store.errors import PaimonError
+from ..store.schema import resolve_columns
+
+PAIMON = "paimon"
+UPSERT = "paimon_upsert"
+MERGE = "merge"
+OTHER_FORMATS = ("delta", "iceberg", "hudi")
+# strategies a Paimon table takes; None: the default (merge)
+PAIMON_STRATEGIES = (None, MERGE, UPSERT)
+
+
+def table_format(materialization: str, file_format: Optional[str], strategy: Optional[str] = None) -> str:
+    """PAIMON or "spark" (dbt-spark's materialization); a combination no format can do is refused
+    here, before anything runs."""
+    file_format = (file_format or "").lower() or None
+    if materialization == UPSERT or strategy == UPSERT:
+        return PAIMON
+    if materialization == "incremental":
+        if file_format == PAIMON:
+            if strategy not in PAIMON_STRATEGIES:
+                raise DbtRuntimeError(
+                    f"incremental_strategy '{strategy}' is not supported on a Paimon table (file_format='paimon'); "
+                    f"use 'merge' (the default: an upsert on unique_key)")
+            return PAIMON
+        if strategy == MERGE and file_format not in OTHER_FORMATS:
+            return PAIMON
+        return "spark"
+    if materialization == "table" and file_format == PAIMON:
+        return PAIMON
+    return "spark"
+
+
+def _names(value: Any) -> List[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v).strip() for v in value if str(v).strip()]
+
+
+def _predicates(value: Any) -> List[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def check_merge_config(name: str, columns: Sequence[str], keys: Sequence[str], update_columns: Any,
+                       exclude_columns: Any) -> Optional[List[str]]:
+    """The model's columns a matched key takes from the model (None: all), per merge_update_columns
+    or merge_exclude_columns; a bad config is refused here, before anything is written."""
+    update, exclude = _names(update_columns), _names(exclude_columns)
+    if update and exclude:
+        raise DbtRuntimeError(f"{name}: give merge_update_columns or merge_exclude_columns, not both")
+    if not update and not exclude:
+        return None
+    try:
+        if update:
+            chosen = resolve_columns("merge_update_columns", update, columns)
+        else:
+            excluded = {c.lower() for c in resolve_columns("merge_exclude_columns", exclude, columns)}
+            chosen = [c for c in columns if c.lower() not in excluded]
+    except PaimonError as e:
+        raise DbtRuntimeError(f"{name}: {e}") from None
+    key_set = {k.lower() for k in keys}
+    return [c for c in chosen if c.lower() not in key_set]
+
+
+def merge_batch(name: str, batch: DataFrame, stored: DataFrame, keys: Sequence[str],
+                updated: Optional[List[str]], predicates: Any) -> DataFrame:
+    """The rows to upsert: for a key whose stored row matches (and passes the predicates), the
+    columns outside `updated` take the stored values; other rows as the model gives them."""
+    predicates = _predicates(predicates)
+    if updated is None and not predicates:
+        return batch
+    stored_cols = {c.lower(): c for c in stored.columns}
+    update_set = {c.lower() for c in (updated if updated is not None else batch.columns)}
+    key_set = {k.lower() for k in keys}
+    kept = [c for c in batch.columns if c.lower() not in update_set and c.lower() not in key_set
+            and c.lower() in stored_cols]
+    if not kept:  # every column takes the model's value: the predicates change nothing
+        return batch
+    matched = "__dbt_paimon_matched"
+    dest = stored.select(*[F.col(_quoted(stored_cols[k.lower()])) for k in keys],
+                         *[F.col(_quoted(stored_cols[c.lower()])) for c in kept]).alias("DBT_INTERNAL_DEST")
+    try:
+        for p in predicates:
+            dest = dest.where(F.expr(p))
+    except Exception as e:  # noqa: BLE001 - a predicate Spark cannot read: its words name the problem
+        raise DbtRuntimeError(f"{name}: incremental_predicates {predicates} are not valid Spark SQL over the "
+                              f"table (alias DBT_INTERNAL_DEST): {str(e).splitlines()[0]}") from None
+    dest = dest.select(*[F.col(_quoted(stored_cols[k.lower()])).alias(f"__dbt_paimon_key{i}") for i, k in enumerate(keys)],
+                       *[F.col(_quoted(stored_cols[c.lower()])).alias(f"__dbt_paimon_kept{i}") for i, c in enumerate(kept)],
+                       F.lit(True).alias(matched))
+    source = batch.alias("DBT_INTERNAL_SOURCE")
+    on = [source[_quoted(k)] == dest[f"__dbt_paimon_key{i}"] for i, k in enumerate(keys)]
+    joined = source.join(dest, on, "left")
+    is_matched = F.coalesce(dest[matched], F.lit(False))
+    index = {c: i for i, c in enumerate(kept)}
+    return joined.select(*[F.when(is_matched, dest[f"__dbt_paimon_kept{index[c]}"]).otherwise(source[_quoted(c)]).alias(c)
+                           if c in index else source[_quoted(c)].alias(c) for c in batch.columns])
