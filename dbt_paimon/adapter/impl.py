@@ -33,6 +33,7 @@ from ..store.errors import PaimonError
 from ..store import fileio
 from ..store.fileio import FileIO
 from ..store.object_store import copy_tree
+from ..store.clone import clone_table
 from ..store.schema import SchemaManager, TableSchema, resolve_columns
 from ..store.table import FileStoreTable
 from . import catalog, constraints, evolution, incremental, maintenance, python_models
@@ -344,6 +345,35 @@ class PaimonAdapter(SparkAdapter):
             schema_id=self._schema_id(path),
             extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,
             execution=result.execution)
+
+    @available
+    def paimon_clone(self, relation: BaseRelation, source: BaseRelation, replace: bool = False) -> AdapterResponse:
+        """`dbt clone` of a Paimon table: a new table at `relation` with `source`'s latest rows, its
+        files shared (store/clone.py); an existing table there is replaced only with `replace`
+        (--full-refresh), and then only once the clone is complete."""
+        path, source_path = self.paimon_table_path(relation), self.paimon_table_path(source)
+        name = f"{relation.schema}.{relation.identifier}"
+        io = FileIO.get(path)
+        staged = path
+        if FileStoreTable.exists(path, io):
+            if not replace:
+                return AdapterResponse(_message=f"CLONE {name}: exists already (nothing done)")
+            parent, base = path.rsplit("/", 1) if fileio.scheme_of(path) else os.path.split(path)
+            staged = f"{parent}/.{base}.dbt-clone-{uuid.uuid4().hex[:8]}"
+        try:
+            result = clone_table(io, source_path, staged)
+        except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
+            _remove_tree(staged)
+            what = str(e) if isinstance(e, PaimonError) else error_message(e)
+            raise DbtRuntimeError(f"clone of {source.schema}.{source.identifier} into {name} failed, nothing was "
+                                  f"written: {what}") from e
+        if staged != path:
+            _swap(staged, path)
+        self._resync(relation, path)
+        log.debug(f"{name}: cloned from {source_path} snapshot {result.source_snapshot}: {result.files} files, "
+                  f"{result.bytes} bytes shared")
+        return AdapterResponse(_message=f"CLONE {name}: {result.files} files of snapshot {result.source_snapshot}",
+                               code="CLONE", rows_affected=0)
 
     @staticmethod
     def _schema_id(path: str) -> Optional[int]:

@@ -19,6 +19,7 @@ a secret.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import uuid
 from abc import ABC, abstractmethod
@@ -172,8 +173,20 @@ class FileIO(ABC):
     def check_commit_safety(self, table_path: str) -> None:
         """Raise when this store cannot create a file only if absent (see object_store.py)."""
 
+    def copy_file(self, source: str, target: str) -> None:
+        """`target` with `source`'s bytes, as cheaply as the store allows (a clone's data files:
+        Paimon never rewrites a data file, so sharing one is safe)."""
+        self.write_bytes(target, self.read_bytes(source))
+
 
 class LocalFileIO(FileIO):
+    def copy_file(self, source: str, target: str) -> None:
+        """A hard link: no data is copied, and a later delete of either name keeps the other."""
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            os.link(source, target)
+        except OSError:  # another file system, or links not allowed: copy the bytes
+            shutil.copyfile(source, target)
     """Local (and mounted shared) filesystems; `file:` URIs are accepted."""
 
     def exists(self, path: str) -> bool:
