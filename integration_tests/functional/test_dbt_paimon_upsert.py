@@ -145,6 +145,14 @@ class TestPaimonUpsertModel:
             "id": ("int", "The customer id"), "dt": ("string", "Partition"), "name": ("string", None),
             "v": ("int", None), "op": ("string", None), "previous_v": ("int", None),
             "loaded_incrementally": ("boolean", None)}
+        # catalog stats from the latest snapshot's metadata (issue 13): no data read
+        table = FileStoreTable.open(path)
+        snapshot = table.latest_snapshot()
+        stats = {k: s.value for k, s in node.stats.items() if k != "has_stats"}
+        assert stats == {"rows": snapshot.total_record_count, "snapshot": snapshot.id,
+                         "files": sum(len(s.files) for s in table.plan().splits),
+                         "bytes": sum(f.file_size for s in table.plan().splits for f in s.files)}
+        assert stats["files"] >= 1 and stats["bytes"] > 0
 
         # --full-refresh rebuilds the table from scratch: a new table whose first snapshot has batch 3
         rebuilt = self._run(project, 3, "--full-refresh")
