@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# One entry point for a fresh machine (Python 3.11 + Java 17): sets up .venv, then runs a job.
+# One entry point for a fresh machine (Python 3.10-3.13 + Java 17): sets up .venv, then runs a job.
 #   bash run.sh demo   - the demo
 #   bash run.sh test   - the whole test suite
 #   bash run.sh bench  - benchmarks against the peers (bench/run.py, in bench/.venv)
+# PYTHON=python3.12 bash run.sh test picks the interpreter (default python3.11); .venv is rebuilt
+# when it was made by another Python version. The versions installed are constraints.txt's pins.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3.11}
 VENV=.venv
-STAMP="$VENV/.installed-$(cat setup.py | sha1sum | cut -c1-12)"
+PY_VERSION=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+# A new stamp (so a reinstall) when the metadata, the pins or the interpreter change
+STAMP="$VENV/.installed-$({ cat pyproject.toml setup.py constraints.txt; echo "$PY_VERSION"; } | sha1sum | cut -c1-12)"
 if [ ! -f "$STAMP" ]; then
+  if [ -x "$VENV/bin/python" ] && [ "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$PY_VERSION" ]; then
+    rm -rf "$VENV"
+  fi
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+  # --use-pep517: pyspark is an sdist, which older pips would install through setup.py without `wheel`
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --use-pep517 -c constraints.txt -e '.[test]'
   rm -f "$VENV"/.installed-*; touch "$STAMP"
 fi
 export PYTHONHASHSEED=0

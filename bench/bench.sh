@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Benchmarks against the peers: sets up bench/.venv (first time, or when setup.py or
-# bench/requirements.txt change), then runs bench/run.py with the given arguments.
+# Benchmarks against the peers: sets up bench/.venv (first time, or when pyproject.toml, setup.py,
+# constraints.txt or bench/requirements.txt change), then runs bench/run.py with the given arguments.
 #   bash bench/bench.sh --workload W1            # see: bash bench/bench.sh --help
 # A separate venv: the peers (deltalake, pyiceberg, pypaimon-rust, matplotlib) are no project deps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 VENV=bench/.venv
-STAMP="$VENV/.installed-$(cat setup.py bench/requirements.txt | sha1sum | cut -c1-12)"
+STAMP="$VENV/.installed-$(cat pyproject.toml setup.py constraints.txt bench/requirements.txt | sha1sum | cut -c1-12)"
 if [ ! -f "$STAMP" ]; then
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]' -r bench/requirements.txt
+  # the project's pins (constraints.txt) hold for the peers' dependencies too: one resolve
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --use-pep517 -c constraints.txt \
+    -e '.[test]' -r bench/requirements.txt
   rm -f "$VENV"/.installed-*; touch "$STAMP"
 fi
 export PYTHONHASHSEED=0

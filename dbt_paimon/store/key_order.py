@@ -24,6 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 _SURROGATE_PREFIX = "__key_order_"
+# pyarrow 25 takes null_placement per sort key and deprecates the option for the whole sort; older
+# releases know only the latter
+_NULL_PLACEMENT_PER_KEY = int(pa.__version__.split(".")[0]) >= 25
 
 
 def is_floating(dtype: pa.DataType) -> bool:
@@ -67,6 +70,10 @@ def comparable_key_columns(table: pa.Table, names: Sequence[str]) -> pa.Table:
 def sort_indices(table: pa.Table, names: Sequence[str], null_placement: str = "at_end") -> pa.Array:
     """Indices that sort table ascending by `names` in Paimon's key order (ties keep input order)."""
     view = comparable_key_columns(table, names)
+    if null_placement == "at_end":  # Arrow's default either way: no option, no deprecation warning
+        return pc.sort_indices(view, sort_keys=[(n, "ascending") for n in names])
+    if _NULL_PLACEMENT_PER_KEY:
+        return pc.sort_indices(view, sort_keys=[(n, "ascending", null_placement) for n in names])
     return pc.sort_indices(view, sort_keys=[(n, "ascending") for n in names], null_placement=null_placement)
 
 
