@@ -284,7 +284,13 @@ class ObjectStoreFileIO(FileIO):
         import obstore as obs
         # One GET of the whole object: a merge-on-read reads every file it opens anyway
         data = self._call("read", path, lambda s, k: obs.get(s, k).bytes())
-        return pa.BufferReader(pa.py_buffer(memoryview(data)))
+        # Into memory Arrow owns (one copy): the Parquet reader's pool threads may drop the last
+        # reference after the interpreter began to exit, and a buffer owned by a Python object
+        # then takes the GIL from a dying thread: the process aborted ("terminate called without
+        # an active exception") after its work was done, 4-7 runs in 30 that read from S3.
+        owned = pa.allocate_buffer(len(data))
+        memoryview(owned).cast("B")[:] = memoryview(data).cast("B")
+        return pa.BufferReader(owned)
 
     @contextmanager
     def output(self, path: str) -> Iterator[pa.NativeFile]:
