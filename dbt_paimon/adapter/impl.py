@@ -13,7 +13,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from dbt.adapters.base import available
 from dbt.adapters.base.relation import BaseRelation
@@ -37,11 +37,12 @@ from ..store.clone import clone_table
 from ..store.commit import FileStoreCommit
 from ..store.schema import SchemaManager, TableSchema, resolve_columns
 from ..store.table import FileStoreTable
-from . import catalog, constraints, evolution, incremental, maintenance, python_models
+from . import catalog, constraints, evolution, incremental, maintenance, python_models, snapshots
 from .connections import PaimonConnectionManager, error_message
 from .credentials import PaimonCredentials
 from .relation import PaimonRelation
 from .session import spark_for
+from .configs import column_list
 
 log = AdapterLogger("Paimon")
 
@@ -79,14 +80,6 @@ class PaimonAdapterResponse(AdapterResponse):
     schema_id: Optional[int] = None
     extra_snapshots: Optional[List[int]] = None  # e.g. a compaction committed right after the upsert
     execution: Optional[str] = None  # where the engine ran the job: local (the driver) or distributed
-
-
-def _as_list(value: Union[None, str, Sequence[str]]) -> List[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v).strip() for v in value if str(v).strip()]
 
 
 class PaimonAdapter(SparkAdapter):
@@ -292,7 +285,7 @@ class PaimonAdapter(SparkAdapter):
         except Exception as e:  # noqa: BLE001
             raise DbtRuntimeError(f"{name}: the model's SQL failed: {error_message(e)}") from e
         columns = batch.columns
-        keys = self._columns(name, "unique_key", _as_list(unique_key), columns)
+        keys = self._columns(name, "unique_key", column_list(unique_key), columns)
         not_null: List[str] = []
         if contract is not None:
             keys, not_null = constraints.from_contract(name, contract.get("constraints") or [],
@@ -303,8 +296,8 @@ class PaimonAdapter(SparkAdapter):
             raise DbtRuntimeError(
                 f"{name}: a {MATERIALIZATION} model needs unique_key (a column or a list of columns): it is the "
                 f"Paimon table's primary key, and Paimon keeps primary-key tables")
-        partitions = self._columns(name, "partition_by", _as_list(partition_by), columns)
-        sequence = self._columns(name, "sequence_by", _as_list(sequence_by), columns)
+        partitions = self._columns(name, "partition_by", column_list(partition_by), columns)
+        sequence = self._columns(name, "sequence_by", column_list(sequence_by), columns)
         if len(sequence) > 1:
             raise DbtRuntimeError(f"{name}: sequence_by takes one column, got {sequence}")
         updated = incremental.check_merge_config(name, columns, keys, merge_update_columns, merge_exclude_columns)
@@ -538,6 +531,27 @@ class PaimonAdapter(SparkAdapter):
     @available
     def paimon_system_table(self, relation: Any, name: Any) -> BaseRelation:
         return maintenance.system_table(self, relation, name)
+
+    # ---- snapshots (macros/materializations/snapshot.sql; the work is in snapshots.py) ---------
+    @available
+    def paimon_snapshot_check(self, relation: BaseRelation, config: Mapping[str, Any], columns: Mapping[str, str],
+                              sql: Optional[str] = None) -> str:
+        snapshots.check(self, relation, config, columns, sql)
+        return ""
+
+    @available
+    def paimon_snapshot_stored(self, relation: BaseRelation) -> BaseRelation:
+        return snapshots.stored_view(self, relation)
+
+    @available
+    def paimon_snapshot(self, relation: BaseRelation, source: BaseRelation, columns: Mapping[str, str],
+                        created: bool = False, stored: Optional[BaseRelation] = None, partition_by: Any = None,
+                        options: Optional[Mapping[str, Any]] = None, execution: Optional[str] = None,
+                        valid_to_current: Optional[str] = None) -> AdapterResponse:
+        return snapshots.apply(self, relation, source, columns, created=created, stored=stored,
+                               partition_by=partition_by, options=options, execution=execution,
+                               valid_to_current=valid_to_current)
+
 
 def _table_stats(path: str, schema: TableSchema, io: FileIO) -> Dict[str, Any]:
     """dbt's catalog stats of a Paimon table, from its latest snapshot's metadata (the snapshot's

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from ..store.errors import PaimonError
 from ..store.schema import resolve_columns
+from .configs import column_list, quoted
 
 PAIMON = "paimon"
 UPSERT = "paimon_upsert"
@@ -59,29 +60,17 @@ def table_format(materialization: str, file_format: Optional[str], strategy: Opt
     return "spark"
 
 
-def _names(value: Any) -> List[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v).strip() for v in value if str(v).strip()]
-
-
 def _predicates(value: Any) -> List[str]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def check_merge_config(name: str, columns: Sequence[str], keys: Sequence[str], update_columns: Any,
                        exclude_columns: Any) -> Optional[List[str]]:
     """The model's columns a matched key takes from the model (None: all), per merge_update_columns
     or merge_exclude_columns; a bad config is refused here, before anything is written."""
-    update, exclude = _names(update_columns), _names(exclude_columns)
+    update, exclude = column_list(update_columns), column_list(exclude_columns)
     if update and exclude:
         raise DbtRuntimeError(f"{name}: give merge_update_columns or merge_exclude_columns, not both")
     if not update and not exclude:
@@ -113,21 +102,21 @@ def merge_batch(name: str, batch: DataFrame, stored: DataFrame, keys: Sequence[s
     if not kept:  # every column takes the model's value: the predicates change nothing
         return batch
     matched = "__dbt_paimon_matched"
-    dest = stored.select(*[F.col(_quoted(stored_cols[k.lower()])) for k in keys],
-                         *[F.col(_quoted(stored_cols[c.lower()])) for c in kept]).alias("DBT_INTERNAL_DEST")
+    dest = stored.select(*[F.col(quoted(stored_cols[k.lower()])) for k in keys],
+                         *[F.col(quoted(stored_cols[c.lower()])) for c in kept]).alias("DBT_INTERNAL_DEST")
     try:
         for p in predicates:
             dest = dest.where(F.expr(p))
     except Exception as e:  # noqa: BLE001 - a predicate Spark cannot read: its words name the problem
         raise DbtRuntimeError(f"{name}: incremental_predicates {predicates} are not valid Spark SQL over the "
                               f"table (alias DBT_INTERNAL_DEST): {str(e).splitlines()[0]}") from None
-    dest = dest.select(*[F.col(_quoted(stored_cols[k.lower()])).alias(f"__dbt_paimon_key{i}") for i, k in enumerate(keys)],
-                       *[F.col(_quoted(stored_cols[c.lower()])).alias(f"__dbt_paimon_kept{i}") for i, c in enumerate(kept)],
+    dest = dest.select(*[F.col(quoted(stored_cols[k.lower()])).alias(f"__dbt_paimon_key{i}") for i, k in enumerate(keys)],
+                       *[F.col(quoted(stored_cols[c.lower()])).alias(f"__dbt_paimon_kept{i}") for i, c in enumerate(kept)],
                        F.lit(True).alias(matched))
     source = batch.alias("DBT_INTERNAL_SOURCE")
-    on = [source[_quoted(k)] == dest[f"__dbt_paimon_key{i}"] for i, k in enumerate(keys)]
+    on = [source[quoted(k)] == dest[f"__dbt_paimon_key{i}"] for i, k in enumerate(keys)]
     joined = source.join(dest, on, "left")
     is_matched = F.coalesce(dest[matched], F.lit(False))
     index = {c: i for i, c in enumerate(kept)}
-    return joined.select(*[F.when(is_matched, dest[f"__dbt_paimon_kept{index[c]}"]).otherwise(source[_quoted(c)]).alias(c)
-                           if c in index else source[_quoted(c)].alias(c) for c in batch.columns])
+    return joined.select(*[F.when(is_matched, dest[f"__dbt_paimon_kept{index[c]}"]).otherwise(source[quoted(c)]).alias(c)
+                           if c in index else source[quoted(c)].alias(c) for c in batch.columns])
