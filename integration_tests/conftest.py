@@ -19,8 +19,9 @@ pytest_plugins = ["dbt.tests.fixtures.project"]
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The integration project's test first: its first half runs in a child process that must
-    open Spark's catalog (Derby: one process at a time) before this process starts Spark."""
+    """The integration project's test first: its second half then runs in this process, whose
+    SparkSession must not have started yet (its static settings, spark_dir among them, are the
+    project's), so that a process that did not build the tables is exercised without a third JVM."""
     first = [i for i in items if i.nodeid.startswith("integration_tests/functional/test_dbt_project.py")]
     items[:] = first + [i for i in items if i not in first]
 

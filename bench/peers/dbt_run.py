@@ -8,7 +8,7 @@ phase). The link keeps the model's text and vars the same in both phases, so the
 dbt's partial parsing, as a user's second `dbt run` does.
 
 The SparkSession is started in start() with the settings dbt's session would use (getOrCreate
-then reuses it), its Hive metastore included, so its start-up is reported apart, as for the engine;
+then reuses it), its catalog included, so its start-up is reported apart, as for the engine;
 the adapter's catalog sync (registering the warehouse's tables) stays inside the timed run. Unlike the engine peer, the
 batch is not cached beforehand: the model reads it from Parquet inside the timed run, as a model
 reads its sources.
@@ -88,8 +88,8 @@ class Peer(EnginePeer):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         self.spark = build(settings)
         self.spark.range(1).count()   # JIT and executor start belong to start-up, as for the engine
-        # Spark's Hive metastore (Derby) starts on the first catalog access: ~8 s of session start-up
-        # that every dbt-spark session pays once, not work of the run (the engine peer has no catalog)
+        # Spark's catalog starts on the first catalog access (Hive's metastore took ~8 s of it before
+        # the adapter moved to the in-memory catalog): session start-up, not work of the run
         self.spark.sql("SHOW DATABASES").collect()
 
     def _run(self, work_dir, data_path) -> dict:

@@ -123,19 +123,21 @@ def load(schema: str, name: str, path: str) -> Optional[PaimonTable]:
     return PaimonTable(schema.lower(), name.lower(), path, SchemaManager(io, path).latest())
 
 
-def discover(warehouse: str) -> list[PaimonTable]:
-    """Every Paimon table of the warehouse (`<schema>.db/<table>/schema/schema-N`).
+def discover(warehouse: str, only: Optional[str] = None) -> list[PaimonTable]:
+    """Every Paimon table of the warehouse (`<schema>.db/<table>/schema/schema-N`), or of one schema.
 
     Anything else found there is skipped with a warning, so that one foreign or damaged entry
     (a stray file, an unreadable directory, a table whose metadata cannot be read, a name that is
     no table name) never stops dbt from reaching the other tables."""
     if fileio.scheme_of(warehouse):
-        return _discover_on_object_store(warehouse)
+        return _discover_on_object_store(warehouse, only)
     found = []
     try:
-        databases = sorted(os.listdir(warehouse))
+        databases = sorted(os.listdir(warehouse)) if only is None else [only.lower() + layout.DATABASE_SUFFIX]
     except FileNotFoundError:
         return []
+    if only is not None and not os.path.isdir(os.path.join(warehouse, databases[0])):
+        return []  # a schema without Paimon tables
     for db in databases:
         db_path = os.path.join(warehouse, db)
         if not db.endswith(layout.DATABASE_SUFFIX) or db.startswith(".") or not os.path.isdir(db_path):
@@ -165,13 +167,15 @@ def discover(warehouse: str) -> list[PaimonTable]:
     return found
 
 
-def _discover_on_object_store(warehouse: str) -> list[PaimonTable]:
+def _discover_on_object_store(warehouse: str, only: Optional[str] = None) -> list[PaimonTable]:
     """discover() on an object store: prefixes instead of directories (two LISTs per database)."""
     io = FileIO.get(warehouse)
     found = []
     for db in sorted(io.list_status(warehouse), key=lambda s: s.path):
         name = db.path.rsplit("/", 1)[-1]
         if not db.is_dir or not name.endswith(layout.DATABASE_SUFFIX):
+            continue
+        if only is not None and name != only.lower() + layout.DATABASE_SUFFIX:
             continue
         try:
             database = layout.check_name("database", name[: -len(layout.DATABASE_SUFFIX)])
@@ -213,8 +217,12 @@ def create_table_sql(table: PaimonTable) -> str:
     }
     props = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
     comment = f"\nCOMMENT {sql_string(schema.comment)}" if schema.comment else ""
+    # An external entry at the table's own directory (the source reads its path, not this): dropping
+    # the entry never deletes a file, and no empty directory appears under Spark's warehouse dir. Spark
+    # has no filesystem for an object store's URI, so there the entry stays where Spark puts it.
+    location = "" if fileio.scheme_of(table.path) else f"\nLOCATION {sql_string(os.path.abspath(table.path))}"
     return (f"CREATE TABLE {table.identifier} (\n  " + ",\n  ".join(columns) + f"\n) USING {table.provider}"
-            f"{comment}\nTBLPROPERTIES ({props})")
+            f"{comment}{location}\nTBLPROPERTIES ({props})")
 
 
 @dataclass(frozen=True)
@@ -230,29 +238,42 @@ class CatalogEntry:
         return (self.provider or "").startswith(PROVIDER_PREFIX)
 
 
-def _parse_information(schema: str, name: str, information: str) -> CatalogEntry:
-    provider = re.search(r"^Provider: (.*)$", information, re.MULTILINE)
-    kind = re.search(r"^Type: (.*)$", information, re.MULTILINE)
-    path = re.search(r"^Table Properties: \[.*?\bpaimon\.path=(.*?)(?:, [\w.-]+=.*)?\]$", information, re.MULTILINE)
-    return CatalogEntry(schema, name, provider.group(1).strip() if provider else None,
-                        bool(kind and kind.group(1).strip() == "VIEW"), path.group(1) if path else None)
+def _external_catalog(spark: SparkSession):
+    return spark._jsparkSession.sessionState().catalog().externalCatalog()
+
+
+def scala_list(spark: SparkSession, seq) -> list:
+    """A Scala Seq from Spark's catalog API as a Python list."""
+    return list(spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq))
+
+
+def _entry_of(schema: str, table) -> CatalogEntry:
+    """A CatalogEntry from Spark's CatalogTable: read through the catalog's API, which neither
+    analyses SQL nor resolves the provider (SHOW TABLE EXTENDED formats every table's details)."""
+    provider = table.provider()
+    path = table.properties().get("paimon.path")
+    return CatalogEntry(schema, str(table.identifier().table()).lower(),
+                        str(provider.get()) if provider.isDefined() else None,
+                        str(table.tableType().name()) == "VIEW", str(path.get()) if path.isDefined() else None)
 
 
 def catalog_entries(spark: SparkSession, schema: str) -> dict[str, CatalogEntry]:
     """The tables and views of one catalog schema (none if it does not exist)."""
-    if not spark.catalog.databaseExists(schema):
+    ext = _external_catalog(spark)
+    if not ext.databaseExists(schema):
         return {}
-    rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote(schema)} LIKE '*'").collect()
-    return {r.tableName.lower(): _parse_information(schema, r.tableName.lower(), r.information)
-            for r in rows if not r.isTemporary}
+    names = scala_list(spark, ext.listTables(schema))
+    if not names:
+        return {}
+    entries = [_entry_of(schema, t) for t in scala_list(spark, ext.getTablesByName(schema, spark._jvm.PythonUtils.toSeq(names)))]
+    return {e.name: e for e in entries}
 
 
 def catalog_entry(spark: SparkSession, schema: str, name: str) -> Optional[CatalogEntry]:
-    if not spark.catalog.databaseExists(schema):
+    ext = _external_catalog(spark)
+    if not ext.databaseExists(schema) or not ext.tableExists(schema, name.lower()):
         return None
-    rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote(schema)} LIKE {sql_string(name)}").collect()
-    rows = [r for r in rows if not r.isTemporary and r.tableName.lower() == name.lower()]
-    return _parse_information(schema, name.lower(), rows[0].information) if rows else None
+    return _entry_of(schema, ext.getTable(schema, name.lower()))
 
 
 def drop_entry(spark: SparkSession, entry: CatalogEntry, path: str = "") -> None:
@@ -289,7 +310,45 @@ def expose(spark: SparkSession, table: PaimonTable, entry: Optional[CatalogEntry
             drop_entry(spark, entry, table.path)
         ensure_schema(spark, table.schema)
         spark.sql(create_table_sql(table))
+        fields = {"owner": spark.sparkContext.sparkUser()}  # see OWNER_NOTE
+        if fileio.scheme_of(table.path):
+            # a managed entry's drop deletes its directory under Spark's warehouse dir, which a Spark
+            # table of the same name may use by then (a model that became a `table`)
+            fields["tableType"] = spark._jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType.EXTERNAL()
+        alter_entry(spark, table.schema, table.name, **fields)
         return True
+
+
+# OWNER_NOTE: Hive's metastore records who made a table or view, and dbt docs shows it; Spark's
+# in-memory catalog leaves the owner empty. Every entry dbt-paimon makes or records gets the user
+# Spark runs as, so that what dbt docs shows does not depend on the catalog.
+
+
+def alter_entry(spark: SparkSession, schema: str, name: str, **fields) -> bool:
+    """Change fields of a catalog entry (Spark's CatalogTable) through the catalog's API, for what its
+    SQL cannot say: a managed table over files that exist, a view's owner. False when Spark's API
+    differs from what this expects (then the entry stays as it is)."""
+    try:
+        ext = spark._jsparkSession.sessionState().catalog().externalCatalog()
+        table = ext.getTable(schema, name)
+        names = [table.productElementName(i) for i in range(table.productArity())]
+        values = [table.productElement(i) for i in range(table.productArity())]
+        for field, value in fields.items():
+            values[names.index(field)] = value
+        ext.alterTable(table.copy(*values))
+        jvm = spark._jvm
+        spark._jsparkSession.sessionState().catalog().invalidateCachedTable(
+            jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(name, jvm.scala.Some.apply(schema)))
+        return True
+    except Exception as e:  # noqa: BLE001
+        log.debug(f"{schema}.{name}: could not change {', '.join(fields)} of the catalog entry: {e}")
+        return False
+
+
+def set_managed(spark: SparkSession, schema: str, name: str, managed: bool) -> bool:
+    """Switch a table's catalog entry between managed (dropping it deletes its files) and external."""
+    types = spark._jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType
+    return alter_entry(spark, schema, name, tableType=types.MANAGED() if managed else types.EXTERNAL())
 
 
 def _inside(path: str, warehouse: str) -> bool:
@@ -298,17 +357,20 @@ def _inside(path: str, warehouse: str) -> bool:
     return os.path.abspath(path).startswith(os.path.abspath(warehouse).rstrip(os.sep) + os.sep)
 
 
-def sync(spark: SparkSession, warehouse: str, schemas: Iterable[str] = ()) -> dict[str, int]:
-    """Bring Spark's catalog in line with the warehouse: every Paimon table readable as
-    `schema.table`, no entry left for a table that is gone. Returns counts for the log."""
+def sync(spark: SparkSession, warehouse: str, schemas: Iterable[str] = (), only: Optional[str] = None) -> dict[str, int]:
+    """Bring Spark's catalog in line with the warehouse (or one schema of it): every Paimon table
+    readable as `schema.table`, no entry left for a table that is gone. Returns counts for the log."""
     counts = {"tables": 0, "created": 0, "dropped": 0, "conflicts": 0}
     with _lock:
-        tables = discover(warehouse)
+        tables = discover(warehouse, only)
         by_schema: dict[str, list[PaimonTable]] = {}
         for t in tables:
             by_schema.setdefault(t.schema, []).append(t)
-        names = {r.namespace.lower() for r in spark.sql("SHOW DATABASES").collect()}
-        for schema in sorted(names | set(by_schema) | {s.lower() for s in schemas}):
+        names = {str(n).lower() for n in scala_list(spark, _external_catalog(spark).listDatabases())}
+        wanted_schemas = names | set(by_schema) | {s.lower() for s in schemas}
+        if only is not None:
+            wanted_schemas = {only.lower()}
+        for schema in sorted(wanted_schemas):
             entries = catalog_entries(spark, schema) if schema in names else {}
             wanted = {t.name: t for t in by_schema.get(schema, [])}
             for name, table in wanted.items():

@@ -1,22 +1,36 @@
-"""PaimonConnectionManager: dbt-spark's in-process `session` connection under `type: paimon`."""
+"""PaimonConnectionManager: dbt-spark's in-process `session` connection under `type: paimon`.
+
+The session cursor is dbt-spark's, with what several dbt processes on one project need around each
+statement (statements.py reads which relation it writes; the records say which Spark tables it may
+read): before it, the locks on those Spark relations (locks.py: exclusive to write, shared to read,
+held until dbt releases the connection) and the catalog records other processes committed
+(spark_relations.py); after it, the record of what it changed.
+"""
 
 from __future__ import annotations
 
+import datetime
+
 import re
 from contextlib import contextmanager
-from typing import Any, Generator
+from typing import Any, Generator, Optional
 
 from dbt.adapters.contracts.connection import AdapterResponse, Connection, ConnectionState
 from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions import FailedToConnectError
 from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt.adapters.spark.session import Connection as SessionConnection
+from dbt.adapters.spark.session import Cursor as SessionCursor
 from dbt.adapters.spark.session import SessionConnectionWrapper
 from dbt_common.exceptions import DbtRuntimeError
+from pyspark.sql import SparkSession
+from pyspark.sql.utils import AnalysisException
 
 from ..store.errors import PaimonError
+from . import statements
 from .credentials import PaimonCredentials
-from .session import spark_for
+from .locks import HeldLocks, lock_path
+from .session import relation_store, spark_for, start_early, start_failure, sync_schema
 
 log = AdapterLogger("Paimon")
 
@@ -48,6 +62,94 @@ def error_message(exc: BaseException) -> str:
     return text
 
 
+class PaimonCursor(SessionCursor):
+    """dbt-spark's session cursor on this process's session, keeping Spark's own relations shared."""
+
+    def __init__(self, spark: SparkSession, credentials: PaimonCredentials, held: HeldLocks) -> None:
+        super().__init__(server_side_parameters=credentials.statement_settings())
+        self._spark = spark
+        self._credentials = credentials
+        self._held = held
+
+    def execute(self, sql: str, *parameters: Any) -> None:
+        if len(parameters) > 0:
+            sql = sql % parameters
+        spark = self._spark
+        store = relation_store(spark)
+        statement: Optional[statements.Statement] = None
+        if store is not None:
+            statement = statements.parse(sql, lambda: spark.catalog.currentDatabase())
+            if statement.bare_names and _is_temp_view(spark, statement.bare_names[0]):
+                statement = statements.Statement()  # a session's temporary view: nothing to share
+            store.refresh(spark)  # tables another process created since: their names may be read here
+            writes = set(statement.relations)
+            reads = set() if statements.is_metadata(sql) else store.tables_read(sql) - writes
+            for (schema, name), exclusive in sorted([(w, True) for w in writes] + [(r, False) for r in reads]):
+                self._held.acquire(lock_path(store.lock_root(), schema, name), f"{schema}.{name}", exclusive,
+                                   self._credentials.lock_timeout, log.info)
+            store.refresh(spark)  # what a writer we waited for committed
+            if statement.listed_schema:
+                sync_schema(spark, self._credentials, statement.listed_schema)
+        ran = False
+        try:
+            # the session's runtime settings were applied when the connection opened (dbt-spark
+            # sends them again with every statement through SparkSession.builder, which makes
+            # Spark log a warning each time)
+            self._df = spark.sql(sql)
+            ran = True
+        except AnalysisException as exc:
+            raise DbtRuntimeError(str(exc)) from exc
+        finally:
+            # recorded even when the statement failed: the record follows whatever the catalog holds now
+            if store is not None and statement is not None and (
+                    statement.writes or statement.schema_change or statement.unknown):
+                try:
+                    store.written(spark, statement)
+                except Exception as e:  # noqa: BLE001
+                    if ran:
+                        raise
+                    log.debug(f"recording the catalog after a failed statement: {e}")
+
+
+def _is_temp_view(spark: SparkSession, name: str) -> bool:
+    return bool(spark._jsparkSession.sessionState().catalog().getTempView(name).isDefined())
+
+
+class PaimonSessionConnection(SessionConnection):
+    def __init__(self, spark: SparkSession, credentials: PaimonCredentials, held: HeldLocks) -> None:
+        super().__init__(server_side_parameters=credentials.statement_settings())
+        self._spark, self._credentials, self._held = spark, credentials, held
+
+    def cursor(self) -> PaimonCursor:
+        return PaimonCursor(self._spark, self._credentials, self._held)
+
+
+class PaimonConnectionWrapper(SessionConnectionWrapper):
+    """dbt-spark's session connection; closing it (dbt releases a connection after each node)
+    releases the relation locks its statements took."""
+
+    def __init__(self, handle: PaimonSessionConnection, held: HeldLocks) -> None:
+        super().__init__(handle)
+        self._held = held
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._held.release_all()
+
+    @classmethod
+    def _fix_binding(cls, value: Any) -> Any:
+        """A seed's value as a Spark SQL literal. dbt-spark quotes strings without escaping them, so
+        a value holding a quote (`'69.135.206.194'`) broke the seed's INSERT with a parse error (and
+        could have become SQL); a backslash and a quote are escaped, as Spark's literals read them."""
+        fixed = super()._fix_binding(value)
+        if isinstance(fixed, str) and not isinstance(value, datetime.datetime):
+            text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+            return f"'{text}'"
+        return fixed
+
+
 class PaimonConnectionManager(SparkConnectionManager):
     TYPE = "paimon"
 
@@ -57,6 +159,7 @@ class PaimonConnectionManager(SparkConnectionManager):
         if isinstance(credentials, PaimonCredentials):
             # relative warehouse paths belong to the dbt project, not to wherever dbt was started
             credentials.resolve_paths(getattr(profile, "project_root", None))
+            start_early(credentials)
 
     @classmethod
     def open(cls, connection: Connection) -> Connection:
@@ -64,12 +167,15 @@ class PaimonConnectionManager(SparkConnectionManager):
             return connection
         creds: PaimonCredentials = connection.credentials
         try:
-            spark_for(creds)
+            spark = spark_for(creds)
         except Exception as e:  # noqa: BLE001 - any failure to start Spark is a failure to connect
             connection.state = ConnectionState.FAIL
-            raise FailedToConnectError(f"dbt-paimon could not start Spark: {error_message(e)}") from e
-        connection.handle = SessionConnectionWrapper(
-            SessionConnection(server_side_parameters=creds.statement_settings()))
+            # one paragraph, the root cause; the trace is in Spark's log file (session.start_failure)
+            raise FailedToConnectError(f"dbt-paimon could not start Spark: {start_failure(e, creds)}") from None
+        for key, value in creds.statement_settings().items():
+            spark.conf.set(key, value)
+        held = HeldLocks()
+        connection.handle = PaimonConnectionWrapper(PaimonSessionConnection(spark, creds, held), held)
         connection.state = ConnectionState.OPEN
         return connection
 

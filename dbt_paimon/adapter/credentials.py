@@ -32,11 +32,14 @@ from ..store import fileio
 
 DEFAULT_WAREHOUSE = "paimon_warehouse"
 DEFAULT_MASTER = "local[*]"
-SPARK_DIR_NAME = ".spark"  # inside the warehouse: Spark's Derby metastore and its own (non-Paimon) tables
-# With a warehouse on an object store, Spark's catalog (a Derby database: a local directory) lives
-# in the dbt project instead.
+SPARK_DIR_NAME = ".spark"  # inside the warehouse: Spark's own (non-Paimon) tables and their catalog records
+# With a warehouse on an object store, Spark's tables and records (local files, locked with flock)
+# live in the dbt project instead.
 PROJECT_SPARK_DIR = os.path.join(".dbt_paimon", "spark")
+TABLES_DIR_NAME = "tables"  # <spark_dir>/tables: spark.sql.warehouse.dir
 LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+LOG_FILE_PROPERTY = "dbt_paimon.log.file"
+DEFAULT_LOCK_TIMEOUT = 600
 
 # Settings a running SparkSession cannot change: they are used when the session starts and are not
 # sent again with every statement (Spark would log a warning for each).
@@ -45,6 +48,19 @@ STATIC_PREFIXES = ("spark.master", "spark.app.", "spark.driver.", "spark.executo
                    "spark.ui.", "spark.pyspark.", "spark.local.", "spark.log.", "spark.hadoop.",
                    "spark.serializer", "spark.kryo", "spark.memory.", "spark.default.parallelism",
                    "spark.sql.hive.", "spark.sql.catalog.spark_catalog")
+
+
+def quote_option(option: str) -> str:
+    """One option for spark.driver.extraJavaOptions, quoted as Spark's launcher reads it when it has
+    spaces or quotes (paths may)."""
+    if re.search(r'[\s"\'\\]', option):
+        return '"' + option.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return option
+
+
+def java_option(name: str, value: str) -> str:
+    """`-Dname=value` for spark.driver.extraJavaOptions."""
+    return quote_option(f"-D{name}={value}")
 
 
 def local_dir(value: str, base: str, what: str = "spark_dir") -> str:
@@ -63,9 +79,12 @@ class PaimonCredentials(SparkCredentials):
     host: Optional[str] = "local"
     warehouse: str = DEFAULT_WAREHOUSE
     master: str = DEFAULT_MASTER
-    # Where Spark keeps its catalog (Derby metastore) and the tables it writes itself (seeds,
-    # `table` models); default <warehouse>/.spark, so the catalog travels with the warehouse.
+    # Where Spark keeps the tables it writes itself (seeds, `table` models) and the records of its
+    # relations every dbt process reads (spark_relations.py); default <warehouse>/.spark, so they
+    # travel with the warehouse.
     spark_dir: Optional[str] = None
+    # Seconds a dbt process waits for another one writing the same Spark relation (locks.py)
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     # The object store's settings (Paimon's names: s3.endpoint, s3.access-key, s3.secret-key,
     # s3.region, s3.path.style.access; commit.lock). Never logged, never stored with a table.
     storage_options: Optional[Dict[str, Any]] = None
@@ -122,18 +141,26 @@ class PaimonCredentials(SparkCredentials):
         self._resolved_from = base
 
     # ---- Spark settings ------------------------------------------------------------------------
-    def spark_settings(self) -> Dict[str, str]:
-        """Every setting the SparkSession starts with: ours, then the profile's (which win)."""
-        derby = f"-Dderby.system.home={self.spark_dir}"
-        log4j = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+    def spark_settings(self, log_file: Optional[str] = None) -> Dict[str, str]:
+        """Every setting the SparkSession starts with: ours, then the profile's (which win).
+        log_file: where log4j writes Spark's log (log4j2.properties reads it as dbt_paimon.log.file)."""
+        ours = [java_option("derby.system.home", self.spark_dir),
+                java_option("log4j2.configurationFile", "file:" + LOG4J_CONFIG)]
+        if log_file:
+            ours.append(java_option(LOG_FILE_PROPERTY, log_file))
         settings = {
             "spark.master": self.master,
             "spark.app.name": "dbt-paimon",
-            "spark.sql.warehouse.dir": os.path.join(self.spark_dir, "spark-warehouse"),
-            "spark.driver.extraJavaOptions": f"{derby} {log4j}",
+            # one catalog per process, rebuilt from the warehouse and spark_dir when it opens
+            # (session.py, spark_relations.py): no metastore that admits one process at a time
+            "spark.sql.catalogImplementation": "in-memory",
+            "spark.sql.warehouse.dir": os.path.join(self.spark_dir, TABLES_DIR_NAME),
+            # a Spark table's partitions are its directories, which every process sees; partitions
+            # kept in one process's catalog would be invisible to the others
+            "spark.sql.hive.manageFilesourcePartitions": "false",
+            "spark.driver.extraJavaOptions": " ".join(ours),
             "spark.ui.showConsoleProgress": "false",
             "spark.ui.enabled": "false",
-            "spark.log.level": "ERROR",
             # timestamps are instants in Paimon (TIMESTAMP WITH LOCAL TIME ZONE): render and parse
             # them the same on every machine
             "spark.sql.session.timeZone": "UTC",
@@ -141,7 +168,7 @@ class PaimonCredentials(SparkCredentials):
         user: Dict[str, Any] = dict(self.server_side_parameters)
         java = user.get("spark.driver.extraJavaOptions")
         if java:
-            extra = [o for key, o in (("derby.system.home", derby), ("log4j2.configurationFile", log4j)) if key not in java]
+            extra = [o for o in ours if o.split("=", 1)[0] not in java]
             user["spark.driver.extraJavaOptions"] = " ".join([java, *extra])
         settings.update({k: str(v) for k, v in user.items()})
         return settings

@@ -11,7 +11,6 @@ from dbt_paimon.adapter import evolution, macros_path
 from dbt_paimon.adapter.catalog import create_table_sql, load, provider_name, table_path
 from dbt_paimon.adapter.connections import error_message
 from dbt_paimon.adapter.credentials import PaimonCredentials
-from dbt_paimon.adapter.impl import summary
 from dbt_paimon.engine import UpsertResult
 from dbt_paimon.store import FileStoreTable, SchemaError
 from dbt_paimon.store.types import DataType
@@ -55,12 +54,16 @@ def test_spark_settings_put_the_catalog_in_the_spark_dir_and_let_the_profile_win
     creds = _creds(warehouse=str(tmp_path), master="local[2]", server_side_parameters={
         "spark.driver.extraJavaOptions": "-Dfoo=1", "spark.sql.shuffle.partitions": 4,
         "spark.sql.session.timeZone": "Europe/Amsterdam"})
-    settings = creds.spark_settings()
+    settings = creds.spark_settings(str(tmp_path / "my logs" / "spark.log"))
     assert settings["spark.master"] == "local[2]"
-    assert settings["spark.sql.warehouse.dir"] == str(tmp_path / ".spark" / "spark-warehouse")
+    # Spark's catalog is in memory (shared through spark_dir's records), its tables under spark_dir
+    assert settings["spark.sql.catalogImplementation"] == "in-memory"
+    assert settings["spark.sql.warehouse.dir"] == str(tmp_path / ".spark" / "tables")
     java = settings["spark.driver.extraJavaOptions"]
     assert java.startswith("-Dfoo=1 ") and f"-Dderby.system.home={tmp_path / '.spark'}" in java
     assert "-Dlog4j2.configurationFile=" in java
+    # Spark's log file: quoted as Spark's launcher reads it (the path has a space)
+    assert f'"-Ddbt_paimon.log.file={tmp_path / "my logs" / "spark.log"}"' in java
     assert settings["spark.sql.session.timeZone"] == "Europe/Amsterdam"
     assert settings["spark.sql.ansi.enabled"] == "false"  # dbt-spark's rule
     # what the session cursor sends with each statement: runtime settings only
@@ -85,9 +88,10 @@ def test_plugin_macros_and_profile_template():
 
 
 def test_run_message():
-    result = UpsertResult("p", 3, inserted=100000, updated=50000, moved=50000)
-    assert summary(result) == "UPSERT 200000: 100000 inserted, 50000 updated, 50000 moved"
-    assert summary(UpsertResult("p", 1, inserted=2, skipped=1, deleted=1)) == \
+    # one counts type (AssignCounts) says it for the engine and for dbt's run result
+    result = UpsertResult(table_path="p", snapshot_id=3, inserted=100000, updated=50000, moved=50000)
+    assert result.summary() == "UPSERT 200000: 100000 inserted, 50000 updated, 50000 moved"
+    assert UpsertResult(table_path="p", snapshot_id=1, inserted=2, skipped=1, deleted=1).summary() == \
         "UPSERT 4: 2 inserted, 0 updated, 1 deleted, 1 skipped"
 
 
