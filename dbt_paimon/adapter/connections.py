@@ -173,7 +173,13 @@ class PaimonConnectionManager(SparkConnectionManager):
             # one paragraph, the root cause; the trace is in Spark's log file (session.start_failure)
             raise FailedToConnectError(f"dbt-paimon could not start Spark: {start_failure(e, creds)}") from None
         for key, value in creds.statement_settings().items():
-            spark.conf.set(key, value)
+            # A setting Spark fixes when it starts (spark.cores.max, ...) was given to it then
+            # (credentials.spark_settings); setting it again is refused, and dbt-spark's cursor,
+            # which re-applied it through the builder, only logged a warning.
+            try:
+                spark.conf.set(key, value)
+            except Exception as e:  # noqa: BLE001 - Spark's CANNOT_MODIFY_CONFIG
+                log.debug(f"{key} is fixed when Spark starts; the session keeps its value ({str(e).splitlines()[0]})")
         held = HeldLocks()
         connection.handle = PaimonConnectionWrapper(PaimonSessionConnection(spark, creds, held), held)
         connection.state = ConnectionState.OPEN
