@@ -37,6 +37,9 @@ class Peer(Base):
             return f"pypaimon-rust not installed ({e})"
         return None
 
+    def start(self, work_dir):
+        from pypaimon_rust.datafusion import PaimonCatalog  # noqa: F401 - imported before the clock, as every peer's library
+
     def versions(self):
         return {"pypaimon-rust": importlib.metadata.version("pypaimon-rust")}
 

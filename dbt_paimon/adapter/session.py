@@ -29,7 +29,7 @@ from typing import Iterator, Optional
 from dbt.adapters.events.logging import AdapterLogger
 from pyspark.sql import SparkSession
 
-from ..engine import register
+from ..engine import register, warm_up
 from ..store import fileio
 from . import catalog, jvm_cache
 from .credentials import PaimonCredentials, quote_option
@@ -215,6 +215,9 @@ def _quiet() -> None:
 # dbt commands that open a connection, for which Spark may start while dbt parses the project
 CONNECTING_COMMANDS = {"run", "build", "seed", "test", "snapshot", "show", "generate", "compile", "run-operation",
                        "retry", "clone", "freshness", "debug"}
+# Commands that read tables with SQL (ref() in a model, a test, `dbt show`, a snapshot's source):
+# their Python worker daemons are started ahead of the first read (engine/warm_up.py)
+READING_COMMANDS = {"run", "build", "test", "show", "snapshot", "retry"}
 
 
 def _command() -> Optional[str]:
@@ -290,6 +293,8 @@ def spark_for(credentials: PaimonCredentials) -> SparkSession:
         spark = build(settings, log_to=log_file() if started else None)
         if started:
             STARTUP["session"] = time.time() - t0 - STARTUP.get("jvm", 0.0)
+            if _command() in READING_COMMANDS and os.environ.get("DBT_PAIMON_WARM_UP", "1") != "0":
+                warm_up.start(spark)  # while the sources are registered and the catalog synced
         key = (id(spark), credentials.warehouse)
         if fileio.configured() != credentials.storage_settings():
             # the store settings every FileIO of this process uses, and the `paimon` source and

@@ -1,0 +1,78 @@
+"""Start Spark's Python worker daemons ahead of the first read of a Paimon table.
+
+A Paimon table is read through Spark's Python data source API. The first such read in a process
+starts, one after the other, a Python daemon for each of its steps (create the source, plan the
+read, read the rows): ~1 s each on a 2-core machine, before a row moves (BENCHMARKS.md, first
+read). The daemons outlive the read and serve every later one. `start(spark)` reads a one-row
+source of ours in a background thread as soon as the SparkContext is up, so that the daemons start
+while the adapter registers sources and syncs the catalog, and dbt compiles, instead of inside the
+first query a user waits for.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+log = logging.getLogger(__name__)
+
+NAME = "dbt_paimon_warm_up"
+
+
+class _WarmUpReader(DataSourceReader):
+    def partitions(self):
+        return [InputPartition(0)]
+
+    def read(self, partition) -> Iterator[tuple]:
+        yield (1,)
+
+
+class WarmUpSource(DataSource):
+    """One row, one column: the three steps of a Python data source read, and nothing else."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return "one INT"
+
+    def reader(self, schema) -> DataSourceReader:
+        return _WarmUpReader()
+
+
+def _import_reader(batches):
+    """In the task's worker: what a read of a Paimon table imports, ahead of it."""
+    from . import source  # noqa: F401
+    yield from batches
+
+
+def _read(spark) -> None:
+    spark.dataSource.register(WarmUpSource)
+    spark.read.format(NAME).load().collect()
+
+
+def _task(spark) -> None:
+    spark.range(1, numPartitions=1).mapInArrow(_import_reader, "id long").collect()
+    # The driver-local upsert hands its batch over with toArrow: the JVM's first Arrow conversion
+    # (class loading, JIT) cost 0.5 s of a small upsert's 0.8 s (BENCHMARKS.md)
+    spark.range(1, numPartitions=1).selectExpr("id", "cast(id as string) s", "cast(id as double) d").toArrow()
+
+
+def start(spark) -> list[threading.Thread]:
+    """Run the warm-up in daemon threads; failures are only logged (the real read reports its own)."""
+
+    def run(step) -> None:
+        try:
+            step(spark)
+        except Exception as e:  # noqa: BLE001 - a warm-up: the first real read starts what it needs
+            log.debug("Python worker warm-up (%s) failed: %s", step.__name__, e)
+
+    threads = [threading.Thread(target=run, args=(step,), name=f"dbt-paimon-warm-up{step.__name__}", daemon=True)
+               for step in (_read, _task)]
+    for thread in threads:
+        thread.start()
+    return threads
