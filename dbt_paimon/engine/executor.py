@@ -12,8 +12,8 @@ runs where the job ran: post_commit.py takes the executor's `execution`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
 
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import StageRows
@@ -30,6 +30,12 @@ class JobOutput:
     counts: AssignCounts
     index_changes: dict
     plan: str
+    # called after the commit and post-commit work with (our snapshot id, our compactions' ids):
+    # records the commit in the key index (key_lookup.py); a failure there is only logged
+    record: Callable[[int | None, list[int]], None] | None = None
+    # how the bootstrap went (driver-local): "source" (key index / table), "seconds", "bytes" (the
+    # index's blocks and catch-up files, or the data files read), for logs and the bench
+    bootstrap: dict = field(default_factory=dict)
 
 
 class Executor(Protocol):

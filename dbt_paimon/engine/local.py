@@ -15,6 +15,7 @@ buckets. `execution="distributed"` forces the Spark job; a non-local master alwa
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -26,8 +27,9 @@ from ..assign.rows import BUCKET, Source, StageRows, conform, of_source
 from ..store.index import HashIndexFile
 from ..store.read import TableRead
 from ..store.table import FileStoreTable
-from . import bloom, deploy, jobs, tasks
+from . import bloom, deploy, jobs, key_lookup, tasks
 from .executor import JobOutput, driver_threads
+from .key_lookup import KeyLookup
 from .settings import Execution
 
 # Above these the job runs on Spark even on a local master: the batch (Spark's estimate of its
@@ -83,8 +85,9 @@ class LocalExecutor:
 
     execution = Execution.LOCAL
 
-    def __init__(self, batch: pa.Table):
+    def __init__(self, batch: pa.Table, key_index: bool = True):
         self.batch = batch
+        self.key_index = key_index  # cross-partition tables: bootstrap from the key index (key_lookup.py)
 
     def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
         schema = stage.schema
@@ -92,7 +95,15 @@ class LocalExecutor:
         batch = conform(tasks.with_key_hash(self.batch, schema) if stage.hashed else self.batch, stage.batch())
         partitions = tasks.batch_partitions(batch, schema) if splits and tasks.partition_pruning(schema) else None
         splits, boot_index = tasks.prune(splits, index_files, partitions, schema)
-        live, counts = _live_keys(table, stage, batch, plan, splits) if splits else (None, None)
+        lookup = KeyLookup(table, plan, stage) if self.key_index and key_lookup.usable(stage) else None
+        started = time.perf_counter()
+        if lookup is not None:
+            live, counts = lookup.bootstrap(batch)
+            boot = {"source": "key index", "bytes": lookup.index.bytes_read, **lookup.stats()}
+        else:
+            live, counts = _live_keys(table, stage, batch, plan, splits) if splits else (None, None)
+            boot = {"source": "table", "bytes": sum(f.file_size for s in splits for f in s.files)}
+        boot["seconds"] = round(time.perf_counter() - started, 4)
         index = None
         if boot_index:
             files = HashIndexFile(table.io, table.path)
@@ -106,7 +117,9 @@ class LocalExecutor:
         for part_entries, part_index in written:
             entries += part_entries
             index_changes.update(part_index)
-        return JobOutput(entries, result.counts, index_changes, f"driver-local ({len(groups)} writer threads)")
+        described = f"driver-local ({len(groups)} writer threads{', key index' if lookup else ''})"
+        record = lookup.recorder(result.rows, entries) if lookup is not None else None
+        return JobOutput(entries, result.counts, index_changes, described, record, boot)
 
 
 def _live_keys(table: FileStoreTable, stage: StageRows, batch: pa.Table, plan, splits):

@@ -69,6 +69,9 @@ class RunSettings:
     bootstrap_parallelism: int | None = None
     commit_max_retries: int | None = None
     storage_options: Mapping[str, object] | None = None
+    # cross-partition tables, driver-local jobs: bootstrap from the key index beside the table
+    # (store/key_index.py) instead of reading every key of the table
+    key_index: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "execution", Execution.parse(self.execution))

@@ -58,6 +58,7 @@ class UpsertResult(AssignCounts):
     extra_snapshots: list[int] = field(default_factory=list)
     plan: str = ""  # Spark's executed physical plan of the job (or the driver-local plan), for logs and tests
     execution: str = ""  # "distributed" (the Spark job) or "local" (its topology inside the driver)
+    bootstrap: dict = field(default_factory=dict)  # driver-local: key index or table, seconds, bytes
 
 
 class TableMismatchError(SchemaError):
@@ -203,7 +204,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     try:
         mode = local.choose(spark, batch, settings.execution, table_rows)
         if mode == Execution.LOCAL:  # the batch is read once, into the driver
-            executor: Executor = LocalExecutor(local.collect(spark, batch))
+            executor: Executor = LocalExecutor(local.collect(spark, batch), settings.key_index)
         else:
             # the Spark job reads the batch twice when the table has keys (its Bloom filter, then
             # the job): keep it
@@ -263,9 +264,14 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
             abandon()
             raise
         extra = after_commit(spark, path, schema, io, executor.execution) if result is not None else []
+        if job.record is not None and result is not None:
+            try:
+                job.record(result.snapshot.id, extra)
+            except Exception as e:  # noqa: BLE001 - the index catches up next time; the upsert is done
+                log.warning("the key index of %s was not updated (%s); the next upsert catches it up", path, e)
         return UpsertResult(**job.counts.as_dict(), table_path=path,
                             snapshot_id=result.snapshot.id if result else snapshot_id,
                             rows_written=sum(e.file.row_count for e in job.entries), attempts=attempt,
                             extra_snapshots=extra, seconds=time.time() - started, plan=job.plan,
-                            execution=executor.execution.value)
+                            execution=executor.execution.value, bootstrap=job.bootstrap)
     raise AssertionError("unreachable")

@@ -1,0 +1,540 @@
+"""The key index of a cross-partition table: key -> (partition, bucket), kept beside the table.
+
+Paimon's cross-partition upsert (KEY_DYNAMIC) must learn where every incoming key lives; Paimon and
+our full bootstrap read the keys of the whole table for every job. This index answers for a batch
+at a cost that grows with the batch and with what changed since the index was last brought up to
+date, not with the table (docs/architecture.md, "The key index").
+
+Layout, at `<warehouse>/<db>.db/.<table>.dbt-key-index/` (beside the table: Paimon's readers,
+writers, expiration and orphan-file removal never list it; our catalog skips hidden names):
+
+    LATEST                    {"manifest": name}: replaced atomically, last
+    manifest-<uuid>.json      shards, each shard's runs newest first, and per (partition, bucket)
+                              the data files the index reflects, its generation and live-key count
+    run-<seq>-<uuid>.arrow    one sorted run of one shard: Arrow IPC, uncompressed, blocks of
+                              BLOCK_ROWS rows sorted by (hash, key), each block's first hash kept
+                              in the schema metadata ("fences")
+
+An entry is (hash, key, partition, bucket, generation, live). A (partition, bucket)'s generation
+changes whenever the index cannot carry a change of its files forward (files removed or rewritten by
+someone else, deletes among the files added, a rollback, ...): its keys are then read again
+(cost ∝ that bucket) under the new generation, and every older entry naming it becomes invalid. A
+lookup takes, per key, the newest valid entry (a live one before a tombstone of the same run).
+
+Staying right whatever else writes: `refresh(plan)` compares each (partition, bucket)'s data files
+in the snapshot about to be used with those the index reflects: equal, nothing to do; only files
+added and none holds a delete, their keys are live there (read ∝ the added files); anything else,
+the bucket is re-read under a new generation; a bucket gone is dropped. A missing, unreadable or
+foreign index is rebuilt from the whole table, once. Each manifest is correct for the files it
+records, so a crash anywhere (runs written, manifest written, pointer not yet swapped) leaves a
+state the next refresh starts from; concurrent writers swap the pointer between correct versions.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import binary_row
+from .fileio import FileIO, local_path
+from .key_hash import key_hashes
+from .manifest import ADD, ManifestEntry
+from .options import BucketMode
+from .read import TableRead
+from .scan import DataSplit, Plan
+from .schema import TableSchema
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+BLOCK_ROWS = 1024            # a lookup reads the blocks whose hash range holds a batch key's hash
+KEYS_PER_SHARD = 2_000_000   # a shard's runs merged are about this many keys (S = a power of two)
+MAX_RUNS = 6                 # more runs in a shard: its newer runs are merged (LSM, size-tiered)
+ORPHAN_AGE_MS = 3_600_000    # a run or manifest no manifest names is deleted after this long
+
+H, P, BUCKET, GEN, LIVE, SEQ = "_h", "_p", "_bucket", "_gen", "_live", "_seq"
+LATEST = "LATEST"
+
+
+def index_dir(table_path: str) -> str:
+    parent, name = table_path.rstrip("/").rsplit("/", 1)
+    return f"{parent}/.{name}.dbt-key-index"
+
+
+def supported(schema: TableSchema) -> bool:
+    """Cross-partition tables whose key can be hashed and compared exactly (no float key: NaN and
+    -0.0 compare unlike Java's; no DECIMAL above 18 digits: not hashed here)."""
+    if schema.bucket_mode != BucketMode.KEY_DYNAMIC:
+        return False
+    for k in schema.primary_keys:
+        t = schema.field(k).type
+        if t.root in ("FLOAT", "DOUBLE") or (t.root == "DECIMAL" and t.precision > 18):
+            return False
+    return True
+
+
+@dataclass
+class BucketState:
+    files: frozenset
+    gen: int
+    count: int
+
+
+@dataclass
+class IndexState:
+    """One version of the index: what a lookup reads and a refresh or update rewrites."""
+
+    shards: int
+    runs: list[list[tuple[int, str]]]          # per shard: (seq, run name), newest first
+    buckets: dict[tuple[bytes, int], BucketState]
+    next_seq: int = 0
+    next_gen: int = 0
+    snapshot_id: int | None = None
+    schema_id: int = 0
+    stats: dict = field(default_factory=dict)   # what the last refresh/lookup did (bench, logs)
+
+    def new_gen(self) -> int:
+        self.next_gen += 1
+        return self.next_gen
+
+
+class KeyIndex:
+    """The key index of one table (schema: the table's latest)."""
+
+    def __init__(self, io: FileIO, table_path: str, schema: TableSchema, *, block_rows: int = BLOCK_ROWS,
+                 keys_per_shard: int = KEYS_PER_SHARD, max_runs: int = MAX_RUNS):
+        self.block_rows, self.keys_per_shard, self.max_runs = block_rows, keys_per_shard, max_runs
+        self.io = io
+        self.table_path = table_path.rstrip("/")
+        self.schema = schema
+        self.dir = index_dir(self.table_path)
+        self.keys = list(schema.primary_keys)
+        self.parts = list(schema.partition_keys)
+        self.parts_only = [p for p in self.parts if p not in self.keys]  # partition fields outside the key
+        self.key_types = [schema.field(k).type for k in self.keys]
+        self.part_types = schema.partition_types
+        self.entry_schema = pa.schema(
+            [pa.field(H, pa.int32())]
+            + [pa.field(k, schema.field(k).type.to_arrow()) for k in self.keys]
+            + [pa.field(p, schema.field(p).type.to_arrow()) for p in self.parts_only]
+            + [pa.field(P, pa.binary()), pa.field(BUCKET, pa.int32()), pa.field(GEN, pa.int32()),
+               pa.field(LIVE, pa.bool_())])
+        self.bytes_read = 0
+
+    # ---- the index's own files ---------------------------------------------------------------
+
+    def load(self) -> IndexState | None:
+        """The current version; None when there is none or it is unreadable or not this table's."""
+        try:
+            pointer = self.io.read_text(f"{self.dir}/{LATEST}") if self.io.exists(f"{self.dir}/{LATEST}") else None
+            if pointer is None:
+                return None
+            doc = json.loads(self.io.read_text(f"{self.dir}/{json.loads(pointer)['manifest']}"))
+            if doc.get("format") != FORMAT or doc["key"] != [f"{k}:{t.sql()}" for k, t in zip(self.keys, self.key_types)] \
+                    or doc["partition"] != [f"{p}:{t.sql()}" for p, t in zip(self.parts, self.part_types)]:
+                log.info("key index of %s is for another key or partition: rebuilt", self.table_path)
+                return None
+            buckets = {(bytes.fromhex(b["p"]), b["b"]): BucketState(frozenset(b["files"]), b["gen"], b["count"])
+                       for b in doc["buckets"]}
+            runs = [[(s, n) for s, n in shard] for shard in doc["runs"]]
+            return IndexState(doc["shards"], runs, buckets, doc["next_seq"], doc["next_gen"], doc.get("snapshot"),
+                              doc.get("schema_id", 0))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.warning("key index of %s is unreadable (%s): rebuilt", self.table_path, e)
+            return None
+
+    def save(self, state: IndexState) -> None:
+        """Write the manifest of `state` (its runs are written), then swap the pointer to it."""
+        doc = {"format": FORMAT,
+               "key": [f"{k}:{t.sql()}" for k, t in zip(self.keys, self.key_types)],
+               "partition": [f"{p}:{t.sql()}" for p, t in zip(self.parts, self.part_types)],
+               "shards": state.shards, "runs": state.runs, "next_seq": state.next_seq, "next_gen": state.next_gen,
+               "snapshot": state.snapshot_id, "schema_id": state.schema_id,
+               "buckets": [{"p": p.hex(), "b": b, "gen": s.gen, "count": s.count, "files": sorted(s.files)}
+                           for (p, b), s in state.buckets.items()]}
+        name = f"manifest-{uuid.uuid4().hex}.json"
+        self.io.mkdirs(self.dir)
+        self.io.write_bytes(f"{self.dir}/{name}", json.dumps(doc).encode())
+        self.io.overwrite_text(f"{self.dir}/{LATEST}", json.dumps({"manifest": name}))
+
+    def clean(self, state: IndexState, now_ms: int | None = None) -> int:
+        """Delete runs and manifests the current version does not name, once old enough that no
+        reader that loaded an older version can still be reading them."""
+        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        named = {n for shard in state.runs for _, n in shard}
+        try:
+            current = json.loads(self.io.read_text(f"{self.dir}/{LATEST}"))["manifest"]
+        except (OSError, ValueError, KeyError):
+            return 0
+        deleted = 0
+        for name in self.io.list_names(self.dir):
+            if name == LATEST or name == current or name in named:
+                continue
+            if not (name.startswith("run-") or name.startswith("manifest-")):
+                continue
+            path = f"{self.dir}/{name}"
+            try:
+                if now_ms - self.io.mtime_ms(path) >= ORPHAN_AGE_MS:
+                    deleted += bool(self.io.delete(path))
+            except OSError:
+                continue
+        return deleted
+
+    def _write_run(self, state: IndexState, entries: pa.Table) -> tuple[int, str]:
+        """One sorted run of entries (one shard's), written in blocks with their fences."""
+        entries = entries.sort_by([(H, "ascending")] + [(k, "ascending") for k in self.keys])
+        hashes = entries.column(H).to_numpy()
+        fences = hashes[::self.block_rows].astype(np.int32) if len(hashes) else np.empty(0, np.int32)
+        schema = self.entry_schema.with_metadata({b"fences": base64.b64encode(fences.tobytes())})
+        seq = state.next_seq
+        state.next_seq += 1
+        name = f"run-{seq:08d}-{uuid.uuid4().hex[:12]}.arrow"
+        self.io.mkdirs(self.dir)
+        with self.io.output(f"{self.dir}/{name}") as out:
+            with pa.ipc.new_file(out, schema) as writer:
+                for batch in entries.cast(schema).to_batches(max_chunksize=self.block_rows):
+                    writer.write_batch(batch)
+        return seq, name
+
+    def _open_run(self, name: str):
+        path = f"{self.dir}/{name}"
+        if self.io.is_object_store:  # no memory map: the run is read whole (bounded by a shard)
+            data = self.io.read_bytes(path)
+            self.bytes_read += len(data)
+            source = pa.BufferReader(data)
+        else:
+            source = pa.memory_map(local_path(path))
+        reader = pa.ipc.open_file(source)
+        raw = (reader.schema.metadata or {}).get(b"fences", b"")
+        fences = np.frombuffer(base64.b64decode(raw), dtype=np.int32) if raw else np.empty(0, np.int32)
+        return reader, fences
+
+    def _candidates(self, name: str, hashes: np.ndarray) -> pa.Table:
+        """The entries of one run whose hash is among `hashes` (sorted, unique): only the blocks
+        whose hash range can hold one are touched."""
+        reader, fences = self._open_run(name)
+        if not len(fences) or not len(hashes):
+            return self.entry_schema.empty_table()
+        blocks = np.searchsorted(fences, hashes, side="right") - 1
+        blocks = blocks[blocks >= 0]
+        # a hash equal to a block's first one may continue from the block before
+        wanted = set(blocks.tolist())
+        edge = blocks[np.isin(fences[blocks], hashes)]
+        while len(edge):
+            edge = edge[edge > 0] - 1
+            new = [b for b in edge.tolist() if b not in wanted]
+            wanted.update(new)
+            edge = np.asarray([b for b in new if fences[b + 1] == fences[b]] if new else [], dtype=np.int64)
+        if not wanted:
+            return self.entry_schema.empty_table()
+        picked = []
+        for b in sorted(wanted):
+            batch = reader.get_batch(b)
+            if not self.io.is_object_store:
+                self.bytes_read += batch.nbytes
+            picked.append(batch)
+        table = pa.Table.from_batches(picked, schema=reader.schema)
+        return table.filter(pc.is_in(table.column(H), pa.array(hashes, pa.int32())))
+
+    # ---- hashing and sharding ------------------------------------------------------------------
+
+    def hashes(self, keys: pa.Table) -> np.ndarray:
+        return key_hashes([keys.column(k) for k in self.keys], self.key_types)
+
+    @staticmethod
+    def shard_of(hashes: np.ndarray, shards: int) -> np.ndarray:
+        return np.bitwise_and(hashes.astype(np.int64), shards - 1)
+
+    # ---- lookup ---------------------------------------------------------------------------------
+
+    def lookup(self, state: IndexState, keys: pa.Table) -> pa.Table:
+        """Where each of `keys` (a table with the key columns) lives: one row per live key, the key
+        columns, the partition fields, P (partition bytes) and BUCKET. Keys not live are absent."""
+        keys = keys.select(self.keys)
+        if keys.num_rows == 0 or not any(state.runs):
+            return self._located(self.entry_schema.empty_table())
+        hashes = self.hashes(keys)
+        shard = self.shard_of(hashes, state.shards)
+        found = []
+        for s in np.unique(shard).tolist():
+            wanted = np.unique(hashes[shard == s])
+            for seq, name in state.runs[s]:
+                t = self._candidates(name, wanted)
+                if t.num_rows:
+                    found.append(t.append_column(SEQ, pa.array(np.full(t.num_rows, seq, np.int64))))
+        if not found:
+            return self._located(self.entry_schema.empty_table())
+        cand = pa.concat_tables(found)
+        distinct = keys.group_by(self.keys, use_threads=False).aggregate([])
+        cand = cand.join(distinct, self.keys, join_type="inner", use_threads=False)
+        return self._located(self._newest_valid(state, cand))
+
+    def _valid(self, state: IndexState, entries: pa.Table) -> pa.Table:
+        """The entries whose (partition, bucket) still has the generation they were written at."""
+        if entries.num_rows == 0:
+            return entries
+        current = pa.table({P: pa.array([p for p, _ in state.buckets], pa.binary()),
+                            BUCKET: pa.array([b for _, b in state.buckets], pa.int32()),
+                            "_cur": pa.array([s.gen for s in state.buckets.values()], pa.int32())})
+        joined = entries.join(current, [P, BUCKET], join_type="inner", use_threads=False)
+        return joined.filter(pc.equal(joined.column(GEN), joined.column("_cur"))).drop_columns(["_cur"])
+
+    def _newest_valid(self, state: IndexState, entries: pa.Table) -> pa.Table:
+        """Per key, the newest valid entry (a live one before a tombstone of the same run); the
+        live ones of those."""
+        entries = self._valid(state, entries)
+        if entries.num_rows == 0:
+            return entries
+        entries = entries.sort_by([(SEQ, "descending"), (LIVE, "descending")])
+        entries = entries.append_column("_i", pa.array(np.arange(entries.num_rows, dtype=np.int64)))
+        first = entries.group_by(self.keys, use_threads=False).aggregate([("_i", "min")])
+        picked = entries.take(np.sort(first.column("_i_min").to_numpy()))
+        return picked.filter(picked.column(LIVE))
+
+    def _located(self, entries: pa.Table) -> pa.Table:
+        cols = self.keys + self.parts_only + [P, BUCKET]
+        if entries.num_rows == 0:
+            return self.entry_schema.empty_table().select(cols)
+        return entries.select(cols)
+
+    # ---- counts -----------------------------------------------------------------------------------
+
+    def bucket_counts(self, state: IndexState) -> pa.Table:
+        """Each (partition, bucket)'s live keys: partition fields, BUCKET, "count"."""
+        items = [(p, b, s.count) for (p, b), s in state.buckets.items()]
+        values = [binary_row.deserialize(p, self.part_types) for p, _, _ in items]
+        cols = {name: pa.array([v[i] for v in values], self.schema.field(name).type.to_arrow())
+                for i, name in enumerate(self.parts)}
+        cols[BUCKET] = pa.array([b for _, b, _ in items], pa.int32())
+        cols["count"] = pa.array([c for _, _, c in items], pa.int64())
+        return pa.table(cols)
+
+    # ---- building, catching up ----------------------------------------------------------------
+
+    def _entries(self, live: pa.Table, partition: bytes, bucket: int, gen: int, is_live: bool = True) -> pa.Table:
+        """Entries for the keys of `live` (key columns [+ partition fields]) in (partition, bucket)."""
+        n = live.num_rows
+        values = binary_row.deserialize(partition, self.part_types)
+        cols = {H: pa.array(self.hashes(live), pa.int32())}
+        for k in self.keys:
+            cols[k] = live.column(k)
+        for name, v in zip(self.parts, values):
+            if name not in self.parts_only:
+                continue
+            cols[name] = pa.array([v], self.schema.field(name).type.to_arrow()).take(np.zeros(n, np.int64))
+        cols[P] = pa.array([partition], pa.binary()).take(np.zeros(n, np.int64))
+        cols[BUCKET] = pa.array(np.full(n, bucket, np.int32))
+        cols[GEN] = pa.array(np.full(n, gen, np.int32))
+        cols[LIVE] = pa.array(np.full(n, is_live, np.bool_))
+        return pa.table(cols).cast(self.entry_schema)
+
+    def _reader(self) -> TableRead:
+        return TableRead(self.io, self.table_path, self.schema, self.keys)
+
+    def build(self, plan: Plan, read_split=None) -> IndexState:
+        """The index of the whole table at `plan` (every live key read once)."""
+        reader = self._reader()
+        read_split = read_split or reader.read_split
+        rows = sum(s.row_count for s in plan.splits)
+        shards = 1
+        while shards * self.keys_per_shard < rows:
+            shards *= 2
+        state = IndexState(shards, [[] for _ in range(shards)], {}, schema_id=self.schema.id,
+                           snapshot_id=plan.snapshot.id if plan.snapshot else None)
+        parts = []
+        for split in plan.splits:
+            live = read_split(split)
+            gen = state.new_gen()
+            state.buckets[(split.partition, split.bucket)] = BucketState(
+                frozenset(f.file_name for f in split.files), gen, live.num_rows)
+            self.bytes_read += sum(f.file_size for f in split.files)
+            if live.num_rows:
+                parts.append(self._entries(live, split.partition, split.bucket, gen))
+        self._add_runs(state, pa.concat_tables(parts) if parts else None)
+        state.stats = {"built": True, "buckets_read": len(plan.splits)}
+        self.save(state)
+        return state
+
+    def _add_runs(self, state: IndexState, entries: pa.Table | None) -> None:
+        """One new run per shard the entries fall in, then the shard's LSM merge if due."""
+        if entries is None or entries.num_rows == 0:
+            return
+        shard = self.shard_of(entries.column(H).to_numpy(), state.shards)
+        for s in np.unique(shard).tolist():
+            run = self._write_run(state, entries.filter(pa.array(shard == s)))
+            state.runs[s].insert(0, run)
+            if len(state.runs[s]) > self.max_runs:
+                self._merge_shard(state, s)
+
+    def _merge_shard(self, state: IndexState, s: int) -> None:
+        """Size-tiered: the newer runs merged into one; with the oldest too once they are a quarter
+        of its size (amortised cost ∝ what was added). Invalid entries and tombstones of a merge that
+        includes the oldest run are dropped."""
+        runs = state.runs[s]
+        sizes = [self.io.size(f"{self.dir}/{n}") for _, n in runs]
+        take = len(runs) if sum(sizes[:-1]) * 4 >= sizes[-1] else len(runs) - 1
+        merged = []
+        for seq, name in runs[:take]:
+            reader, _ = self._open_run(name)
+            t = reader.read_all()
+            merged.append(t.append_column(SEQ, pa.array(np.full(t.num_rows, seq, np.int64))))
+        table = self._valid(state, pa.concat_tables(merged))
+        if table.num_rows:
+            table = table.sort_by([(SEQ, "descending"), (LIVE, "descending")])
+            table = table.append_column("_i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+            first = table.group_by(self.keys, use_threads=False).aggregate([("_i", "min")])
+            table = table.take(np.sort(first.column("_i_min").to_numpy()))
+            if take == len(runs):  # nothing older left to shadow
+                table = table.filter(table.column(LIVE))
+        keep = runs[take:]
+        # the merged run takes the newest merged seq: it stands where its newest input stood
+        newest_seq = runs[0][0]
+        if table.num_rows:
+            _, name = self._write_run(state, table.drop_columns([SEQ, "_i"]))
+            state.runs[s] = [(newest_seq, name)] + keep
+        else:
+            state.runs[s] = keep
+
+    def refresh(self, plan: Plan) -> IndexState:
+        """The index caught up to `plan`'s snapshot (built when missing or unusable)."""
+        self.bytes_read = 0
+        state = self.load()
+        if state is None:
+            return self.build(plan)
+        if sum(b.count for b in state.buckets.values()) > 4 * state.shards * self.keys_per_shard:
+            log.info("key index of %s outgrew its %d shards: rebuilt", self.table_path, state.shards)
+            return self.build(plan)
+        try:
+            return self._catch_up(state, plan)
+        except (OSError, ValueError, pa.ArrowException) as e:
+            log.warning("key index of %s could not be caught up (%s): rebuilt", self.table_path, e)
+            return self.build(plan)
+
+    def locate(self, plan: Plan, keys: pa.Table) -> tuple[IndexState, pa.Table]:
+        """The index caught up to `plan`, and where `keys` live (lookup); a run that cannot be read
+        (deleted, truncated) makes the index be rebuilt, then looked up again."""
+        state = self.refresh(plan)
+        try:
+            return state, self.lookup(state, keys)
+        except (OSError, ValueError, pa.ArrowException) as e:
+            log.warning("key index of %s could not be read (%s): rebuilt", self.table_path, e)
+            state = self.build(plan)
+            return state, self.lookup(state, keys)
+
+    def _catch_up(self, state: IndexState, plan: Plan) -> IndexState:
+        current = {(s.partition, s.bucket): s for s in plan.splits}
+        reader = self._reader()
+        added_parts, reread_parts = [], []
+        read_again = added_only = dropped = 0
+        changed = False
+        for key in list(state.buckets):
+            if key not in current:  # every file of the bucket is gone: so are its keys
+                del state.buckets[key]
+                dropped += 1
+                changed = True
+        pending_counts: list[tuple[tuple[bytes, int], pa.Table]] = []
+        for key, split in current.items():
+            files = frozenset(f.file_name for f in split.files)
+            known = state.buckets.get(key)
+            if known is not None and known.files == files:
+                continue
+            changed = True
+            added = [f for f in split.files if known is None or f.file_name not in known.files]
+            if known is not None and known.files <= files and not any(f.has_deletes for f in added) \
+                    or known is None and not any(f.has_deletes for f in added):
+                # only adds: their keys are live here; the bucket's older keys stay as they are
+                part = DataSplit(split.snapshot_id, split.partition, split.partition_values, split.bucket,
+                                 split.total_buckets, split.bucket_path, added)
+                live = reader.read_split(part)
+                self.bytes_read += sum(f.file_size for f in added)
+                if known is None:
+                    gen = state.new_gen()
+                    state.buckets[key] = BucketState(files, gen, 0)
+                else:
+                    state.buckets[key] = BucketState(files, known.gen, known.count)
+                pending_counts.append((key, live.select(self.keys)))
+                added_parts.append(self._entries(live, split.partition, split.bucket, state.buckets[key].gen))
+                added_only += 1
+            else:  # files removed or rewritten, or deletes added: read the bucket again
+                live = reader.read_split(split)
+                self.bytes_read += sum(f.file_size for f in split.files)
+                gen = state.new_gen()
+                state.buckets[key] = BucketState(files, gen, live.num_rows)
+                reread_parts.append(self._entries(live, split.partition, split.bucket, gen))
+                read_again += 1
+        # counts of the buckets that gained keys: the keys new to the bucket (looked up before the
+        # new entries are added; a key the index places in this bucket already is an update)
+        for key, keys in pending_counts:
+            if keys.num_rows == 0:
+                continue
+            before = self.lookup(state, keys)
+            here = pc.and_(pc.equal(before.column(P), key[0]), pc.equal(before.column(BUCKET), key[1])) \
+                if before.num_rows else None
+            already = int(pc.sum(here).as_py() or 0) if here is not None else 0
+            state.buckets[key].count += keys.num_rows - already
+        parts = added_parts + reread_parts
+        self._add_runs(state, pa.concat_tables(parts) if parts else None)
+        state.snapshot_id = plan.snapshot.id if plan.snapshot else None
+        state.stats = {"built": False, "buckets_read_again": read_again, "buckets_added_to": added_only,
+                       "buckets_dropped": dropped}
+        if changed:
+            self.save(state)
+        return state
+
+    # ---- after our own commit -------------------------------------------------------------------
+
+    def record_commit(self, state: IndexState, placed: pa.Table, removed: pa.Table,
+                      added_files: Iterable[ManifestEntry], compactions: Sequence[Sequence[ManifestEntry]],
+                      snapshot_id: int | None) -> None:
+        """Carry our own commit into the index without reading a data file: `placed` (key
+        columns, P, BUCKET: where each written key now lives, new to that bucket or not: column
+        "_new" true when new to it) and `removed` (key columns, P, BUCKET: -D rows written for keys
+        that lived there); the data files our commit added; then the ADD/DELETE entries of each of
+        our compaction commits (a compaction keeps a bucket's keys, so only its files change; one
+        that consumed a file the index does not know drops the bucket, to be read again)."""
+        for e in added_files:
+            key = (e.partition, e.bucket)
+            known = state.buckets.get(key)
+            if known is None:
+                state.buckets[key] = BucketState(frozenset([e.file.file_name]), state.new_gen(), 0)
+            else:
+                state.buckets[key] = BucketState(known.files | {e.file.file_name}, known.gen, known.count)
+        parts = []
+        for table, is_live in ((placed, True), (removed, False)):
+            if table is None or table.num_rows == 0:
+                continue
+            groups = table.group_by([P, BUCKET], use_threads=False).aggregate([])
+            for p, b in zip(groups.column(P).to_pylist(), groups.column(BUCKET).to_pylist()):
+                mask = pc.and_(pc.equal(table.column(P), pa.scalar(p, pa.binary())), pc.equal(table.column(BUCKET), b))
+                rows = table.filter(mask)
+                st = state.buckets[(p, b)]
+                if is_live:
+                    st.count += int(pc.sum(rows.column("_new")).as_py() or 0)
+                else:
+                    st.count -= rows.num_rows
+                parts.append(self._entries(rows, p, b, st.gen, is_live))
+        for entries in compactions:
+            for e in entries:
+                key = (e.partition, e.bucket)
+                known = state.buckets.get(key)
+                if known is None:
+                    continue
+                if e.kind == ADD:
+                    state.buckets[key] = BucketState(known.files | {e.file.file_name}, known.gen, known.count)
+                elif e.file.file_name in known.files:
+                    state.buckets[key] = BucketState(known.files - {e.file.file_name}, known.gen, known.count)
+                else:
+                    del state.buckets[key]
+        self._add_runs(state, pa.concat_tables(parts) if parts else None)
+        state.snapshot_id = snapshot_id
+        self.save(state)
+        self.clean(state)

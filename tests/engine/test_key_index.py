@@ -1,0 +1,171 @@
+"""The key index of cross-partition tables (store/key_index.py, engine/key_lookup.py), issue 14.
+
+Every check compares the index's answer with the truth read from the table's files split by split
+(where each key is live), after our upserts, after writers that do not keep the index (the Spark
+job, a run with key_index off: "another writer" as far as the index knows), deletes, compactions,
+rollbacks and expirations, and after damage to the index's own files.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pyarrow as pa
+import pytest
+
+from dbt_paimon.engine import compact, delete, key_lookup, upsert
+from dbt_paimon.engine.settings import RunSettings
+from dbt_paimon.store import key_index as ki
+from dbt_paimon.store.key_index import KeyIndex
+from dbt_paimon.store.table import FileStoreTable
+
+from .helpers import live_places
+
+OPTIONS = {"bucket": "-1", "dynamic-bucket.target-row-num": "4"}
+# Tiny blocks, several shards and few runs per shard, so that small tables go through every path
+TUNING = {"block_rows": 4, "keys_per_shard": 8, "max_runs": 3}
+
+
+@pytest.fixture(autouse=True)
+def small_index(monkeypatch):
+    monkeypatch.setattr(key_lookup, "INDEX_TUNING", TUNING)
+
+
+def _upsert(spark, path, rows, *, index=True, execution="local"):
+    df = spark.createDataFrame(rows, "id bigint, dt string, v string")
+    return upsert(df, path, primary_keys="id", partition_keys="dt", options=dict(OPTIONS),
+                  settings=RunSettings(execution=execution, key_index=index))
+
+
+def truth(path) -> dict:
+    """key -> (partition values, bucket) where it is live, read from the data files."""
+    table = FileStoreTable.open(path)
+    reader = table.new_read(["id"])
+    where = {}
+    for split in table.plan().splits:
+        for row in reader.read_split(split).to_pylist():
+            assert row["id"] not in where, f"key {row['id']} live twice"
+            where[row["id"]] = (split.partition_values, split.bucket)
+    return where
+
+
+def index_answer(path, keys) -> dict:
+    """What the index (caught up to the latest snapshot) says of `keys`."""
+    table = FileStoreTable.open(path)
+    index = KeyIndex(table.io, table.path, table.schema, **TUNING)
+    state = index.refresh(table.plan())
+    found = index.lookup(state, pa.table({"id": pa.array(keys, pa.int64())}))
+    return {r["id"]: ((r["dt"],), r["_bucket"]) for r in found.to_pylist()}, state
+
+
+def assert_index_right(path, keys=range(0, 60)):
+    want = truth(path)
+    got, state = index_answer(path, list(keys))
+    assert got == {k: v for k, v in want.items() if k in set(keys)}
+    counts = {(p, b): s.count for (p, b), s in state.buckets.items()}
+    live = {}
+    table = FileStoreTable.open(path)
+    for split in table.plan().splits:
+        live[(split.partition, split.bucket)] = table.new_read(["id"]).read_split(split).num_rows
+    assert {k: v for k, v in counts.items() if v} == {k: v for k, v in live.items() if v}
+    return state
+
+
+def _rows(rng, keys, parts="abc", tag="x"):
+    return [(k, rng.choice(parts), f"{tag}{k}") for k in keys]
+
+
+def test_lookups_match_the_table_after_our_upserts_with_moves(spark, table_path):
+    rng = random.Random(1)
+    _upsert(spark, table_path, _rows(rng, range(40)))
+    for step in range(4):
+        result = _upsert(spark, table_path, _rows(rng, rng.sample(range(55), 15), tag=f"s{step}"))
+        assert "key index" in result.plan
+        assert_index_right(table_path)
+    assert os.path.isdir(ki.index_dir(table_path))
+    assert max(live_places(table_path).values()) == 1
+
+
+def test_a_writer_that_does_not_keep_the_index_is_caught_up_from_its_files(spark, table_path):
+    rng = random.Random(2)
+    _upsert(spark, table_path, _rows(rng, range(30)))
+    # new keys only, by a writer that skips the index: their buckets gain files without deletes
+    _upsert(spark, table_path, _rows(rng, range(30, 38)), index=False)
+    state = assert_index_right(table_path)
+    assert state.stats["buckets_read_again"] == 0 and state.stats["buckets_added_to"] > 0
+    # moves by the Spark job: -D rows in the old buckets, which are read again
+    _upsert(spark, table_path, _rows(rng, range(0, 30, 3), parts="c", tag="m"), execution="distributed")
+    state = assert_index_right(table_path)
+    assert state.stats["buckets_read_again"] > 0
+    # and our next upsert through the index agrees with a run without it
+    rows = _rows(rng, rng.sample(range(45), 20), tag="z")
+    _upsert(spark, table_path, rows)
+    assert_index_right(table_path)
+
+
+def test_deletes_compactions_rollbacks_and_expirations_between_upserts(spark, table_path):
+    rng = random.Random(3)
+    _upsert(spark, table_path, _rows(rng, range(40)))
+    _upsert(spark, table_path, _rows(rng, range(20, 50), tag="b"))
+    keep = FileStoreTable.open(table_path).latest_snapshot().id
+    delete(spark, table_path, "id % 4 = 0")
+    assert_index_right(table_path)
+    compact(spark, table_path)
+    assert_index_right(table_path)
+    _upsert(spark, table_path, _rows(rng, range(0, 50, 2), tag="c"))
+    assert_index_right(table_path)
+    FileStoreTable.open(table_path).rollback_to(keep)  # the index reflects files that are gone now
+    assert_index_right(table_path)
+    _upsert(spark, table_path, _rows(rng, range(10, 30), tag="d"))
+    assert_index_right(table_path)
+    FileStoreTable.open(table_path).expire_snapshots(retain_max=1, retain_min=1)
+    _upsert(spark, table_path, _rows(rng, range(25, 55), tag="e"))
+    assert_index_right(table_path)
+
+
+@pytest.mark.parametrize("damage", ["no pointer", "garbage manifest", "missing run", "truncated run"])
+def test_a_damaged_index_is_rebuilt_and_the_upsert_is_right(spark, table_path, damage):
+    rng = random.Random(4)
+    _upsert(spark, table_path, _rows(rng, range(30)))
+    _upsert(spark, table_path, _rows(rng, range(10, 40), tag="b"))
+    d = ki.index_dir(table_path)
+    runs = sorted(n for n in os.listdir(d) if n.startswith("run-"))
+    if damage == "no pointer":
+        os.remove(os.path.join(d, ki.LATEST))
+    elif damage == "garbage manifest":
+        name = next(n for n in os.listdir(d) if n.startswith("manifest-") and n in open(os.path.join(d, ki.LATEST)).read())
+        with open(os.path.join(d, name), "w") as f:
+            f.write("{not json")
+    elif damage == "missing run":
+        os.remove(os.path.join(d, runs[-1]))
+    else:
+        with open(os.path.join(d, runs[-1]), "r+b") as f:
+            f.truncate(20)
+    _upsert(spark, table_path, _rows(rng, range(0, 40, 2), parts="c", tag="c"))
+    assert max(live_places(table_path).values()) == 1
+    assert_index_right(table_path)
+
+
+def test_the_index_answers_like_the_full_bootstrap_for_random_batches(spark, warehouse):
+    """Two tables fed the same batches, one through the index, one without it: same rows."""
+    rng = random.Random(5)
+    with_index, without = f"{warehouse}/db.db/a", f"{warehouse}/db.db/b"
+    for step in range(6):
+        rows = _rows(rng, rng.sample(range(80), 25), tag=f"s{step}")
+        _upsert(spark, with_index, rows)
+        _upsert(spark, without, rows, index=False)
+        a = FileStoreTable.open(with_index).to_arrow().sort_by("id").to_pylist()
+        b = FileStoreTable.open(without).to_arrow().sort_by("id").to_pylist()
+        assert a == b
+    assert_index_right(with_index, range(80))
+
+
+def test_the_index_stays_out_of_pypaimons_way(spark, table_path):
+    """Paimon's readers never see the index: it lives beside the table, not inside it."""
+    from tests.oracle import pypaimon_read
+    rng = random.Random(6)
+    _upsert(spark, table_path, _rows(rng, range(20)))
+    _upsert(spark, table_path, _rows(rng, range(10, 30), tag="b"))
+    assert not any(".dbt-key-index" in n for n in os.listdir(table_path))
+    assert sorted(pypaimon_read(table_path).column("id").to_pylist()) == list(range(30))
