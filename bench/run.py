@@ -183,6 +183,11 @@ def footnotes(results: list[dict]) -> list[str]:
                             for s in prof["stages"][:3])
             notes.append(f"{r['label']} [{r['case']}] profile: {len(prof['stages'])} Spark stages, longest: {top}; "
                          f"no stage running for {prof['no_stage_running_seconds']:.2f} s of {r['seconds']:.2f} s")
+        boot = (r.get("info") or {}).get("bootstrap")
+        if isinstance(boot, dict) and boot:
+            notes.append(f"{r['label']} [{r['case']}] bootstrap from the {boot.get('source')}: "
+                         f"{boot.get('seconds', 0):.3f} s, {boot.get('bytes', 0) / 1e6:.1f} MB read"
+                         + (f", {boot['keys_found']:,} keys found" if "keys_found" in boot else ""))
     if any(r["system"] == "pypaimon" and "seconds" in r for r in results):
         notes.append("* pypaimon's table is keyed on (id, dt): moved keys stay in their old partition too; "
                      "checked against that model (`id_dt`), not the cross-partition one")

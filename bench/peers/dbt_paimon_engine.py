@@ -68,6 +68,7 @@ class Peer(Base):
     note = ("Spark local[2], cross-partition (bucket -1, PK id, partitioned by dt); execution auto "
             "(driver-local when the batch and the key index fit in the driver)")
     execution = "auto"
+    key_index = True
     second_reader = "pypaimon-rust reader"
 
     def available(self):
@@ -95,11 +96,21 @@ class Peer(Base):
 
     def _upsert(self, df, work_dir):
         from dbt_paimon.engine import upsert
-        return upsert(df, self._table(work_dir), primary_keys=["id"], partition_keys=["dt"],
-                      options=dict(TABLE_OPTIONS), execution=self.execution)
+        from dbt_paimon.engine.settings import RunSettings
+        self.last = upsert(df, self._table(work_dir), primary_keys=["id"], partition_keys=["dt"],
+                           options=dict(TABLE_OPTIONS), settings=RunSettings(execution=self.execution,
+                                                                              key_index=self.key_index))
+        return self.last
 
     def setup(self, work_dir, base_path):
         self._upsert(self.spark.read.parquet(base_path), work_dir)   # first write creates the table
+        if self.key_index:
+            # The key index as an earlier driver-local upsert leaves it (a base written by the Spark
+            # job has none yet: the first local upsert builds it, once; its cost is setup_seconds')
+            from dbt_paimon.store.key_index import KeyIndex
+            from dbt_paimon.store.table import FileStoreTable
+            table = FileStoreTable.open(self._table(work_dir))
+            KeyIndex(table.io, table.path, table.schema).refresh(table.plan())
 
     def load_batch(self, batch_path):
         df = self.spark.read.parquet(batch_path).cache()
@@ -157,4 +168,4 @@ def _facts(result) -> dict:
     """The engine's result as JSON-able facts (snapshot id, counts), whatever its exact class."""
     fields = getattr(result, "__dict__", None) or {
         k: getattr(result, k) for k in dir(result) if not k.startswith("_") and not callable(getattr(result, k))}
-    return {k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v) for k, v in fields.items()}
+    return {k: v if isinstance(v, (int, float, str, bool, type(None), dict)) else str(v) for k, v in fields.items()}

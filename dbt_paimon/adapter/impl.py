@@ -26,11 +26,11 @@ from pyspark.sql import functions as F
 
 from ..engine import upsert
 from ..engine.upsert import TableMismatchError, check_table
-from ..engine.settings import EXECUTIONS, Execution
+from ..engine.settings import EXECUTIONS, Execution, RunSettings
 from ..engine.spark_types import spark_schema
 from ..store import options as opts
 from ..store.errors import PaimonError
-from ..store import fileio
+from ..store import fileio, key_index
 from ..store.fileio import FileIO
 from ..store.object_store import copy_tree
 from ..store.clone import clone_table
@@ -63,6 +63,7 @@ class PaimonConfig(SparkConfig):
     unique_key: Optional[Union[str, List[str]]] = None
     sequence_by: Optional[str] = None
     execution: Optional[str] = None  # the engine's: auto | local | distributed
+    key_index: Optional[bool] = None  # cross-partition tables: bootstrap from the key index (default true)
 
 
 @dataclass
@@ -80,6 +81,7 @@ class PaimonAdapterResponse(AdapterResponse):
     schema_id: Optional[int] = None
     extra_snapshots: Optional[List[int]] = None  # e.g. a compaction committed right after the upsert
     execution: Optional[str] = None  # where the engine ran the job: local (the driver) or distributed
+    bootstrap: Optional[str] = None  # where the job learnt where keys live: "key index" or "table"
 
 
 class PaimonAdapter(SparkAdapter):
@@ -218,6 +220,7 @@ class PaimonAdapter(SparkAdapter):
         if FileStoreTable.exists(path):
             _remove_tree(path)
             log.debug(f"dropped Paimon table {path}")
+        _remove_tree(key_index.index_dir(path))  # the engine's key index beside it (store/key_index.py)
         self.cache_dropped(relation)
 
     @available
@@ -265,7 +268,8 @@ class PaimonAdapter(SparkAdapter):
                       on_schema_change: Optional[str] = "ignore",
                       full_refresh: bool = False, merge_update_columns: Any = None,
                       merge_exclude_columns: Any = None, incremental_predicates: Any = None,
-                      contract: Optional[Mapping[str, Any]] = None) -> PaimonAdapterResponse:
+                      contract: Optional[Mapping[str, Any]] = None,
+                      key_index: Any = None) -> PaimonAdapterResponse:
         """Upsert the rows of `source` (the model's temporary view) into the Paimon table of
         `relation`, creating it first if needed (or anew with full_refresh); one snapshot.
         merge_update_columns / merge_exclude_columns / incremental_predicates: the merge
@@ -277,6 +281,8 @@ class PaimonAdapter(SparkAdapter):
         on_schema_change = on_schema_change or "ignore"
         if execution is not None and execution not in tuple(Execution):
             raise DbtRuntimeError(f"{name}: execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
+        if key_index not in (None, True, False):
+            raise DbtRuntimeError(f"{name}: key_index must be true or false, got {key_index!r}")
         if on_schema_change not in evolution.ON_SCHEMA_CHANGE:
             raise DbtRuntimeError(f"{name}: on_schema_change must be one of {', '.join(evolution.ON_SCHEMA_CHANGE)}, "
                                   f"got {on_schema_change!r}")
@@ -319,14 +325,15 @@ class PaimonAdapter(SparkAdapter):
                     batch = incremental.merge_batch(name, batch, spark.read.format("paimon").load(path), keys,
                                                     updated, incremental_predicates)
             t0 = time.time()
+            settings = RunSettings(execution=execution or Execution.AUTO, key_index=key_index is not False)
             result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=options or {},
-                            sequence_by=sequence[0] if sequence else None, execution=execution or Execution.AUTO,
-                            not_null=not_null)
+                            sequence_by=sequence[0] if sequence else None, settings=settings, not_null=not_null)
         except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
             if evolved is not None:
                 evolution.rollback(path, evolved, io)
             if target != path:
                 _remove_tree(target)
+                _remove_tree(key_index.index_dir(target))
             if isinstance(e, DbtRuntimeError):
                 raise
             what = str(e) if isinstance(e, PaimonError) else error_message(e)
@@ -341,7 +348,7 @@ class PaimonAdapter(SparkAdapter):
             snapshot_id=result.snapshot_id, **result.as_dict(), rows_written=result.rows_written, table_path=path,
             schema_id=self._schema_id(path),
             extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,
-            execution=result.execution)
+            execution=result.execution, bootstrap=(result.bootstrap or {}).get("source"))
 
     @available
     def paimon_clone(self, relation: BaseRelation, source: BaseRelation, replace: bool = False) -> AdapterResponse:
@@ -594,10 +601,15 @@ def _swap(staged: str, path: str) -> None:
     this process); a reader during the swap may find no table, and a failure leaves the staged copy
     for the next full refresh to replace."""
     io = FileIO.get(path)
+    # The old table's key index goes with it; the new table's follows it on a filesystem (its
+    # manifest names files, not paths), and is rebuilt by the next upsert on an object store.
+    old_index, new_index = key_index.index_dir(path), key_index.index_dir(staged)
     if io.is_object_store:
         _remove_tree(path)
+        _remove_tree(old_index)
         copy_tree(io, staged, path)
         _remove_tree(staged)
+        _remove_tree(new_index)
         return
     backup = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.dbt-backup-{uuid.uuid4().hex[:8]}")
     os.rename(path, backup)
@@ -607,3 +619,6 @@ def _swap(staged: str, path: str) -> None:
         os.rename(backup, path)
         raise
     shutil.rmtree(backup, ignore_errors=True)
+    shutil.rmtree(old_index, ignore_errors=True)
+    if os.path.isdir(new_index):
+        os.rename(new_index, old_index)

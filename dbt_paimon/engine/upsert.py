@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import StageRows
-from ..store import options as opts
+from ..store import key_index, options as opts
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestFile
@@ -31,7 +31,7 @@ from ..store.options import BucketMode
 from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
-from . import local
+from . import key_lookup, local
 from .distributed import DistributedExecutor
 from .executor import Executor
 from .local import LocalExecutor
@@ -201,6 +201,8 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     cached = False
     if counted_first:
         batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
+    if table_rows and settings.key_index and key_lookup.usable(stage) and key_index.exists(io, path):
+        table_rows = 0  # the driver-local job then holds the batch's keys only, never the table's
     try:
         mode = local.choose(spark, batch, settings.execution, table_rows)
         if mode == Execution.LOCAL:  # the batch is read once, into the driver

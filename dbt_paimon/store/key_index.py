@@ -11,9 +11,8 @@ writers, expiration and orphan-file removal never list it; our catalog skips hid
     LATEST                    {"manifest": name}: replaced atomically, last
     manifest-<uuid>.json      shards, each shard's runs newest first, and per (partition, bucket)
                               the data files the index reflects, its generation and live-key count
-    run-<seq>-<uuid>.arrow    one sorted run of one shard: Arrow IPC, uncompressed, blocks of
-                              BLOCK_ROWS rows sorted by (hash, key), each block's first hash kept
-                              in the schema metadata ("fences")
+    run-<seq>-<uuid>.arrow    one sorted run of one shard: Arrow IPC, uncompressed, entries
+                              sorted by (hash, key); memory-mapped and binary-searched in place
 
 An entry is (hash, key, partition, bucket, generation, live). A (partition, bucket)'s generation
 changes whenever the index cannot carry a change of its files forward (files removed or rewritten by
@@ -32,11 +31,11 @@ state the next refresh starts from; concurrent writers swap the pointer between 
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -56,10 +55,12 @@ from .schema import TableSchema
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-BLOCK_ROWS = 1024            # a lookup reads the blocks whose hash range holds a batch key's hash
+BLOCK_ROWS = 1 << 20         # entries per record batch of a run (a lookup searches each in place)
 KEYS_PER_SHARD = 2_000_000   # a shard's runs merged are about this many keys (S = a power of two)
 MAX_RUNS = 6                 # more runs in a shard: its newer runs are merged (LSM, size-tiered)
 ORPHAN_AGE_MS = 3_600_000    # a run or manifest no manifest names is deleted after this long
+BUILD_FLUSH_ROWS = 4_000_000  # a build writes its entries as runs every this many keys
+BUILD_THREADS = 4
 
 H, P, BUCKET, GEN, LIVE, SEQ = "_h", "_p", "_bucket", "_gen", "_live", "_seq"
 LATEST = "LATEST"
@@ -68,6 +69,10 @@ LATEST = "LATEST"
 def index_dir(table_path: str) -> str:
     parent, name = table_path.rstrip("/").rsplit("/", 1)
     return f"{parent}/.{name}.dbt-key-index"
+
+
+def exists(io: FileIO, table_path: str) -> bool:
+    return io.exists(f"{index_dir(table_path)}/{LATEST}")
 
 
 def supported(schema: TableSchema) -> bool:
@@ -190,60 +195,51 @@ class KeyIndex:
         return deleted
 
     def _write_run(self, state: IndexState, entries: pa.Table) -> tuple[int, str]:
-        """One sorted run of entries (one shard's), written in blocks with their fences."""
+        """One sorted run of entries (one shard's), in record batches of block_rows entries."""
         entries = entries.sort_by([(H, "ascending")] + [(k, "ascending") for k in self.keys])
-        hashes = entries.column(H).to_numpy()
-        fences = hashes[::self.block_rows].astype(np.int32) if len(hashes) else np.empty(0, np.int32)
-        schema = self.entry_schema.with_metadata({b"fences": base64.b64encode(fences.tobytes())})
         seq = state.next_seq
         state.next_seq += 1
         name = f"run-{seq:08d}-{uuid.uuid4().hex[:12]}.arrow"
         self.io.mkdirs(self.dir)
         with self.io.output(f"{self.dir}/{name}") as out:
-            with pa.ipc.new_file(out, schema) as writer:
-                for batch in entries.cast(schema).to_batches(max_chunksize=self.block_rows):
+            with pa.ipc.new_file(out, self.entry_schema) as writer:
+                for batch in entries.cast(self.entry_schema).to_batches(max_chunksize=self.block_rows):
                     writer.write_batch(batch)
         return seq, name
 
-    def _open_run(self, name: str):
+    def _open_run(self, name: str) -> pa.ipc.RecordBatchFileReader:
         path = f"{self.dir}/{name}"
-        if self.io.is_object_store:  # no memory map: the run is read whole (bounded by a shard)
+        if self.io.is_object_store:  # no memory map: the run is fetched whole (bounded by a shard)
             data = self.io.read_bytes(path)
             self.bytes_read += len(data)
-            source = pa.BufferReader(data)
-        else:
-            source = pa.memory_map(local_path(path))
-        reader = pa.ipc.open_file(source)
-        raw = (reader.schema.metadata or {}).get(b"fences", b"")
-        fences = np.frombuffer(base64.b64decode(raw), dtype=np.int32) if raw else np.empty(0, np.int32)
-        return reader, fences
+            return pa.ipc.open_file(pa.BufferReader(data))
+        return pa.ipc.open_file(pa.memory_map(local_path(path)))
 
     def _candidates(self, name: str, hashes: np.ndarray) -> pa.Table:
-        """The entries of one run whose hash is among `hashes` (sorted, unique): only the blocks
-        whose hash range can hold one are touched."""
-        reader, fences = self._open_run(name)
-        if not len(fences) or not len(hashes):
-            return self.entry_schema.empty_table()
-        blocks = np.searchsorted(fences, hashes, side="right") - 1
-        blocks = blocks[blocks >= 0]
-        # a hash equal to a block's first one may continue from the block before
-        wanted = set(blocks.tolist())
-        edge = blocks[np.isin(fences[blocks], hashes)]
-        while len(edge):
-            edge = edge[edge > 0] - 1
-            new = [b for b in edge.tolist() if b not in wanted]
-            wanted.update(new)
-            edge = np.asarray([b for b in new if fences[b + 1] == fences[b]] if new else [], dtype=np.int64)
-        if not wanted:
-            return self.entry_schema.empty_table()
+        """The entries of one run whose hash is among `hashes` (sorted, unique). On a local disk the
+        run is memory-mapped and its record batches read zero-copy: a binary search over each
+        batch's hash column and a take of the matching rows touch only the pages they need."""
+        reader = self._open_run(name)
         picked = []
-        for b in sorted(wanted):
-            batch = reader.get_batch(b)
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            h = batch.column(0).to_numpy(zero_copy_only=True)
+            left = np.searchsorted(h, hashes, side="left")
+            right = np.searchsorted(h, hashes, side="right")
+            hits = right > left
+            if not hits.any():
+                continue
+            left, counts = left[hits], (right - left)[hits]
+            # the positions of every entry of every hit: each range left[i] .. left[i] + counts[i]
+            starts = np.repeat(left - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+            positions = starts + np.arange(int(counts.sum()))
+            rows = batch.take(pa.array(positions, pa.int64()))
             if not self.io.is_object_store:
-                self.bytes_read += batch.nbytes
-            picked.append(batch)
-        table = pa.Table.from_batches(picked, schema=reader.schema)
-        return table.filter(pc.is_in(table.column(H), pa.array(hashes, pa.int32())))
+                self.bytes_read += rows.nbytes + 4 * len(hashes) * max(1, int(np.log2(max(len(h), 2))))
+            picked.append(rows)
+        if not picked:
+            return self.entry_schema.empty_table()
+        return pa.Table.from_batches(picked, schema=self.entry_schema)
 
     # ---- hashing and sharding ------------------------------------------------------------------
 
@@ -337,6 +333,16 @@ class KeyIndex:
         cols[LIVE] = pa.array(np.full(n, is_live, np.bool_))
         return pa.table(cols).cast(self.entry_schema)
 
+    def _entries_of(self, rows: pa.Table, is_live: bool) -> pa.Table:
+        """Entries for rows that carry the key columns, the partition fields outside the key, P,
+        BUCKET and GEN already (our own commit's placements and retractions)."""
+        n = rows.num_rows
+        cols = {H: pa.array(self.hashes(rows), pa.int32())}
+        for name in self.keys + self.parts_only + [P, BUCKET, GEN]:
+            cols[name] = rows.column(name)
+        cols[LIVE] = pa.array(np.full(n, is_live, np.bool_))
+        return pa.table(cols).cast(self.entry_schema)
+
     def _reader(self) -> TableRead:
         return TableRead(self.io, self.table_path, self.schema, self.keys)
 
@@ -350,15 +356,19 @@ class KeyIndex:
             shards *= 2
         state = IndexState(shards, [[] for _ in range(shards)], {}, schema_id=self.schema.id,
                            snapshot_id=plan.snapshot.id if plan.snapshot else None)
-        parts = []
-        for split in plan.splits:
-            live = read_split(split)
-            gen = state.new_gen()
-            state.buckets[(split.partition, split.bucket)] = BucketState(
-                frozenset(f.file_name for f in split.files), gen, live.num_rows)
-            self.bytes_read += sum(f.file_size for f in split.files)
-            if live.num_rows:
-                parts.append(self._entries(live, split.partition, split.bucket, gen))
+        parts, held = [], 0
+        with ThreadPoolExecutor(max_workers=BUILD_THREADS) as pool:  # Parquet reads release the GIL
+            for split, live in zip(plan.splits, pool.map(read_split, plan.splits)):
+                gen = state.new_gen()
+                state.buckets[(split.partition, split.bucket)] = BucketState(
+                    frozenset(f.file_name for f in split.files), gen, live.num_rows)
+                self.bytes_read += sum(f.file_size for f in split.files)
+                if live.num_rows:
+                    parts.append(self._entries(live, split.partition, split.bucket, gen))
+                    held += live.num_rows
+                if held >= BUILD_FLUSH_ROWS:  # memory stays bounded by this, not by the table
+                    self._add_runs(state, pa.concat_tables(parts))
+                    parts, held = [], 0
         self._add_runs(state, pa.concat_tables(parts) if parts else None)
         state.stats = {"built": True, "buckets_read": len(plan.splits)}
         self.save(state)
@@ -384,7 +394,7 @@ class KeyIndex:
         take = len(runs) if sum(sizes[:-1]) * 4 >= sizes[-1] else len(runs) - 1
         merged = []
         for seq, name in runs[:take]:
-            reader, _ = self._open_run(name)
+            reader = self._open_run(name)
             t = reader.read_all()
             merged.append(t.append_column(SEQ, pa.array(np.full(t.num_rows, seq, np.int64))))
         table = self._valid(state, pa.concat_tables(merged))
@@ -441,7 +451,7 @@ class KeyIndex:
                 del state.buckets[key]
                 dropped += 1
                 changed = True
-        pending_counts: list[tuple[tuple[bytes, int], pa.Table]] = []
+        pending = []  # (keys added to a bucket, the bucket): counted after the loop
         for key, split in current.items():
             files = frozenset(f.file_name for f in split.files)
             known = state.buckets.get(key)
@@ -461,7 +471,7 @@ class KeyIndex:
                     state.buckets[key] = BucketState(files, gen, 0)
                 else:
                     state.buckets[key] = BucketState(files, known.gen, known.count)
-                pending_counts.append((key, live.select(self.keys)))
+                pending.append((live.select(self.keys), key))
                 added_parts.append(self._entries(live, split.partition, split.bucket, state.buckets[key].gen))
                 added_only += 1
             else:  # files removed or rewritten, or deletes added: read the bucket again
@@ -473,14 +483,19 @@ class KeyIndex:
                 read_again += 1
         # counts of the buckets that gained keys: the keys new to the bucket (looked up before the
         # new entries are added; a key the index places in this bucket already is an update)
-        for key, keys in pending_counts:
-            if keys.num_rows == 0:
-                continue
-            before = self.lookup(state, keys)
-            here = pc.and_(pc.equal(before.column(P), key[0]), pc.equal(before.column(BUCKET), key[1])) \
-                if before.num_rows else None
-            already = int(pc.sum(here).as_py() or 0) if here is not None else 0
-            state.buckets[key].count += keys.num_rows - already
+        if pending:
+            added = pa.concat_tables([keys.append_column(P, pa.array([k[0]] * keys.num_rows, pa.binary()))
+                                      .append_column(BUCKET, pa.array(np.full(keys.num_rows, k[1], np.int32)))
+                                      for keys, k in pending])
+            before = self.lookup(state, added.select(self.keys)).select(self.keys + [P, BUCKET])
+            already = added.join(before, self.keys + [P, BUCKET], join_type="left semi", use_threads=False)
+            grown = added.group_by([P, BUCKET], use_threads=False).aggregate([([], "count_all")])
+            known = already.group_by([P, BUCKET], use_threads=False).aggregate([([], "count_all")])
+            known = dict(zip(zip(known.column(P).to_pylist(), known.column(BUCKET).to_pylist()),
+                             known.column("count_all").to_pylist()))
+            for p, b, n in zip(grown.column(P).to_pylist(), grown.column(BUCKET).to_pylist(),
+                               grown.column("count_all").to_pylist()):  # per bucket
+                state.buckets[(p, b)].count += n - known.get((p, b), 0)
         parts = added_parts + reread_parts
         self._add_runs(state, pa.concat_tables(parts) if parts else None)
         state.snapshot_id = plan.snapshot.id if plan.snapshot else None
@@ -512,16 +527,18 @@ class KeyIndex:
         for table, is_live in ((placed, True), (removed, False)):
             if table is None or table.num_rows == 0:
                 continue
-            groups = table.group_by([P, BUCKET], use_threads=False).aggregate([])
-            for p, b in zip(groups.column(P).to_pylist(), groups.column(BUCKET).to_pylist()):
-                mask = pc.and_(pc.equal(table.column(P), pa.scalar(p, pa.binary())), pc.equal(table.column(BUCKET), b))
-                rows = table.filter(mask)
+            # per (partition, bucket): its count moves by the keys new to it (or retracted from it)
+            sums = [("_new", "sum")] if is_live else [([], "count_all")]
+            groups = table.group_by([P, BUCKET], use_threads=False).aggregate(sums)
+            deltas = groups.column(groups.column_names[-1]).to_pylist()
+            gens = []
+            for p, b, d in zip(groups.column(P).to_pylist(), groups.column(BUCKET).to_pylist(), deltas):  # per bucket
                 st = state.buckets[(p, b)]
-                if is_live:
-                    st.count += int(pc.sum(rows.column("_new")).as_py() or 0)
-                else:
-                    st.count -= rows.num_rows
-                parts.append(self._entries(rows, p, b, st.gen, is_live))
+                st.count += int(d or 0) if is_live else -int(d or 0)
+                gens.append(st.gen)
+            keyed = groups.select([P, BUCKET]).append_column(GEN, pa.array(gens, pa.int32()))
+            rows = table.join(keyed, [P, BUCKET], join_type="inner", use_threads=False)
+            parts.append(self._entries_of(rows, is_live))
         for entries in compactions:
             for e in entries:
                 key = (e.partition, e.bucket)

@@ -8,7 +8,10 @@ import os
 import pytest
 from dbt.tests.util import run_dbt, run_dbt_and_capture
 
+import pyarrow as pa
+
 from dbt_paimon.store import FileStoreTable
+from dbt_paimon.store.key_index import KeyIndex
 from tests.oracle import pypaimon_read
 
 CUSTOMERS_SQL = """
@@ -108,6 +111,7 @@ class TestPaimonUpsertModel:
         assert second["message"] == "UPSERT 4: 1 inserted, 1 updated, 2 moved"
         assert second["adapter_response"]["rows_affected"] == 4
         assert second["adapter_response"]["moved"] == 2
+        assert second["adapter_response"]["bootstrap"] == "key index"  # a cross-partition table (bucket -1)
         # is_incremental() was true and {{ this }} gave the stored values
         assert _rows(project, "customers") == [
             (1, "c", "ann", 11, "+I", 10, True), (2, "b", "bob", 21, "+I", 20, True),
@@ -159,7 +163,15 @@ class TestPaimonUpsertModel:
         assert rebuilt["message"] == "UPSERT 3: 2 inserted, 0 updated, 1 skipped"
         assert rebuilt["adapter_response"]["snapshot_id"] == 1
         assert [r[:2] for r in _rows(project, "customers")] == [(1, "a"), (5, "a")]
-        assert not [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".customers")]
+        # nothing of the refresh is left beside the table but the new table's key index, which
+        # followed it and needs no catch-up (store/key_index.py)
+        assert [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".customers")] == [
+            ".customers.dbt-key-index"]
+        table = FileStoreTable.open(path)
+        state = KeyIndex(table.io, table.path, table.schema).refresh(table.plan())
+        assert state.stats == {"built": False, "buckets_read_again": 0, "buckets_added_to": 0, "buckets_dropped": 0}
+        assert sorted(KeyIndex(table.io, table.path, table.schema).lookup(
+            state, pa.table({"id": pa.array([1, 2, 5], pa.int32())})).column("id").to_pylist()) == [1, 5]
 
     def test_unsupported_configs_warn(self, project):
         _, log = run_dbt_and_capture(["run", "--select", "unsupported"])
@@ -169,7 +181,7 @@ class TestPaimonUpsertModel:
 
 KEYED_SQL = """
 {{ config(materialized='paimon_upsert', unique_key=var('key', 'id'), partition_by=var('part', 'dt'),
-          options=var('options', {}), execution=var('execution', 'auto')) }}
+          options=var('options', {}), execution=var('execution', 'auto'), key_index=var('key_index', none)) }}
 {% set rows = {
     'good': "(1, 'a', 'x'), (2, 'b', 'y')",
     'update': "(1, 'b', 'z'), (3, 'a', 'w')",
@@ -201,8 +213,10 @@ class TestPaimonUpsertRefusals:
         ("{key: nope}", "unique_key column 'nope' is not a column"),
         ("{rows: duplicate, execution: distributed}", "duplicate row(s) for key(s)"),
         ("{execution: fast}", "execution must be one of auto, local, distributed, got 'fast'"),
+        ("{key_index: sometimes}", "key_index must be true or false, got 'sometimes'"),
+        ("{rows: duplicate, key_index: false}", "duplicate row(s) for key(s)"),
     ], ids=["key", "partition", "duplicate", "null-key", "unknown-option", "changed-option", "not-a-column",
-            "duplicate-on-spark", "unknown-execution"])
+            "duplicate-on-spark", "unknown-execution", "bad-key-index", "duplicate-without-index"])
     def test_refused_and_nothing_written(self, project, variables, message):
         relation = project.adapter.Relation.create(schema=project.test_schema, identifier="keyed")
         path = project.adapter.paimon_table_path(relation)

@@ -8,6 +8,8 @@
     sequence_by      column whose highest value wins among rows of one key (older rows are skipped)
     on_schema_change ignore (default) | fail | append_new_columns | sync_all_columns
     execution        auto (default) | local | distributed: where the engine runs the job (see docs/dbt.md)
+    key_index        true (default) | false: a cross-partition table's upsert looks its keys up in the
+                     key index beside the table instead of reading every key (docs/architecture.md)
     full_refresh     rebuild the table from scratch (also --full-refresh)
     merge_update_columns / merge_exclude_columns / incremental_predicates: the merge strategy's
                      column rules (dbt_paimon/adapter/incremental.py)
@@ -61,6 +63,7 @@
         options=config.get('options'),
         sequence_by=config.get('sequence_by'),
         execution=config.get('execution'),
+        key_index=config.get('key_index'),
         on_schema_change=on_schema_change,
         full_refresh=full_refresh,
         merge_update_columns=config.get('merge_update_columns'),
