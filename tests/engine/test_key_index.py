@@ -169,3 +169,29 @@ def test_the_index_stays_out_of_pypaimons_way(spark, table_path):
     _upsert(spark, table_path, _rows(rng, range(10, 30), tag="b"))
     assert not any(".dbt-key-index" in n for n in os.listdir(table_path))
     assert sorted(pypaimon_read(table_path).column("id").to_pylist()) == list(range(30))
+
+
+def test_the_index_on_an_object_store(spark, s3_warehouse):
+    """On S3 (no memory map: runs are fetched whole) the index lives beside the table too, is
+    caught up after another writer and answers right."""
+    path = f"{s3_warehouse}/db.db/t"
+    rng = random.Random(9)
+    _upsert(spark, path, _rows(rng, range(30)))
+    _upsert(spark, path, _rows(rng, range(20, 45), tag="o"), index=False)  # moves: buckets read again
+    result = _upsert(spark, path, _rows(rng, rng.sample(range(50), 15), tag="b"))
+    assert result.bootstrap["source"] == "key index" and result.bootstrap["bytes"] > 0
+    table = FileStoreTable.open(path)
+    assert table.io.exists(f"{ki.index_dir(path)}/{ki.LATEST}")
+    assert_index_right(path, range(50))
+
+
+def test_orphan_file_removal_leaves_the_index_alone(spark, table_path):
+    """The index is not the table's: Paimon's orphan-file removal (ours here) never lists it."""
+    rng = random.Random(10)
+    _upsert(spark, table_path, _rows(rng, range(20)))
+    _upsert(spark, table_path, _rows(rng, range(10, 30), tag="b"))
+    d = ki.index_dir(table_path)
+    before = sorted(os.listdir(d))
+    FileStoreTable.open(table_path).remove_orphan_files(older_than="0 s")
+    assert sorted(os.listdir(d)) == before
+    assert_index_right(table_path)
