@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..assign.groups import group_codes
 from ..assign.rows import BUCKET, COUNT, KIND, SOURCE, Source, StageRows, conform
 from ..store import binary_row
 from ..store import key_index as ki
@@ -107,11 +108,7 @@ class KeyLookup:
         parts, types = self.index.parts, self.index.part_types
         cast = rows.cast(pa.schema([pa.field(f.name, self.stage.schema.field(f.name).type.to_arrow())
                                     if f.name in self.stage.schema.field_names else f for f in rows.schema]))
-        if not parts:
-            return cast.append_column(ki.P, pa.array([binary_row.serialize([], types)] * cast.num_rows, pa.binary()))
-        distinct = cast.select(parts).group_by(parts, use_threads=False).aggregate([])
-        cols = [distinct.column(p) for p in parts]
-        serialized = [binary_row.serialize(list(binary_row.row_of(cols, i)), types)
-                      for i in range(distinct.num_rows)]  # per partition, not per row
-        table = distinct.append_column(ki.P, pa.array(serialized, pa.binary()))
-        return cast.join(table, parts, join_type="left outer", use_threads=False)
+        # grouped, not joined: a null partition value is a partition too, and joins never match nulls
+        codes, groups = group_codes(cast, parts)
+        serialized = [binary_row.serialize(list(values), types) for values in groups]  # per partition, not per row
+        return cast.append_column(ki.P, pa.array(serialized, pa.binary()).take(pa.array(codes)))

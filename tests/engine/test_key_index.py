@@ -195,3 +195,15 @@ def test_orphan_file_removal_leaves_the_index_alone(spark, table_path):
     FileStoreTable.open(table_path).remove_orphan_files(older_than="0 s")
     assert sorted(os.listdir(d)) == before
     assert_index_right(table_path)
+
+
+def test_a_commit_into_the_null_partition_is_recorded_without_a_catch_up(spark, table_path):
+    rng = random.Random(11)
+    _upsert(spark, table_path, _rows(rng, range(10)))
+    _upsert(spark, table_path, [(3, None, "n"), (20, None, "m"), (21, "a", "x")])  # 3 moves into dt = NULL
+    table = FileStoreTable.open(table_path)
+    state = KeyIndex(table.io, table.path, table.schema, **TUNING).refresh(table.plan())
+    assert state.stats["buckets_read_again"] == 0 and state.stats["buckets_added_to"] == 0  # recorded, not caught up
+    got, _ = index_answer(table_path, [3, 20, 21])
+    assert got[3][0] == (None,) and got[20][0] == (None,) and got[21][0] == ("a",)
+    assert_index_right(table_path)
