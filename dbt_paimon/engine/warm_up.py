@@ -20,6 +20,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 log = logging.getLogger(__name__)
 
 NAME = "dbt_paimon_warm_up"
+WARM_ROWS = 20_000  # rows converted to Arrow once, so that the JIT compiles the column writers
 
 
 class _WarmUpReader(DataSourceReader):
@@ -57,9 +58,13 @@ def _read(spark) -> None:
 
 def _task(spark) -> None:
     spark.range(1, numPartitions=1).mapInArrow(_import_reader, "id long").collect()
-    # The driver-local upsert hands its batch over with toArrow: the JVM's first Arrow conversion
-    # (class loading, JIT) cost 0.5 s of a small upsert's 0.8 s (BENCHMARKS.md)
-    spark.range(1, numPartitions=1).selectExpr("id", "cast(id as string) s", "cast(id as double) d").toArrow()
+    # The driver-local upsert hands its batch over with toArrow. The JVM's first Arrow conversions
+    # are slow until its JIT has compiled the writers of each column type: a 200K-row batch took
+    # 1.5 s cold, 0.36 s after converting 20K rows of the common types once (BENCHMARKS.md)
+    spark.range(WARM_ROWS, numPartitions=1).selectExpr(
+        "id", "cast(id % 1000 as int) i", "cast(id as string) s", "cast(id as double) d", "id % 2 = 0 b",
+        "date'2024-01-01' + cast(id % 30 as int) dt", "timestamp'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id % 60) ts",
+        "cast(id as decimal(18, 2)) m").toArrow()
 
 
 def start(spark) -> list[threading.Thread]:
