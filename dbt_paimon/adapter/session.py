@@ -218,6 +218,7 @@ CONNECTING_COMMANDS = {"run", "build", "seed", "test", "snapshot", "show", "gene
 # Commands that read tables with SQL (ref() in a model, a test, `dbt show`, a snapshot's source):
 # their Python worker daemons are started ahead of the first read (engine/warm_up.py)
 READING_COMMANDS = {"run", "build", "test", "show", "snapshot", "retry"}
+UPSERTING_COMMANDS = {"run", "build", "snapshot", "retry"}  # ... and may hand a batch to the engine
 
 
 def _command() -> Optional[str]:
@@ -294,7 +295,8 @@ def spark_for(credentials: PaimonCredentials) -> SparkSession:
         if started:
             STARTUP["session"] = time.time() - t0 - STARTUP.get("jvm", 0.0)
             if _command() in READING_COMMANDS and os.environ.get("DBT_PAIMON_WARM_UP", "1") != "0":
-                warm_up.start(spark)  # while the sources are registered and the catalog synced
+                # while the sources are registered and the catalog synced
+                warm_up.start(spark, upserts=_command() in UPSERTING_COMMANDS)
         key = (id(spark), credentials.warehouse)
         if fileio.configured() != credentials.storage_settings():
             # the store settings every FileIO of this process uses, and the `paimon` source and

@@ -1,16 +1,22 @@
-"""Start Spark's Python worker daemons ahead of the first read of a Paimon table.
+"""Start Spark's Python worker daemons, and the JVM's Arrow path, ahead of a dbt command's first use.
 
 A Paimon table is read through Spark's Python data source API. The first such read in a process
 starts, one after the other, a Python daemon for each of its steps (create the source, plan the
 read, read the rows): ~1 s each on a 2-core machine, before a row moves (BENCHMARKS.md, first
-read). The daemons outlive the read and serve every later one. `start(spark)` reads a one-row
-source of ours in a background thread as soon as the SparkContext is up, so that the daemons start
-while the adapter registers sources and syncs the catalog, and dbt compiles, instead of inside the
-first query a user waits for.
+read). The daemons outlive the read and serve every later one. `start(spark)`, as soon as the
+SparkSession is up, runs in background threads:
+- a read of a one-row source of ours (the lookup, create and plan daemons start, in turn);
+- a one-task mapInArrow job (the task daemon, which also reads a Paimon table's rows; its worker
+  stays alive for reuse with the `paimon` source's modules imported);
+- for commands that upsert, a conversion of 20K rows of the common column types to Arrow, so that
+  the first upsert's hand-over of its batch (toArrow) does not run the JVM's Arrow writers cold.
+All of it overlaps the adapter's source registration and catalog sync and dbt's compilation,
+instead of falling inside the first query or upsert a user waits for.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from typing import Iterator
@@ -21,6 +27,7 @@ log = logging.getLogger(__name__)
 
 NAME = "dbt_paimon_warm_up"
 WARM_ROWS = 20_000  # rows converted to Arrow once, so that the JIT compiles the column writers
+JOIN_AT_EXIT_SECONDS = 15.0
 
 
 class _WarmUpReader(DataSourceReader):
@@ -58,6 +65,9 @@ def _read(spark) -> None:
 
 def _task(spark) -> None:
     spark.range(1, numPartitions=1).mapInArrow(_import_reader, "id long").collect()
+
+
+def _arrow(spark) -> None:
     # The driver-local upsert hands its batch over with toArrow. The JVM's first Arrow conversions
     # are slow until its JIT has compiled the writers of each column type: a 200K-row batch took
     # 1.5 s cold, 0.36 s after converting 20K rows of the common types once (BENCHMARKS.md)
@@ -67,8 +77,21 @@ def _task(spark) -> None:
         "cast(id as decimal(18, 2)) m").toArrow()
 
 
-def start(spark) -> list[threading.Thread]:
-    """Run the warm-up in daemon threads; failures are only logged (the real read reports its own)."""
+_converting: list[threading.Thread] = []
+
+
+def _join_at_exit() -> None:
+    """The Arrow warm-up reads the JVM's Arrow stream with pyarrow, which calls back into Python from
+    its own threads: still at it when the interpreter finalizes, it aborts the process (Python's
+    "PyGILState_Release" fatal error). A command that ends first waits for it (atexit runs before
+    the interpreter finalizes and before pyspark's own exit handler, registered earlier)."""
+    for thread in _converting:
+        thread.join(JOIN_AT_EXIT_SECONDS)
+
+
+def start(spark, upserts: bool = True) -> list[threading.Thread]:
+    """Run the warm-up in daemon threads; failures are only logged (the real read reports its own).
+    upserts: the command may upsert (run, build, ...): the Arrow hand-over is warmed too."""
 
     def run(step) -> None:
         try:
@@ -76,8 +99,13 @@ def start(spark) -> list[threading.Thread]:
         except Exception as e:  # noqa: BLE001 - a warm-up: the first real read starts what it needs
             log.debug("Python worker warm-up (%s) failed: %s", step.__name__, e)
 
+    steps = [_read, _task] + ([_arrow] if upserts else [])
     threads = [threading.Thread(target=run, args=(step,), name=f"dbt-paimon-warm-up{step.__name__}", daemon=True)
-               for step in (_read, _task)]
+               for step in steps]
+    if upserts:
+        if not _converting:
+            atexit.register(_join_at_exit)
+        _converting.append(threads[-1])
     for thread in threads:
         thread.start()
     return threads

@@ -10,7 +10,7 @@ def test_warm_up_runs_its_read_and_task_and_a_paimon_read_works_after(spark, tab
     threads = warm_up.start(spark)
     for thread in threads:
         thread.join(120)
-    assert [t.is_alive() for t in threads] == [False, False]
+    assert [t.is_alive() for t in threads] == [False, False, False]
     assert "warm-up" not in caplog.text  # each step ran: a failing one is logged, not raised
     assert spark.read.format(warm_up.NAME).load().collect()[0]["one"] == 1
     upsert(spark.createDataFrame([(1, "a")], "id long, v string"), table_path, primary_keys="id")
