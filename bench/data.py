@@ -54,7 +54,7 @@ class Case:
 
 
 def cases(workload: str, scale: float) -> list[Case]:
-    """The cases of one workload (W1, W2, W3). Scale multiplies rows, never partitions."""
+    """The cases of one workload (W1, W2, W3, W3-100M). Scale multiplies rows, never partitions."""
     n = lambda rows: max(10, int(round(rows * scale)))  # noqa: E731
     if workload == "W1":
         return [Case("W1", "W1", n(1_000_000), 10, n(200_000), seed=1)]
@@ -63,6 +63,9 @@ def cases(workload: str, scale: float) -> list[Case]:
     if workload == "W3":  # the same small batch into W1's and W2's tables: cost against table size
         return [Case("W3-1M", "W3", n(1_000_000), 10, n(10_000), seed=1),
                 Case("W3-10M", "W3", n(10_000_000), 100, n(10_000), seed=2)]
+    if workload == "W3-100M":  # issue 14's large case, apart (its base is ~10 GB): beside W3-1M, one run
+        return [Case("W3-1M", "W3", n(1_000_000), 10, n(10_000), seed=1),
+                Case("W3-100M", "W3", n(100_000_000), 1000, n(10_000), seed=3)]
     raise ValueError(f"unknown workload {workload!r}")
 
 

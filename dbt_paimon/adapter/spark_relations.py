@@ -316,10 +316,15 @@ class RelationStore:
             found: set[tuple[str, str]] = set()
             todo = [sql]
             seen_views: set[tuple[str, str]] = set()
+            schemas = {schema for schema, _ in self._records}
             while todo:
                 for key in qualified_names(todo.pop()):
                     record = self._records.get(key)
                     if record is None:
+                        # no record: maybe a table another process is rebuilding right now (dropped,
+                        # not yet created); its writer holds the lock, so wait for it like for any
+                        if key[0] in schemas:
+                            found.add(key)
                         continue
                     if record.kind == "table":
                         found.add(key)

@@ -16,18 +16,13 @@ the answer one JSON line on its stdout.
 
 from __future__ import annotations
 
-import glob
-import hashlib
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from collections import defaultdict
 
 from dbt_paimon.store.table import FileStoreTable
-from tests.java_paimon.fetch_jar import CACHE
-from tests.java_paimon.javapaimon import JavaError
+from tests.java_paimon.javapaimon import JavaError, compile_java
 
 CLASS = "OtherWriter"
 SOURCE = r"""
@@ -130,36 +125,13 @@ public class OtherWriter {
 """
 
 
-def _compiled(classpath: str) -> str:
-    """OtherWriter's classes under .work/java-paimon/, keyed by the source's digest (javac costs seconds)."""
-    digest = hashlib.sha1(SOURCE.encode()).hexdigest()[:12]
-    out = os.path.join(CACHE, f"other-writer-{digest}")
-    if os.path.exists(os.path.join(out, f"{CLASS}.class")):
-        return out
-    tmp = tempfile.mkdtemp(dir=CACHE)
-    with open(os.path.join(tmp, f"{CLASS}.java"), "w") as f:
-        f.write(SOURCE)
-    done = subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", classpath, os.path.join(tmp, f"{CLASS}.java")],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        shutil.rmtree(tmp)
-        raise RuntimeError(f"javac failed on {CLASS}:\n{done.stderr[-3000:]}")
-    if os.path.exists(out):  # another run compiled it meanwhile
-        shutil.rmtree(tmp)
-    else:
-        os.replace(tmp, out)
-    for stale in glob.glob(os.path.join(CACHE, "other-writer-*")):
-        if stale != out:
-            shutil.rmtree(stale, ignore_errors=True)
-    return out
-
-
 class JavaWriter:
     """Java Paimon 0.9's BatchTableWrite/BatchTableCommit, rows placed by the caller. `classpath`:
     the Java oracle's (JavaPaimon.classpath: Paimon's jar and the Hadoop classes it needs)."""
 
     def __init__(self, classpath: str, workdir: str):
-        self.classpath = os.pathsep.join([_compiled(classpath), classpath])
+        classes = compile_java(CLASS, SOURCE, classpath.split(os.pathsep), "other-writer")
+        self.classpath = os.pathsep.join([classes, classpath])
         self.log = os.path.join(workdir, "other-writer.log")
         self._proc: subprocess.Popen | None = None
 

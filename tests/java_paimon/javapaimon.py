@@ -64,27 +64,36 @@ def _classpath(jar: str) -> list[str]:
     return [jar] + hadoop
 
 
-def _compile(classpath: list[str]) -> str:
-    """Classes of JavaPaimon.java under .work/java-paimon/, keyed by the source's digest so an edit recompiles."""
-    with open(SOURCE, "rb") as f:
-        digest = hashlib.sha1(f.read()).hexdigest()[:12]
-    out = os.path.join(CACHE, f"classes-{digest}")
-    if os.path.exists(os.path.join(out, "JavaPaimon.class")):
+def compile_java(class_name: str, source: str, classpath: list[str], prefix: str) -> str:
+    """Classes of one Java source (its text) under .work/java-paimon/<prefix>-<digest>/, keyed by the
+    source's digest so an edit recompiles (javac costs seconds); older builds are removed."""
+    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+    out = os.path.join(CACHE, f"{prefix}-{digest}")
+    if os.path.exists(os.path.join(out, f"{class_name}.class")):
         return out
     tmp = tempfile.mkdtemp(dir=CACHE)
-    done = subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", os.pathsep.join(classpath), SOURCE],
+    java = os.path.join(tmp, f"{class_name}.java")
+    with open(java, "w") as f:
+        f.write(source)
+    done = subprocess.run(["javac", "-nowarn", "-d", tmp, "-cp", os.pathsep.join(classpath), java],
                           capture_output=True, text=True)
+    os.remove(java)
     if done.returncode != 0:
         shutil.rmtree(tmp)
-        raise RuntimeError(f"javac failed on {SOURCE}:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"javac failed on {class_name}:\n{done.stderr[-3000:]}")
     if os.path.exists(out):  # another run compiled it meanwhile
         shutil.rmtree(tmp)
     else:
         os.replace(tmp, out)
-    for stale in glob.glob(os.path.join(CACHE, "classes-*")):  # builds of earlier versions of the source
+    for stale in glob.glob(os.path.join(CACHE, f"{prefix}-*")):  # builds of earlier versions of the source
         if stale != out:
             shutil.rmtree(stale, ignore_errors=True)
     return out
+
+
+def _compile(classpath: list[str]) -> str:
+    with open(SOURCE) as f:
+        return compile_java("JavaPaimon", f.read(), classpath, "classes")
 
 
 _SIMPLE = {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
