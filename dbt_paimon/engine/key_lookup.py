@@ -107,7 +107,8 @@ class KeyLookup:
         """rows + P, the partition as Paimon's binary row (serialized once per distinct partition)."""
         parts, types = self.index.parts, self.index.part_types
         cast = rows.cast(pa.schema([pa.field(f.name, self.stage.schema.field(f.name).type.to_arrow())
-                                    if f.name in self.stage.schema.field_names else f for f in rows.schema]))
+                                    if f.name in self.stage.schema.field_names else f for f in rows.schema]),
+                         safe=False)  # exchange types (microseconds) to the table's, as the writer does
         # grouped, not joined: a null partition value is a partition too, and joins never match nulls
         codes, groups = group_codes(cast, parts)
         serialized = [binary_row.serialize(list(values), types) for values in groups]  # per partition, not per row

@@ -264,7 +264,9 @@ class KeyIndex:
     def lookup(self, state: IndexState, keys: pa.Table) -> pa.Table:
         """Where each of `keys` (a table with the key columns) lives: one row per live key, the key
         columns, the partition fields, P (partition bytes) and BUCKET. Keys not live are absent."""
-        keys = keys.select(self.keys)
+        # in the index's key types (a batch may carry finer timestamps than a TIMESTAMP(3) key: the
+        # table keeps what its type holds, so that is what to look up)
+        keys = keys.select(self.keys).cast(pa.schema([self.entry_schema.field(k) for k in self.keys]), safe=False)
         if keys.num_rows == 0 or not any(state.runs):
             return self._located(self.entry_schema.empty_table())
         hashes = self.hashes(keys)
