@@ -59,8 +59,8 @@ class KeyLookup:
             return None, None
         self.state, self.located = self.index.locate(self.plan, batch.select(self.index.keys))
         layout = self.stage.live_key(True)
-        live = self.located.drop_columns([ki.P]).rename_columns(
-            [BUCKET if c == ki.BUCKET else c for c in self.located.drop_columns([ki.P]).column_names])
+        live = self.located.drop_columns([ki.P])
+        live = live.rename_columns([BUCKET if c == ki.BUCKET else c for c in live.column_names])
         live = live.append_column(SOURCE, pa.array(np.full(live.num_rows, Source.TABLE, np.int8)))
         counts = self.index.bucket_counts(self.state).rename_columns(
             list(self.stage.schema.partition_keys) + [BUCKET, COUNT])

@@ -330,19 +330,15 @@ class KeyIndex:
     def _entries(self, live: pa.Table, partition: bytes, bucket: int, gen: int, is_live: bool = True) -> pa.Table:
         """Entries for the keys of `live` (key columns [+ partition fields]) in (partition, bucket)."""
         n = live.num_rows
-        values = binary_row.deserialize(partition, self.part_types)
-        cols = {H: pa.array(self.hashes(live), pa.int32())}
-        for k in self.keys:
-            cols[k] = live.column(k)
-        for name, v in zip(self.parts, values):
-            if name not in self.parts_only:
-                continue
-            cols[name] = pa.array([v], self.schema.field(name).type.to_arrow()).take(np.zeros(n, np.int64))
-        cols[P] = pa.array([partition], pa.binary()).take(np.zeros(n, np.int64))
-        cols[BUCKET] = pa.array(np.full(n, bucket, np.int32))
-        cols[GEN] = pa.array(np.full(n, gen, np.int32))
-        cols[LIVE] = pa.array(np.full(n, is_live, np.bool_))
-        return pa.table(cols).cast(self.entry_schema)
+        constant = np.zeros(n, np.int64)  # one partition, bucket and generation for every row
+        values = dict(zip(self.parts, binary_row.deserialize(partition, self.part_types)))
+        rows = live.select(self.keys)
+        for name in self.parts_only:
+            rows = rows.append_column(name, pa.array([values[name]], self.schema.field(name).type.to_arrow()).take(constant))
+        rows = rows.append_column(P, pa.array([partition], pa.binary()).take(constant))
+        rows = rows.append_column(BUCKET, pa.array(np.full(n, bucket, np.int32)))
+        rows = rows.append_column(GEN, pa.array(np.full(n, gen, np.int32)))
+        return self._entries_of(rows, is_live)
 
     def _entries_of(self, rows: pa.Table, is_live: bool) -> pa.Table:
         """Entries for rows that carry the key columns, the partition fields outside the key, P,
