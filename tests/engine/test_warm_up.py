@@ -1,17 +1,49 @@
 """engine/warm_up.py: the background warm-up a dbt command's session starts (issue 16, first read)."""
 
 import logging
+import os
 
 from dbt_paimon.engine import upsert, warm_up
 
+PLANNER_MODULES = ("pyspark.sql.worker.create_data_source", "pyspark.sql.worker.plan_data_source_read")
 
-def test_warm_up_runs_its_read_and_task_and_a_paimon_read_works_after(spark, table_path, caplog):
+
+def _daemons(spark) -> dict:
+    """The JVM's Python worker daemons (`python -m pyspark.daemon <worker module>`), by worker module."""
+    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    found: dict = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode().split("\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == jvm_pid and "pyspark.daemon" in argv:
+            module = argv[argv.index("pyspark.daemon") + 1]
+            found[module] = found.get(module, 0) + 1
+    return found
+
+
+def test_warm_up_runs_every_step_and_a_paimon_read_works_after(spark, table_path, caplog):
     caplog.set_level(logging.DEBUG, logger=warm_up.__name__)
     threads = warm_up.start(spark)
     for thread in threads:
         thread.join(120)
-    assert [t.is_alive() for t in threads] == [False, False, False]
+    assert len(threads) == 4 and not any(t.is_alive() for t in threads)
     assert "warm-up" not in caplog.text  # each step ran: a failing one is logged, not raised
-    assert spark.read.format(warm_up.NAME).load().collect()[0]["one"] == 1
     upsert(spark.createDataFrame([(1, "a")], "id long, v string"), table_path, primary_keys="id")
     assert spark.read.format("paimon").load(table_path).collect()[0]["v"] == "a"
+
+
+def test_the_planner_steps_start_the_daemons_a_real_read_then_uses(spark, table_path):
+    """The warm-up calls Spark's planning steps itself; a daemon is keyed by its worker module and
+    environment, so a step called with anything but what the analyzer passes would start a second
+    daemon beside the one the real read uses, and warm up nothing."""
+    for thread in warm_up.start(spark, upserts=False):
+        thread.join(120)
+    upsert(spark.createDataFrame([(1, "a")], "id long, v string"), table_path, primary_keys="id")
+    assert spark.read.format("paimon").load(table_path).count() == 1
+    daemons = _daemons(spark)
+    assert [daemons.get(module) for module in PLANNER_MODULES] == [1, 1], daemons
