@@ -270,10 +270,15 @@ class KeyIndex:
         if keys.num_rows == 0 or not any(state.runs):
             return self._located(self.entry_schema.empty_table())
         hashes = self.hashes(keys)
-        shard = self.shard_of(hashes, state.shards)
+        order = np.argsort(hashes, kind="stable")
+        sorted_hashes = hashes[order]
+        # distinct hashes, hence distinct keys: the common batch (else a key twice, or a collision)
+        distinct_hashes = bool((sorted_hashes[1:] != sorted_hashes[:-1]).all())
+        wanted_all = sorted_hashes if distinct_hashes else np.unique(sorted_hashes)
+        shard = self.shard_of(wanted_all, state.shards)
         found = []
         for s in np.unique(shard).tolist():
-            wanted = np.unique(hashes[shard == s])
+            wanted = wanted_all[shard == s]  # sorted, unique
             for seq, name in state.runs[s]:
                 t = self._candidates(name, wanted)
                 if t.num_rows:
@@ -281,9 +286,25 @@ class KeyIndex:
         if not found:
             return self._located(self.entry_schema.empty_table())
         cand = pa.concat_tables(found)
-        distinct = keys.group_by(self.keys, use_threads=False).aggregate([])
-        cand = cand.join(distinct, self.keys, join_type="inner", use_threads=False)
-        return self._located(self._newest_valid(state, cand))
+        if not distinct_hashes:
+            distinct = keys.group_by(self.keys, use_threads=False).aggregate([])
+            cand = cand.join(distinct, self.keys, join_type="inner", use_threads=False)
+            return self._located(self._newest_valid(state, cand))
+        # A candidate shares its hash with exactly one batch key: compare the keys in place (a hash
+        # match is not a key match) instead of joining, and when no key has two candidates (one
+        # entry each: every key's newest), skip the newest-per-key sort
+        rows = order[np.searchsorted(sorted_hashes, cand.column(H).to_numpy())]
+        same = None
+        for k in self.keys:
+            eq = pc.equal(cand.column(k), keys.column(k).take(pa.array(rows)))
+            same = eq if same is None else pc.and_(same, eq)
+        mask = pc.fill_null(same, False)
+        cand = cand.filter(mask)
+        rows = rows[mask.to_numpy(zero_copy_only=False)]
+        if len(np.unique(rows)) != len(rows):
+            return self._located(self._newest_valid(state, cand))
+        valid = self._valid(state, cand)
+        return self._located(valid.filter(valid.column(LIVE)))
 
     def _valid(self, state: IndexState, entries: pa.Table) -> pa.Table:
         """The entries whose (partition, bucket) still has the generation they were written at."""

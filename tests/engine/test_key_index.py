@@ -207,3 +207,31 @@ def test_a_commit_into_the_null_partition_is_recorded_without_a_catch_up(spark, 
     got, _ = index_answer(table_path, [3, 20, 21])
     assert got[3][0] == (None,) and got[20][0] == (None,) and got[21][0] == ("a",)
     assert_index_right(table_path)
+
+
+def _keys_sharing_a_hash(index: KeyIndex) -> tuple[int, int]:
+    """Two keys with the same 32-bit index hash (about 10 such pairs among 300K random keys; small
+    consecutive integers happen to hash apart)."""
+    import numpy as np
+
+    ids = np.unique(np.random.default_rng(7).integers(0, 1 << 62, 300_000, dtype=np.int64))
+    hashes = index.hashes(pa.table({"id": pa.array(ids)}))
+    order = np.argsort(hashes, kind="stable")
+    same = np.flatnonzero(hashes[order][1:] == hashes[order][:-1])
+    assert len(same), "no two keys share a hash among 300K: draw more"
+    return int(ids[order[same[0]]]), int(ids[order[same[0] + 1]])
+
+
+def test_a_key_sharing_a_hash_with_a_live_key_is_not_taken_for_it(spark, table_path):
+    """A lookup matches hashes first: a batch key whose hash is a live key's must still not be
+    located there, whether it comes alone (keys compared in place) or with that key (joined)."""
+    _upsert(spark, table_path, [(0, "2024-01-01", "seed")])
+    table = FileStoreTable.open(table_path)
+    live, other = _keys_sharing_a_hash(KeyIndex(table.io, table.path, table.schema))
+    _upsert(spark, table_path, [(live, "2024-01-02", "live")])
+    for keys, expected in (([other], set()), ([live], {live}), ([other, live], {live}), ([live, live], {live})):
+        found, _ = index_answer(table_path, keys)
+        assert set(found) == expected, keys
+        assert all(where == (("2024-01-02",), found[live][1]) for where in found.values())
+    assert _upsert(spark, table_path, [(other, "2024-01-03", "other")]).bootstrap["source"] == "key index"
+    assert set(truth(table_path)) == {0, live, other}
