@@ -52,19 +52,21 @@ def estimated_bytes(df: DataFrame) -> int:
     return _UNKNOWN if size >= (1 << 63) - 1 else size
 
 
-def unknown_size(df: DataFrame) -> bool:
-    return estimated_bytes(df) >= _UNKNOWN
+def unknown(size: int) -> bool:
+    return size >= _UNKNOWN
 
 
-def choose(spark: SparkSession, df: DataFrame, execution: str | Execution, table_rows: int) -> Execution:
+def choose(spark: SparkSession, df: DataFrame, execution: str | Execution, table_rows: int,
+           size: int | None = None) -> Execution:
     """Where the job runs (LOCAL or DISTRIBUTED). Without Spark's size estimate, auto counts the
-    (persisted) batch and takes Spark's default row width."""
+    (persisted) batch and takes Spark's default row width. size: the estimate, when the caller
+    has it already (each estimate is a round of Spark's optimizer)."""
     execution = Execution.parse(execution)
     if execution != Execution.AUTO:
         return execution
     if deploy.is_cluster(spark) or table_rows > LOCAL_MAX_TABLE_ROWS:  # local-cluster[...] is a cluster
         return Execution.DISTRIBUTED
-    size = estimated_bytes(df)
+    size = estimated_bytes(df) if size is None else size
     if size >= _UNKNOWN:
         size = df.count() * int(df._jdf.schema().defaultSize())
     return Execution.LOCAL if size <= LOCAL_MAX_BATCH_BYTES else Execution.DISTRIBUTED

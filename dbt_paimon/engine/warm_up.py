@@ -12,7 +12,8 @@ in background threads:
 - a one-task mapInArrow job (the task daemon, which also reads a Paimon table's rows; its worker
   stays alive for reuse with the `paimon` source's modules imported);
 - for commands that upsert, a conversion of 20K rows of the common column types to Arrow, so that
-  the first upsert's hand-over of its batch (toArrow) does not run the JVM's Arrow writers cold.
+  the first upsert's hand-over of its batch (toArrow) does not run the JVM's Arrow writers cold,
+  and the import of the Arrow modules the driver-local upsert joins with.
 All of it overlaps the adapter's source registration and catalog sync and dbt's compilation,
 instead of falling inside the first query or upsert a user waits for.
 """
@@ -97,6 +98,10 @@ def _task(spark) -> None:
 
 
 def _arrow(spark) -> None:
+    # The driver-local upsert's joins and group-bys load pyarrow.acero (and pyarrow.dataset) on first
+    # use: 0.14 s, here instead of inside the first upsert (and not at import: Spark's Python workers
+    # import the engine and never join)
+    import pyarrow.acero  # noqa: F401
     # The driver-local upsert hands its batch over with toArrow. The JVM's first Arrow conversions
     # are slow until its JIT has compiled the writers of each column type: a 200K-row batch took
     # 1.5 s cold, 0.36 s after converting 20K rows of the common types once (BENCHMARKS.md)
