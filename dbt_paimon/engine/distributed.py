@@ -4,6 +4,11 @@
     HASH index entries ──────────┼─ shuffle by ROUTE ─► assign ─► shuffle by (partition, bucket) ─► write
     the batch, cast to the table ┘
 
+A cross-partition table with a key index (store/key_index.py) bootstraps from it instead: the
+driver catches the index up to the job's snapshot, lookup tasks over the batch's keys replace the
+bootstrap tasks (and the Bloom-filter pass over the batch), each bucket's count comes from the
+index, and the writers tell the driver where the rows went, which it records in the index.
+
 The driver only plans (reads manifests), collects the small per-task results (manifest entries and
 counts) and commits (upsert.py). Every stage runs the functions of tasks.py; the rows between
 stages are assign/rows.py's layouts, their Spark schemas derived from them (spark_types.struct_of).
@@ -12,17 +17,21 @@ stages are assign/rows.py's layouts, their Spark schemas derived from them (spar
 from __future__ import annotations
 
 import pickle
+import time
 
 import numpy as np
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import BUCKET, DIGEST, HASH, PAYLOAD, ROUTE, SOURCE, Source, StageRows
+from ..store import key_index
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
-from . import bloom, deploy, jobs, tasks
+from . import bloom, deploy, jobs, key_lookup, tasks
 from .executor import JobOutput
+from .key_lookup import KeyLookup
 from .settings import Execution, RunSettings
 from .spark_types import struct_of
 
@@ -85,8 +94,22 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     bootstrap_tasks = settings.bootstrap_parallelism or parallelism * 2
     splits, next_sequence, index_files = tasks.bucket_state(table, plan)
     hashed = stage.hashed
-    bloom_bits, partitions = _batch_digest(spark, batch, schema, plan) if splits else (None, None)
-    splits, boot_index = tasks.prune(splits, index_files, partitions, schema)
+    lookup, boot = None, {}
+    if splits and settings.key_index and key_lookup.usable(stage) and key_index.exists(table.io, table.path):
+        # The bootstrap from the key index (one that driver-local runs built): the driver catches
+        # it up to this snapshot, the tasks look their batch keys up in it. No pass over the batch
+        # for a Bloom filter, no read of the table's keys; the commit is recorded from where the
+        # writers put the rows (their keys reach the driver: see docs/architecture.md). The job
+        # never builds an index: that would read the table's keys in the driver.
+        started = time.perf_counter()
+        lookup = KeyLookup(table, plan, stage)
+        lookup.refresh()
+        boot = {"source": "key index", **lookup.stats(), "seconds": round(time.perf_counter() - started, 4)}
+        boot_index = {}
+    else:
+        boot = {"source": "table"} if splits else {}
+        bloom_bits, partitions = _batch_digest(spark, batch, schema, plan) if splits else (None, None)
+        splits, boot_index = tasks.prune(splits, index_files, partitions, schema)
 
     rows = batch.mapInArrow(tasks.hash_task(stage), struct_of(stage.batch())) if hashed else batch
     rows = rows.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(SOURCE, F.lit(int(Source.BATCH)).cast("tinyint"))
@@ -101,7 +124,20 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     routes = _routes(spark, num_assigners) if counted or boot_index else None
     route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
     rows = rows.withColumn(ROUTE, route_of_row)
-    if splits:
+    if lookup is not None:
+        keys = batch.select(*key_cols)
+        if keys.rdd.getNumPartitions() > parallelism:  # each task maps the runs it touches: few, big tasks
+            keys = keys.coalesce(parallelism)
+        live = keys.mapInArrow(key_lookup.lookup_task(table.path, table.io, stage, lookup.state,
+                                                      dict(key_lookup.INDEX_TUNING)), struct_of(stage.live_key(True)))
+        counts = lookup.counts()
+        # each count row to its bucket's owner (b % assigners), as the bootstrap tasks send them
+        owner_routes = np.array([routes[i] for i in range(num_assigners)], dtype=np.int32)
+        owners = np.asarray(counts.column(BUCKET).to_numpy(zero_copy_only=False), dtype=np.int64) % num_assigners
+        counts = counts.set_column(counts.column_names.index(ROUTE), ROUTE, pa.array(owner_routes[owners], pa.int32()))
+        rows = rows.unionByName(live.withColumn(ROUTE, route_of_row), allowMissingColumns=True).unionByName(
+            spark.createDataFrame(counts, schema=struct_of(stage.live_key(True))), allowMissingColumns=True)
+    elif splits:
         groups = tasks.chunk_splits(splits, bootstrap_tasks)
         live = jobs.descriptors(spark, groups).mapInArrow(
             tasks.live_keys_task(table.path, table.io, stage, bloom_bits, routes if counted else None),
@@ -128,10 +164,15 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         tasks.assign_task(stage, num_assigners, counted), struct_of(stage.assigned()))
     part_cols = part_key_cols + [F.col(BUCKET)]
     written = assigned.repartition(num_writers, *part_cols).mapInArrow(
-        tasks.write_task(table.path, schema, table.io, next_sequence, index_files), struct_of(PAYLOAD))
-    entries, counts, index_changes = [], AssignCounts(), {}
-    for part_entries, part_counts, part_index in jobs.collect_payloads(spark, written):
+        tasks.write_task(table.path, schema, table.io, next_sequence, index_files, placements=lookup is not None),
+        struct_of(PAYLOAD))
+    entries, counts, index_changes, placed = [], AssignCounts(), {}, []
+    for part_entries, part_counts, part_index, part_placed in jobs.collect_payloads(spark, written):
         entries += part_entries
         counts += part_counts
         index_changes.update(part_index)
-    return JobOutput(entries, counts, index_changes, written._jdf.queryExecution().executedPlan().toString())
+        if part_placed is not None:
+            placed.append(tasks.from_ipc_bytes(part_placed))
+    record = lookup.written(pa.concat_tables(placed), entries) if lookup is not None and placed else None
+    return JobOutput(entries, counts, index_changes, written._jdf.queryExecution().executedPlan().toString(),
+                     record, boot)

@@ -58,14 +58,26 @@ class KeyLookup:
             self.located = self.index.lookup(self.state, batch.select(self.index.keys))
             return None, None
         self.state, self.located = self.index.locate(self.plan, batch.select(self.index.keys))
-        layout = self.stage.live_key(True)
-        live = self.located.drop_columns([ki.P])
-        live = live.rename_columns([BUCKET if c == ki.BUCKET else c for c in live.column_names])
-        live = live.append_column(SOURCE, pa.array(np.full(live.num_rows, Source.TABLE, np.int8)))
+        return live_rows(self.located, self.stage), self.counts()
+
+    def counts(self) -> pa.Table:
+        """Each bucket's live keys, as the bootstrap's count rows (stage.live_key(True))."""
         counts = self.index.bucket_counts(self.state).rename_columns(
             list(self.stage.schema.partition_keys) + [BUCKET, COUNT])
         counts = counts.append_column(SOURCE, pa.array(np.full(counts.num_rows, Source.COUNT, np.int8)))
-        return conform(live, layout), conform(counts, layout)
+        return conform(counts, self.stage.live_key(True))
+
+    def refresh(self) -> None:
+        """For the Spark job, which looks keys up in its tasks (lookup_task): the index caught up to
+        the job's snapshot, in the driver."""
+        self.state = self.index.refresh(self.plan)
+
+    def written(self, placements: pa.Table, entries: list) -> Callable[[int | None, list[int]], None]:
+        """For the Spark job: the recorder of its commit, from where its writers put the rows
+        (key, partition, BUCKET, KIND). Where those keys lived before is looked up again here, in
+        the driver, against the state the job's tasks looked up in."""
+        self.located = self.index.lookup(self.state, placements.select(self.index.keys))
+        return self.recorder(placements, entries)
 
     def stats(self) -> dict:
         """What the refresh did (built, buckets read again or added to) and the keys found."""
@@ -113,3 +125,26 @@ class KeyLookup:
         codes, groups = group_codes(cast, parts)
         serialized = [binary_row.serialize(list(values), types) for values in groups]  # per partition, not per row
         return cast.append_column(ki.P, pa.array(serialized, pa.binary()).take(pa.array(codes)))
+
+
+def live_rows(located: pa.Table, stage: StageRows) -> pa.Table:
+    """KeyIndex.lookup's answer as the bootstrap's live-key rows (stage.live_key(True))."""
+    live = located.drop_columns([ki.P])
+    live = live.rename_columns([BUCKET if c == ki.BUCKET else c for c in live.column_names])
+    live = live.append_column(SOURCE, pa.array(np.full(live.num_rows, Source.TABLE, np.int8)))
+    return conform(live, stage.live_key(True))
+
+
+def lookup_task(path: str, io, stage: StageRows, state: IndexState, tuning: dict):
+    """Spark task: batch keys -> their live-key rows, from the index at `state` (the driver caught
+    it up to the job's snapshot). A task looks up all its keys at once: on a local or shared disk
+    the runs are memory-mapped and binary-searched in place, on an object store a touched run is
+    fetched whole (bounded by a shard)."""
+    def run(batches):
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        index = KeyIndex(io, path, stage.schema, **tuning)
+        located = index.lookup(state, pa.Table.from_batches(batches))
+        yield from live_rows(located, stage).to_batches(max_chunksize=1 << 17)
+    return run

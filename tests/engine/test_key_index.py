@@ -94,8 +94,8 @@ def test_a_writer_that_does_not_keep_the_index_is_caught_up_from_its_files(spark
     _upsert(spark, table_path, _rows(rng, range(30, 38)), index=False)
     state = assert_index_right(table_path)
     assert state.stats["buckets_read_again"] == 0 and state.stats["buckets_added_to"] > 0
-    # moves by the Spark job: -D rows in the old buckets, which are read again
-    _upsert(spark, table_path, _rows(rng, range(0, 30, 3), parts="c", tag="m"), execution="distributed")
+    # moves by a Spark job that skips the index: -D rows in the old buckets, which are read again
+    _upsert(spark, table_path, _rows(rng, range(0, 30, 3), parts="c", tag="m"), index=False, execution="distributed")
     state = assert_index_right(table_path)
     assert state.stats["buckets_read_again"] > 0
     # and our next upsert through the index agrees with a run without it
@@ -159,6 +159,28 @@ def test_the_index_answers_like_the_full_bootstrap_for_random_batches(spark, war
         b = FileStoreTable.open(without).to_arrow().sort_by("id").to_pylist()
         assert a == b
     assert_index_right(with_index, range(80))
+
+
+@pytest.mark.parametrize("executions", [["distributed"] * 4, ["distributed", "local", "distributed", "local"]])
+def test_the_spark_job_bootstraps_from_the_index_and_records_its_commit(spark, warehouse, executions):
+    """The Spark job looks its keys up in the index (no bootstrap read of the table) and records
+    its commit: the next refresh has nothing to catch up. Same rows as a table fed without it."""
+    rng = random.Random(9)
+    with_index, without = f"{warehouse}/db.db/a", f"{warehouse}/db.db/b"
+    first = _rows(rng, range(40))
+    _upsert(spark, with_index, first)  # driver-local: builds the index
+    _upsert(spark, without, first, index=False)
+    for step, execution in enumerate(executions):
+        rows = _rows(rng, rng.sample(range(60), 20), tag=f"d{step}")
+        result = _upsert(spark, with_index, rows, execution=execution)
+        _upsert(spark, without, rows, index=False, execution=execution)
+        assert result.execution == execution and result.bootstrap["source"] == "key index"
+        state = assert_index_right(with_index, range(60))
+        assert (state.stats["buckets_read_again"], state.stats["buckets_added_to"]) == (0, 0)
+        a = FileStoreTable.open(with_index).to_arrow().sort_by("id").to_pylist()
+        b = FileStoreTable.open(without).to_arrow().sort_by("id").to_pylist()
+        assert a == b
+    assert max(live_places(with_index).values()) == 1
 
 
 def test_the_index_stays_out_of_pypaimons_way(spark, table_path):
