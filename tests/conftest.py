@@ -4,6 +4,9 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# before any test module imports it (tests/engine/other_writers.py does, ahead of java_paimon's
+# conftest): detailed diffs from its assert_same
+pytest.register_assert_rewrite("tests.java_paimon.javapaimon")
 
 
 @pytest.fixture

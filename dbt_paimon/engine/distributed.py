@@ -7,7 +7,7 @@
 A cross-partition table with a key index (store/key_index.py) bootstraps from it instead: the
 driver catches the index up to the job's snapshot, lookup tasks over the batch's keys replace the
 bootstrap tasks (and the Bloom-filter pass over the batch), each bucket's count comes from the
-index, and the writers tell the driver where the rows went, which it records in the index.
+index, and each writer task records its rows in the index (runs the driver then names in it).
 
 The driver only plans (reads manifests), collects the small per-task results (manifest entries and
 counts) and commits (upsert.py). Every stage runs the functions of tasks.py; the rows between
@@ -94,17 +94,18 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     bootstrap_tasks = settings.bootstrap_parallelism or parallelism * 2
     splits, next_sequence, index_files = tasks.bucket_state(table, plan)
     hashed = stage.hashed
-    lookup, boot = None, {}
+    lookup, commit, boot = None, None, {}
     if splits and settings.key_index and key_lookup.usable(stage) and key_index.exists(table.io, table.path):
         # The bootstrap from the key index (one that driver-local runs built): the driver catches
         # it up to this snapshot, the tasks look their batch keys up in it. No pass over the batch
-        # for a Bloom filter, no read of the table's keys; the commit is recorded from where the
-        # writers put the rows (their keys reach the driver: see docs/architecture.md). The job
-        # never builds an index: that would read the table's keys in the driver.
+        # for a Bloom filter, no read of the table's keys; each writer task writes its rows' share
+        # of the index's record, the driver adds the runs' names and the counts. The job never
+        # builds an index: that would read the table's keys in the driver.
         started = time.perf_counter()
         lookup = KeyLookup(table, plan, stage)
         lookup.refresh()
         boot = {"source": "key index", **lookup.stats(), "seconds": round(time.perf_counter() - started, 4)}
+        commit = lookup.job_commit()  # the writer tasks record their rows in the index themselves
         boot_index = {}
     else:
         boot = {"source": "table"} if splits else {}
@@ -164,15 +165,16 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         tasks.assign_task(stage, num_assigners, counted), struct_of(stage.assigned()))
     part_cols = part_key_cols + [F.col(BUCKET)]
     written = assigned.repartition(num_writers, *part_cols).mapInArrow(
-        tasks.write_task(table.path, schema, table.io, next_sequence, index_files, placements=lookup is not None),
+        tasks.write_task(table.path, schema, table.io, next_sequence, index_files,
+                         record=commit.write if commit is not None else None),
         struct_of(PAYLOAD))
-    entries, counts, index_changes, placed = [], AssignCounts(), {}, []
-    for part_entries, part_counts, part_index, part_placed in jobs.collect_payloads(spark, written):
+    entries, counts, index_changes, recorded = [], AssignCounts(), {}, []
+    for part_entries, part_counts, part_index, part_recorded in jobs.collect_payloads(spark, written):
         entries += part_entries
         counts += part_counts
         index_changes.update(part_index)
-        if part_placed is not None:
-            placed.append(tasks.from_ipc_bytes(part_placed))
-    record = lookup.written(pa.concat_tables(placed), entries) if lookup is not None and placed else None
+        if part_recorded is not None:
+            recorded.append(part_recorded)
+    record = lookup.job_recorder(commit, recorded, entries) if commit is not None else None
     return JobOutput(entries, counts, index_changes, written._jdf.queryExecution().executedPlan().toString(),
                      record, boot)

@@ -13,6 +13,7 @@ A failure to record the commit is logged and costs a catch-up, never a wrong ans
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -72,59 +73,101 @@ class KeyLookup:
         the job's snapshot, in the driver."""
         self.state = self.index.refresh(self.plan)
 
-    def written(self, placements: pa.Table, entries: list) -> Callable[[int | None, list[int]], None]:
-        """For the Spark job: the recorder of its commit, from where its writers put the rows
-        (key, partition, BUCKET, KIND). Where those keys lived before is looked up again here, in
-        the driver, against the state the job's tasks looked up in."""
-        self.located = self.index.lookup(self.state, placements.select(self.index.keys))
-        return self.recorder(placements, entries)
-
     def stats(self) -> dict:
         """What the refresh did (built, buckets read again or added to) and the keys found."""
         found = self.located.num_rows if self.located is not None else 0
         return {**(self.state.stats if self.state else {}), "keys_found": found}
 
+    def job_commit(self) -> "JobCommit":
+        """For the Spark job: what its writer tasks need to write their share of the commit's
+        record (the state the lookup tasks used, this commit's run seq and new buckets'
+        generation, both drawn from the state here, in the driver)."""
+        seq, gen = self.state.next_seq, self.state.new_gen()
+        self.state.next_seq += 1
+        return JobCommit(self.table.path, self.table.io, self.stage, self.state, dict(INDEX_TUNING), seq, gen)
+
+    def job_recorder(self, commit: "JobCommit", written: list, entries: list) -> Callable[[int | None, list[int]], None]:
+        """For the Spark job: the recorder of its commit from its writer tasks' (runs, count
+        changes) (JobCommit.write)."""
+        def record(snapshot_id: int | None, compactions: list[int]) -> None:
+            runs = [r for part_runs, _ in written for r in part_runs]
+            self.index.record_job_commit(self.state, runs, [d for _, d in written], entries,
+                                         self._compacted(compactions),
+                                         compactions[-1] if compactions else snapshot_id, commit.gen, commit.seq)
+        return record
+
+    def _compacted(self, compactions: list[int]) -> list[list]:
+        """Our compactions' ADD/DELETE entries, read back from their delta manifests."""
+        scan = FileStoreScan(self.table.io, self.table.path, self.stage.schema)
+        compacted = []
+        for sid in compactions:
+            snapshot = scan.snapshots.snapshot(sid)
+            metas = scan.manifest_lists.read(snapshot.delta_manifest_list)
+            compacted.append([e for m in metas for e in scan.manifests.read(m.file_name)])
+        return compacted
+
     def recorder(self, assigned: pa.Table, entries: list) -> Callable[[int | None, list[int]], None]:
         """What records the commit in the index, once it is done: (our snapshot, our compactions')."""
         def record(snapshot_id: int | None, compactions: list[int]) -> None:
-            placed, removed = self._placements(assigned)
-            scan = FileStoreScan(self.table.io, self.table.path, self.stage.schema)
-            compacted = []
-            for sid in compactions:
-                snapshot = scan.snapshots.snapshot(sid)
-                metas = scan.manifest_lists.read(snapshot.delta_manifest_list)
-                compacted.append([e for m in metas for e in scan.manifests.read(m.file_name)])
-            self.index.record_commit(self.state, placed, removed, entries, compacted,
+            placed, removed = placements(self.index, self.stage, assigned, self.located)
+            self.index.record_commit(self.state, placed, removed, entries, self._compacted(compactions),
                                      compactions[-1] if compactions else snapshot_id)
         return record
 
-    def _placements(self, assigned: pa.Table) -> tuple[pa.Table, pa.Table]:
-        """(keys written live: key, partition, P, BUCKET, "_new"; keys retracted: key, P, BUCKET)."""
-        keys, parts = self.index.keys, self.index.parts_only
-        kinds = assigned.column(KIND)
-        placed = assigned.filter(pc.equal(kinds, INSERT)).select(keys + parts + [BUCKET])
-        removed = assigned.filter(pc.equal(kinds, DELETE)).select(keys + parts + [BUCKET])
-        placed, removed = self._with_partition_bytes(placed), self._with_partition_bytes(removed)
-        placed = placed.rename_columns([ki.BUCKET if c == BUCKET else c for c in placed.column_names])
-        removed = removed.rename_columns([ki.BUCKET if c == BUCKET else c for c in removed.column_names])
-        before = self.located.select(keys + [ki.P, ki.BUCKET]).rename_columns(keys + ["_old_p", "_old_b"])
-        joined = placed.join(before, keys, join_type="left outer", use_threads=False)
-        same = pc.and_(pc.equal(joined.column(ki.P), joined.column("_old_p")),
-                       pc.equal(joined.column(ki.BUCKET), joined.column("_old_b")))
-        new = pc.invert(pc.fill_null(same, False))
-        placed = joined.drop_columns(["_old_p", "_old_b"]).append_column("_new", new)
-        return placed, removed
 
-    def _with_partition_bytes(self, rows: pa.Table) -> pa.Table:
-        """rows + P, the partition as Paimon's binary row (serialized once per distinct partition)."""
-        parts, types = self.index.parts, self.index.part_types
-        cast = rows.cast(pa.schema([pa.field(f.name, self.stage.schema.field(f.name).type.to_arrow())
-                                    if f.name in self.stage.schema.field_names else f for f in rows.schema]),
-                         safe=False)  # exchange types (microseconds) to the table's, as the writer does
-        # grouped, not joined: a null partition value is a partition too, and joins never match nulls
-        codes, groups = group_codes(cast, parts)
-        serialized = [binary_row.serialize(list(values), types) for values in groups]  # per partition, not per row
-        return cast.append_column(ki.P, pa.array(serialized, pa.binary()).take(pa.array(codes)))
+@dataclass(frozen=True)
+class JobCommit:
+    """What a Spark writer task needs to record its rows in the key index (pickled into the task)."""
+
+    path: str
+    io: object
+    stage: StageRows
+    state: IndexState  # as the job's lookup tasks saw it (before the commit)
+    tuning: dict
+    seq: int  # the runs of this commit, whichever task writes them
+    gen: int  # the generation of the buckets this commit creates
+
+    def write(self, assigned: pa.Table) -> tuple[list[tuple[int, str]], dict]:
+        """In a writer task: its rows' entries as runs (one per shard), and each of its buckets'
+        count change. Where a written key lived before is looked up at the job's state: a writer
+        holds whole buckets, so its +I rows and their old places are its own to compare."""
+        index = KeyIndex(self.io, self.path, self.stage.schema, **self.tuning)
+        inserted = assigned.filter(pc.equal(assigned.column(KIND), INSERT))
+        located = index.lookup(self.state, inserted.select(index.keys))
+        placed, removed = placements(index, self.stage, assigned, located)
+        entries, deltas = index.commit_entries(self.state, placed, removed, self.gen)
+        return index.write_runs(entries, self.state.shards, self.seq), deltas
+
+
+def placements(index: KeyIndex, stage: StageRows, assigned: pa.Table, located: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(keys written live: key, partition, P, BUCKET, "_new"; keys retracted: key, P, BUCKET), from
+    assigned rows (+I and -D, their BUCKET) and where their keys lived before (`located`)."""
+    keys, parts = index.keys, index.parts_only
+    kinds = assigned.column(KIND)
+    placed = assigned.filter(pc.equal(kinds, INSERT)).select(keys + parts + [BUCKET])
+    removed = assigned.filter(pc.equal(kinds, DELETE)).select(keys + parts + [BUCKET])
+    placed, removed = _with_partition_bytes(index, stage, placed), _with_partition_bytes(index, stage, removed)
+    placed = placed.rename_columns([ki.BUCKET if c == BUCKET else c for c in placed.column_names])
+    removed = removed.rename_columns([ki.BUCKET if c == BUCKET else c for c in removed.column_names])
+    before = located.select(keys + [ki.P, ki.BUCKET]).rename_columns(keys + ["_old_p", "_old_b"])
+    joined = placed.join(before, keys, join_type="left outer", use_threads=False)
+    same = pc.and_(pc.equal(joined.column(ki.P), joined.column("_old_p")),
+                   pc.equal(joined.column(ki.BUCKET), joined.column("_old_b")))
+    new = pc.invert(pc.fill_null(same, False))
+    placed = joined.drop_columns(["_old_p", "_old_b"]).append_column("_new", new)
+    return placed, removed
+
+
+def _with_partition_bytes(index: KeyIndex, stage: StageRows, rows: pa.Table) -> pa.Table:
+    """rows + P, the partition as Paimon's binary row (serialized once per distinct partition)."""
+    parts, types = index.parts, index.part_types
+    cast = rows.cast(pa.schema([pa.field(f.name, stage.schema.field(f.name).type.to_arrow())
+                                if f.name in stage.schema.field_names else f for f in rows.schema]),
+                     safe=False)  # exchange types (microseconds) to the table's, as the writer does
+    # grouped, not joined: a null partition value is a partition too, and joins never match nulls
+    codes, groups = group_codes(cast, parts)
+    serialized = [binary_row.serialize(list(values), types) for values in groups]  # per partition, not per row
+    return cast.append_column(ki.P, pa.array(serialized, pa.binary()).take(pa.array(codes)))
 
 
 def live_rows(located: pa.Table, stage: StageRows) -> pa.Table:

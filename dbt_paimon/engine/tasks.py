@@ -300,25 +300,24 @@ def add_summary(counts: AssignCounts, assigned: pa.Table) -> pa.Table:
 # ---- stage: write ------------------------------------------------------------------------------------
 
 def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, index_files: dict | None = None,
-               update_index: bool = True, placements: bool = False):
+               update_index: bool = True, record=None):
     """Writes the buckets of one Spark partition of the shuffle by (partition, bucket); returns one
-    row (PAYLOAD): the pickled manifest entries, counts, (HASH_DYNAMIC) rewritten index files and,
-    with `placements`, where its rows went (key, partition, BUCKET, KIND, as Arrow IPC bytes) for
-    the key index's record of the commit (key_lookup.py).
+    row (PAYLOAD): the pickled manifest entries, counts, (HASH_DYNAMIC) rewritten index files and
+    what `record` (a picklable callable: key_lookup.JobCommit.write) returns for its rows, the key
+    index's share of the commit written by this task.
 
     index_files: (partition bytes, bucket) -> the bucket's HASH index entry in the bootstrap snapshot."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(batches)
         counts = AssignCounts()
-        entries, new_index, placed = [], {}, None
+        entries, new_index, recorded = [], {}, None
         table = pa.Table.from_batches(batches) if batches else None
         if table is not None and table.num_rows:
             data = add_summary(counts, table)
             entries, new_index = write_rows(path, schema, io, next_sequence, index_files, data, update_index)
-            if placements:
-                placed = _ipc_bytes(data.select(list(dict.fromkeys(
-                    list(schema.primary_keys) + list(schema.partition_keys) + [BUCKET, KIND]))))
-        payload = pickle.dumps((entries, counts, new_index, placed))
+            if record is not None and data.num_rows:
+                recorded = record(data)
+        payload = pickle.dumps((entries, counts, new_index, recorded))
         yield pa.RecordBatch.from_arrays([pa.array([payload], pa.binary())], schema=PAYLOAD)
     return run
 
@@ -353,14 +352,3 @@ def _update_hash_index(path: str, schema: TableSchema, io: FileIO, data: pa.Tabl
         if not np.isin(incoming, known).all():
             changed[(pbytes, bucket)] = files.write(np.union1d(known, incoming))
     return changed
-
-
-def _ipc_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def from_ipc_bytes(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.BufferReader(data)).read_all()

@@ -199,11 +199,13 @@ class KeyIndex:
                 continue
         return deleted
 
-    def _write_run(self, state: IndexState, entries: pa.Table) -> tuple[int, str]:
-        """One sorted run of entries (one shard's), in record batches of block_rows entries."""
+    def _write_run(self, state: IndexState | None, entries: pa.Table, seq: int | None = None) -> tuple[int, str]:
+        """One sorted run of entries (one shard's), in record batches of block_rows entries; its seq
+        the state's next, or `seq` (the runs of one commit written by several Spark tasks)."""
         entries = entries.sort_by([(H, "ascending")] + [(k, "ascending") for k in self.keys])
-        seq = state.next_seq
-        state.next_seq += 1
+        if seq is None:
+            seq = state.next_seq
+            state.next_seq += 1
         name = f"run-{seq:08d}-{uuid.uuid4().hex[:12]}.arrow"
         self.io.mkdirs(self.dir)
         entries = entries.cast(self.entry_schema).combine_chunks()
@@ -544,29 +546,84 @@ class KeyIndex:
         that lived there); the data files our commit added; then the ADD/DELETE entries of each of
         our compaction commits (a compaction keeps a bucket's keys, so only its files change; one
         that consumed a file the index does not know drops the bucket, to be read again)."""
-        for e in added_files:
-            key = (e.partition, e.bucket)
-            known = state.buckets.get(key)
-            if known is None:
-                state.buckets[key] = BucketState(frozenset([e.file.file_name]), state.new_gen(), 0)
-            else:
-                state.buckets[key] = BucketState(known.files | {e.file.file_name}, known.gen, known.count)
-        parts = []
+        self._add_files(state, added_files, None)
+        entries, deltas = self.commit_entries(state, placed, removed)
+        self._add_counts(state, deltas)
+        self._apply_compactions(state, compactions)
+        self._add_runs(state, entries)
+        self._save_at(state, snapshot_id)
+
+    def record_job_commit(self, state: IndexState, runs: Iterable[tuple[int, str]], deltas: Iterable[dict],
+                          added_files: Iterable[ManifestEntry], compactions: Sequence[Sequence[ManifestEntry]],
+                          snapshot_id: int | None, new_gen: int, seq: int) -> None:
+        """record_commit for a Spark job, in the driver: its writer tasks wrote the entries
+        (commit_entries, write_runs) and sent the runs' names and each bucket's count change; the
+        buckets new in the commit take `new_gen`, which the driver drew before the job."""
+        self._add_files(state, added_files, new_gen)
+        for part in deltas:
+            self._add_counts(state, part)
+        self._apply_compactions(state, compactions)
+        state.next_seq = max(state.next_seq, seq + 1)
+        touched = set()
+        for s, name in runs:
+            state.runs[s].insert(0, (seq, name))
+            touched.add(s)
+        for s in sorted(touched):
+            if len(state.runs[s]) > self.max_runs:
+                self._merge_shard(state, s)
+        self._save_at(state, snapshot_id)
+
+    def commit_entries(self, state: IndexState, placed: pa.Table | None, removed: pa.Table | None,
+                       new_gen: int | None = None) -> tuple[pa.Table | None, dict]:
+        """(entries, count change per (partition, bucket)) of a commit's placements and
+        retractions, each entry at its bucket's generation; a bucket the state does not know is new
+        in the commit: `new_gen` (a Spark writer task's view), else the one _add_files gave it."""
+        parts, deltas = [], {}
         for table, is_live in ((placed, True), (removed, False)):
             if table is None or table.num_rows == 0:
                 continue
             # per (partition, bucket): its count moves by the keys new to it (or retracted from it)
             sums = [("_new", "sum")] if is_live else [([], "count_all")]
             groups = table.group_by([P, BUCKET], use_threads=False).aggregate(sums)
-            deltas = groups.column(groups.column_names[-1]).to_pylist()
             gens = []
-            for p, b, d in zip(groups.column(P).to_pylist(), groups.column(BUCKET).to_pylist(), deltas):  # per bucket
-                st = state.buckets[(p, b)]
-                st.count += int(d or 0) if is_live else -int(d or 0)
-                gens.append(st.gen)
+            for p, b, d in zip(groups.column(P).to_pylist(), groups.column(BUCKET).to_pylist(),
+                               groups.column(groups.column_names[-1]).to_pylist()):  # per bucket
+                known = state.buckets.get((p, b))
+                gens.append(known.gen if known is not None else new_gen)
+                deltas[(p, b)] = deltas.get((p, b), 0) + (int(d or 0) if is_live else -int(d or 0))
             keyed = groups.select([P, BUCKET]).append_column(GEN, pa.array(gens, pa.int32()))
             rows = table.join(keyed, [P, BUCKET], join_type="inner", use_threads=False)
             parts.append(self._entries_of(rows, is_live))
+        return (pa.concat_tables(parts) if parts else None), deltas
+
+    def write_runs(self, entries: pa.Table | None, shards: int, seq: int) -> list[tuple[int, str]]:
+        """A Spark writer task's share of a commit: one run per shard its entries fall in, all at
+        the commit's `seq` (within a seq a key's live entry outranks its tombstone, whichever task
+        wrote them). Unreferenced until the driver's record_job_commit saves a manifest."""
+        if entries is None or entries.num_rows == 0:
+            return []
+        shard = self.shard_of(entries.column(H).to_numpy(), shards)
+        return [(s, self._write_run(None, entries.filter(pa.array(shard == s)), seq)[1])
+                for s in np.unique(shard).tolist()]
+
+    @staticmethod
+    def _add_files(state: IndexState, added_files: Iterable[ManifestEntry], new_gen: int | None) -> None:
+        for e in added_files:
+            key = (e.partition, e.bucket)
+            known = state.buckets.get(key)
+            if known is None:
+                gen = state.new_gen() if new_gen is None else new_gen
+                state.buckets[key] = BucketState(frozenset([e.file.file_name]), gen, 0)
+            else:
+                state.buckets[key] = BucketState(known.files | {e.file.file_name}, known.gen, known.count)
+
+    @staticmethod
+    def _add_counts(state: IndexState, deltas: dict) -> None:
+        for key, delta in deltas.items():
+            state.buckets[key].count += delta
+
+    @staticmethod
+    def _apply_compactions(state: IndexState, compactions: Sequence[Sequence[ManifestEntry]]) -> None:
         for entries in compactions:
             for e in entries:
                 key = (e.partition, e.bucket)
@@ -579,7 +636,8 @@ class KeyIndex:
                     state.buckets[key] = BucketState(known.files - {e.file.file_name}, known.gen, known.count)
                 else:
                     del state.buckets[key]
-        self._add_runs(state, pa.concat_tables(parts) if parts else None)
+
+    def _save_at(self, state: IndexState, snapshot_id: int | None) -> None:
         state.snapshot_id = snapshot_id
         self.save(state)
         self.clean(state)

@@ -28,6 +28,7 @@ from tests.s3 import BUCKET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED, BATCHES, SIZE, KEY_SPACE = 7, 3, 150, 250
+INDEX_BATCHES = 2  # after the first BATCHES, through the key index (built by the driver in between)
 DELETE_WHERE = "v < 0"
 
 
@@ -42,7 +43,7 @@ def run(cluster, executor_pythons, tmp_path_factory, s3_server):
               "python_other_minor": executor_pythons["other_minor"],
               "table": f"s3://{BUCKET}/cluster-{uuid.uuid4().hex[:8]}/wh/db.db/t", "scratch": str(root / "scratch"),
               "events": str(root / "events"), "seed": SEED, "batches": BATCHES, "size": SIZE,
-              "key_space": KEY_SPACE, "delete_where": DELETE_WHERE}
+              "key_space": KEY_SPACE, "delete_where": DELETE_WHERE, "index_batches": INDEX_BATCHES}
     os.makedirs(config["events"])
     with open(root / "config.json", "w") as f:
         json.dump(config, f)
@@ -55,7 +56,8 @@ def run(cluster, executor_pythons, tmp_path_factory, s3_server):
 
 def _model() -> tuple[UpsertModel, list[dict]]:
     model = UpsertModel(["id"], ["dt"])
-    counts = [model.apply(rows) for rows in random_batches(SEED, BATCHES, SIZE, KEY_SPACE)]
+    batches = random_batches(SEED, BATCHES, SIZE, KEY_SPACE) + random_batches(SEED + 2, INDEX_BATCHES, SIZE, KEY_SPACE)
+    counts = [model.apply(rows) for rows in batches]
     return model, counts
 
 
@@ -83,9 +85,13 @@ def test_prepare_ships_the_driver_code_and_checks_every_executor(run):
 def test_distributed_upserts_match_the_model(run):
     model, counts = _model()
     upserts = run["report"]["upserts"]
-    assert [u["execution"] for u in upserts] == ["distributed"] * BATCHES  # auto, on a cluster master
+    assert [u["execution"] for u in upserts] == ["distributed"] * (BATCHES + INDEX_BATCHES)  # auto, on a cluster
     for got, want in zip(upserts, counts):
         assert {k: got[k] for k in want} == want
+    # the last ones bootstrapped from the key index on the executors and recorded their commits
+    # there: the next refresh has nothing to catch up
+    assert [u.get("bootstrap") for u in upserts[BATCHES:]] == ["key index"] * INDEX_BATCHES
+    assert run["report"]["index_after"] == {"built": False, "buckets_read_again": 0, "buckets_added_to": 0}
     assert sum(c["moved"] for c in counts) > 50  # keys really moved partitions
     assert run["report"]["read_rows"] == len(model.rows)  # the `paimon` source, read on the executors
 

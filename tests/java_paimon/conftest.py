@@ -2,8 +2,6 @@ import shutil
 
 import pytest
 
-pytest.register_assert_rewrite("tests.java_paimon.javapaimon")  # detailed diffs from assert_same
-
 from .fetch_jar import fetch_jar
 from .javapaimon import JavaPaimon
 
