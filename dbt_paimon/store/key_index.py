@@ -564,12 +564,14 @@ class KeyIndex:
             self._add_counts(state, part)
         self._apply_compactions(state, compactions)
         state.next_seq = max(state.next_seq, seq + 1)
-        touched = set()
+        added: dict[int, int] = {}
         for s, name in runs:
             state.runs[s].insert(0, (seq, name))
-            touched.add(s)
-        for s in sorted(touched):
-            if len(state.runs[s]) > self.max_runs:
+            added[s] = added.get(s, 0) + 1
+        for s, n in sorted(added.items()):
+            # the LSM policy counts commits, as the driver-local record (one run per shard per
+            # commit) does: a commit's runs from several writer tasks count as one
+            if len(state.runs[s]) - (n - 1) > self.max_runs:
                 self._merge_shard(state, s)
         self._save_at(state, snapshot_id)
 
