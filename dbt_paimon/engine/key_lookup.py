@@ -82,9 +82,8 @@ class KeyLookup:
         """For the Spark job: what its writer tasks need to write their share of the commit's
         record (the state the lookup tasks used, this commit's run seq and new buckets'
         generation, both drawn from the state here, in the driver)."""
-        seq, gen = self.state.next_seq, self.state.new_gen()
-        self.state.next_seq += 1
-        return JobCommit(self.table.path, self.table.io, self.stage, self.state, dict(INDEX_TUNING), seq, gen)
+        return JobCommit(self.table.path, self.table.io, self.stage, self.state, dict(INDEX_TUNING),
+                         self.state.new_seq(), self.state.new_gen())
 
     def job_recorder(self, commit: "JobCommit", written: list, entries: list) -> Callable[[int | None, list[int]], None]:
         """For the Spark job: the recorder of its commit from its writer tasks' (runs, count

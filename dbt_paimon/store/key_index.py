@@ -111,6 +111,11 @@ class IndexState:
         self.next_gen += 1
         return self.next_gen
 
+    def new_seq(self) -> int:
+        """The seq of a new run, or of all runs of one Spark job's commit."""
+        self.next_seq += 1
+        return self.next_seq - 1
+
 
 class KeyIndex:
     """The key index of one table (schema: the table's latest)."""
@@ -204,8 +209,7 @@ class KeyIndex:
         the state's next, or `seq` (the runs of one commit written by several Spark tasks)."""
         entries = entries.sort_by([(H, "ascending")] + [(k, "ascending") for k in self.keys])
         if seq is None:
-            seq = state.next_seq
-            state.next_seq += 1
+            seq = state.new_seq()
         name = f"run-{seq:08d}-{uuid.uuid4().hex[:12]}.arrow"
         self.io.mkdirs(self.dir)
         entries = entries.cast(self.entry_schema).combine_chunks()
@@ -563,7 +567,6 @@ class KeyIndex:
         for part in deltas:
             self._add_counts(state, part)
         self._apply_compactions(state, compactions)
-        state.next_seq = max(state.next_seq, seq + 1)
         added: dict[int, int] = {}
         for s, name in runs:
             state.runs[s].insert(0, (seq, name))

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from . import binary_row, key_order
 from . import options as opts
 from .commit import CommitResult, FileStoreCommit
-from .datafile import KeyValueFileWriter
+from .datafile import KeyValueFileWriter, int_array
 from .errors import DataError, SchemaError
 from .expire import ExpireConfig, ExpireResult, SnapshotExpiration, expire_tags
 from .file_deletion import FileDeletion
@@ -247,10 +247,10 @@ class TableWrite:
             hashes = key_hashes([rows.column(k) for k in keys], [self.schema.field(k).type for k in keys])
             buckets = java_bucket(hashes, fixed)
         bucket_arr = (pa.array(np.full(n, buckets, dtype=np.int32)) if isinstance(buckets, (int, np.integer))
-                      else _int_array(buckets, pa.int32()))
+                      else int_array(buckets, pa.int32()))
         if fixed > 0 and pc.any(pc.greater_equal(bucket_arr, fixed)).as_py():
             raise SchemaError(f"bucket out of range for a table with bucket = {fixed}")
-        kinds = pa.array(np.zeros(n, dtype=np.int8)) if row_kinds is None else _int_array(row_kinds, pa.int8())
+        kinds = pa.array(np.zeros(n, dtype=np.int8)) if row_kinds is None else int_array(row_kinds, pa.int8())
         # Group rows by (partition, bucket) through one integer: sorting on it (then the key) is far
         # cheaper than sorting on partition strings, and groups only need to be contiguous.
         group = self._group_ids(rows, bucket_arr)
@@ -309,14 +309,3 @@ class TableWrite:
         except Exception:
             commit.abort(entries)
             raise
-
-
-def _int_array(values, arrow_type: pa.DataType) -> pa.Array:
-    """One contiguous array of `values` (a list, numpy array or Arrow array, chunked or not).
-    pa.array() of a ChunkedArray walks its values one by one in Python (38 ms for 125K rows, with
-    the GIL held: the writer threads of an upsert queued behind each other on it)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if isinstance(values, pa.Array):
-        return values.cast(arrow_type)
-    return pa.array(values, arrow_type)
