@@ -2,7 +2,8 @@
 
 One schema for every system: id bigint (the key), dt string (the partition), five value columns of
 mixed types; ~100 bytes a row in Arrow memory. Same case and scale, same bytes: every system gets
-the same base table and the same upsert batch, written once to Parquet by run.py.
+the same base table and the same upsert batch, written once to Parquet by run.py (the base in parts:
+W3-100M's would not fit in memory at once).
 
 A batch has the mix of the issue: half of its rows update existing keys (half of those move the key
 to another dt partition, the case cross-partition upsert exists for), the other half are new keys.
@@ -11,6 +12,7 @@ to another dt partition, the case cross-partition upsert exists for), the other 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +28,7 @@ SCHEMA = pa.schema([
     pa.field("updated_at", pa.timestamp("us")),
 ])
 KEY, PARTITION = "id", "dt"
-DATA_VERSION = 2   # part of the cache directory's name: bump it whenever generate() changes its output
+DATA_VERSION = 3   # part of the cache directory's name: bump it whenever base_parts() or batch() change
 WORDS = pa.array(["north", "south", "east", "west", "central", "harbour", "valley", "uplands"])
 EPOCH_2024_US = 1_704_067_200_000_000
 
@@ -91,15 +93,29 @@ def _rows(rng: np.random.Generator, ids: np.ndarray, dt_idx: np.ndarray, partiti
     ], schema=SCHEMA)
 
 
-def generate(case: Case) -> tuple[pa.Table, pa.Table]:
-    """(base, batch) for a case; a pure function of the case."""
-    rng = np.random.default_rng(case.seed)
-    n, p = case.base_rows, case.partitions
-    ids = rng.permutation(n).astype(np.int64)            # shuffled: files are not pre-sorted by key
-    dt_of_id = rng.integers(0, p, n)                     # dt index of key i
-    base = _rows(rng, ids, dt_of_id[ids], p)
+CHUNK_ROWS = 4_000_000   # the base is made and written in parts: W3-100M's would be ~10 GB at once
 
-    # The batch gets its own stream (seed + case size), so W3's batch is not W1's batch cut short.
+
+def _layout(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    """(base keys in file order, dt index of each key): what base and batch both follow."""
+    rng = np.random.default_rng(case.seed)
+    ids = rng.permutation(case.base_rows).astype(np.int64)   # shuffled: files are not pre-sorted by key
+    return ids, rng.integers(0, case.partitions, case.base_rows)
+
+
+def base_parts(case: Case) -> Iterator[pa.Table]:
+    """The base table in parts of CHUNK_ROWS rows, each part's values from its own stream."""
+    ids, dt_of_id = _layout(case)
+    for i, start in enumerate(range(0, case.base_rows, CHUNK_ROWS)):
+        part = ids[start:start + CHUNK_ROWS]
+        yield _rows(np.random.default_rng([case.seed, i]), part, dt_of_id[part], case.partitions)
+
+
+def batch(case: Case) -> pa.Table:
+    """The upsert batch of a case. It gets its own stream (seed + case size), so W3's batch is
+    not W1's batch cut short."""
+    n, p = case.base_rows, case.partitions
+    _, dt_of_id = _layout(case)
     rng = np.random.default_rng([case.seed, case.batch_rows])
     upd = rng.choice(n, case.updates, replace=False).astype(np.int64)
     upd_dt = dt_of_id[upd].copy()
@@ -109,5 +125,4 @@ def generate(case: Case) -> tuple[pa.Table, pa.Table]:
     batch_ids = np.concatenate([upd, new])
     batch_dt = np.concatenate([upd_dt, rng.integers(0, p, len(new))])
     order = rng.permutation(len(batch_ids))                              # mixed, not grouped by kind
-    batch = _rows(rng, batch_ids[order], batch_dt[order], p)
-    return base, batch
+    return _rows(rng, batch_ids[order], batch_dt[order], p)

@@ -28,15 +28,22 @@ MODELS = ("cross", "id_dt", "batch")
 
 
 def expected(base: pa.Table, batch: pa.Table, model: str) -> pa.Table:
+    """The expected table, or (with base a part of the base table) the rows it contributes
+    beside the batch: a base row's fate depends on the batch alone, so parts add up."""
+    return pa.concat_tables([kept(base, batch, model), batch.select(SCHEMA.names).cast(SCHEMA)])
+
+
+def kept(base: pa.Table, batch: pa.Table, model: str) -> pa.Table:
+    """The rows of base (or of a part of it) that stay after the batch."""
     if model == "cross":
-        kept = base.filter(pc.invert(pc.is_in(base["id"], value_set=batch["id"])))
+        rows = base.filter(pc.invert(pc.is_in(base["id"], value_set=batch["id"])))
     elif model == "id_dt":
-        kept = base.join(batch.select(["id", "dt"]), keys=["id", "dt"], join_type="left anti")
+        rows = base.join(batch.select(["id", "dt"]), keys=["id", "dt"], join_type="left anti")
     elif model == "batch":
-        return batch
+        return base.schema.empty_table().select(SCHEMA.names).cast(SCHEMA)
     else:
         raise ValueError(model)
-    return pa.concat_tables([kept.select(SCHEMA.names).cast(SCHEMA), batch.select(SCHEMA.names).cast(SCHEMA)])
+    return rows.select(SCHEMA.names).cast(SCHEMA)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -71,12 +78,21 @@ def _column_hash(col: pa.ChunkedArray) -> np.ndarray:
     return np.where(nulls, np.uint64(0x5BD1E995), h).astype(np.uint64)
 
 
-def checksum(table: pa.Table) -> dict:
-    """{"rows": n, "hash": 16 hex digits} over the bench schema's columns."""
-    row = np.zeros(table.num_rows, np.uint64)
+def checksum(tables) -> dict:
+    """{"rows": n, "hash": 16 hex digits} over the bench schema's columns, of one table or of the
+    parts (any iterable of tables) that make it up."""
+    if not isinstance(tables, pa.Table):
+        return combine([checksum(t) for t in tables])
+    row = np.zeros(tables.num_rows, np.uint64)
     for name in SCHEMA.names:
         with np.errstate(over="ignore"):
-            row = _mix(row ^ _column_hash(table[name]))     # chained: column order matters
+            row = _mix(row ^ _column_hash(tables[name]))     # chained: column order matters
     with np.errstate(over="ignore"):
         total = int(row.sum(dtype=np.uint64))               # wraps mod 2**64: row order does not matter
-    return {"rows": table.num_rows, "hash": f"{total:016x}"}
+    return {"rows": tables.num_rows, "hash": f"{total:016x}"}
+
+
+def combine(sums: list[dict]) -> dict:
+    """The checksum of a table from the checksums of parts that make it up."""
+    total = sum(int(s["hash"], 16) for s in sums) % 2**64
+    return {"rows": sum(s["rows"] for s in sums), "hash": f"{total:016x}"}

@@ -12,7 +12,6 @@ Heavy imports go inside the methods, so that listing the peers (and an unavailab
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 
@@ -46,13 +45,14 @@ class Peer:
         """The timed operation; returns small JSON-able facts (snapshot id, counts)."""
         raise NotImplementedError
 
-    def read_back(self, work_dir: str) -> pa.Table:
-        """The table's final rows as the system's own reader returns them."""
+    def read_back(self, work_dir: str):
+        """The table's final rows as the system's own reader returns them: a pa.Table, or an
+        iterable of tables that make it up (for tables too large for memory)."""
         raise NotImplementedError
 
     second_reader = None      # name of another implementation's reader that second_opinion() uses
 
-    def second_opinion(self, work_dir: str) -> pa.Table:
+    def second_opinion(self, work_dir: str):
         """The table as another implementation's reader returns it (only if second_reader is set).
         A disagreement is reported as a cross-read note; the figure's validity rests on read_back."""
         raise NotImplementedError

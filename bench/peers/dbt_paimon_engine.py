@@ -155,13 +155,35 @@ class Peer(Base):
         return f"engine counts (got, expected): {bad}" if bad else None
 
     def read_back(self, work_dir):
-        from dbt_paimon.store.table import FileStoreTable
-        return FileStoreTable.open(self._table(work_dir)).to_arrow()
+        return read_parts(self._table(work_dir))
 
     def second_opinion(self, work_dir):
         """Apache Paimon's Rust reader on our table: right for us is not enough, right for Paimon is."""
         from peers import pypaimon_rust_native
         return pypaimon_rust_native.Peer().read_back(work_dir)
+
+
+def read_parts(path: str):
+    """A table as the project's store reader returns it, in parts of about a million rows (a
+    100M-row table does not fit in memory at once)."""
+    from dbt_paimon.store.table import FileStoreTable
+    table = FileStoreTable.open(path)
+    plan, read = table.plan(batch_read=True), table.new_read()
+    for group in _groups(plan.splits, lambda s: s.row_count, 1_000_000):
+        yield read.read(group)
+
+
+def _groups(items, size, limit):
+    """items in consecutive groups whose sizes add up to about limit."""
+    group, total = [], 0
+    for item in items:
+        group.append(item)
+        total += size(item)
+        if total >= limit:
+            yield group
+            group, total = [], 0
+    if group:
+        yield group
 
 
 def _facts(result) -> dict:

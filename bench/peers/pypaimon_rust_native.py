@@ -56,13 +56,13 @@ class Peer(Base):
         catalog.create_database(DB, True)
         catalog.create_table(f"{DB}.{TABLE}", Schema.from_pyarrow_schema(
             SCHEMA, partition_keys=["dt"], primary_keys=self.primary_keys, options=dict(self.options)), False)
-        self.upsert(work_dir, pq.read_table(base_path))
+        self.upsert(work_dir, pq.ParquetFile(base_path).iter_batches(1 << 20))   # in parts: W3-100M
 
     def upsert(self, work_dir, batch):
         table = self._table(work_dir)
         builder = table.new_batch_write_builder()
         write = builder.new_write()
-        for rb in batch.to_batches():
+        for rb in batch.to_batches() if isinstance(batch, pa.Table) else batch:
             write.write_arrow(rb)
         messages = write.prepare_commit()
         write.close()
@@ -73,11 +73,15 @@ class Peer(Base):
         return {"snapshot_id": snap.id(), "delta_record_count": snap.delta_record_count()}
 
     def read_back(self, work_dir):
+        """The table split by split (a 100M-row table does not fit in memory at once)."""
         rb = self._table(work_dir).new_read_builder()
-        return pa.Table.from_batches(rb.new_read().read(rb.new_scan().plan().splits()))
+        read = rb.new_read()
+        for split in rb.new_scan().plan().splits():
+            batches = read.read([split])
+            if batches:
+                yield pa.Table.from_batches(batches)
 
     def second_opinion(self, work_dir):
         """dbt-paimon's store reader on the Rust writer's table (interoperability, not validity)."""
-        from dbt_paimon.store.table import FileStoreTable
-        return FileStoreTable.open(
-            os.path.join(self._warehouse(work_dir), f"{DB}.db", TABLE)).to_arrow()
+        from peers.dbt_paimon_engine import read_parts
+        return read_parts(os.path.join(self._warehouse(work_dir), f"{DB}.db", TABLE))
