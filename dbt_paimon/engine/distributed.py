@@ -29,26 +29,43 @@ from ..assign.rows import BUCKET, DIGEST, HASH, PAYLOAD, ROUTE, SOURCE, Source, 
 from ..store import key_index
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
-from . import bloom, deploy, jobs, key_lookup, tasks
+from . import bloom, deploy, jobs, key_lookup, local, tasks
 from .executor import JobOutput
 from .key_lookup import KeyLookup
 from .settings import Execution, RunSettings
 from .spark_types import struct_of
 
 
+# An assign or write task holds its whole share of the batch (Arrow tables in its Python worker),
+# so the number of those tasks follows the batch's size, not only the cores: one per TASK_BYTES of
+# Spark's estimate (bytes on disk for files, in memory for cached rows), as Spark cuts file scans
+# (spark.sql.files.maxPartitionBytes). 100M rows on 2 cores were 2 assign tasks of ~11 GB each.
+TASK_BYTES = 128 << 20
+
+
+def sized_tasks(size: int | None, at_least: int) -> int:
+    """Tasks for a batch of Spark's estimated size (None or unknown: at_least)."""
+    if size is None or local.unknown(size):
+        return at_least
+    return max(at_least, -(-size // TASK_BYTES))
+
+
 class DistributedExecutor:
-    """Runs upsert jobs on Spark over a DataFrame batch (the table's columns, its Spark types)."""
+    """Runs upsert jobs on Spark over a DataFrame batch (the table's columns, its Spark types).
+    size: Spark's estimate of the batch's bytes, when the caller has it (None: estimated here)."""
 
     execution = Execution.DISTRIBUTED
 
-    def __init__(self, spark: SparkSession, batch: DataFrame, settings: RunSettings, path: str):
+    def __init__(self, spark: SparkSession, batch: DataFrame, settings: RunSettings, path: str,
+                 size: int | None = None):
         self.spark = spark
         self.batch = batch
         self.settings = settings
+        self.size = local.estimated_bytes(batch) if size is None else size
         deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
 
     def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
-        return _run_job(self.spark, table, self.batch, plan, stage, self.settings)
+        return _run_job(self.spark, table, self.batch, plan, stage, self.settings, self.size)
 
 
 def _batch_digest(spark: SparkSession, batch: DataFrame, schema: TableSchema, plan):
@@ -86,11 +103,11 @@ def _routes(spark: SparkSession, n: int) -> dict[int, int]:
 
 
 def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, stage: StageRows,
-             settings: RunSettings) -> JobOutput:
+             settings: RunSettings, size: int | None) -> JobOutput:
     schema = table.schema
     parallelism = spark.sparkContext.defaultParallelism
-    num_assigners = settings.assigner_parallelism or parallelism
-    num_writers = settings.sink_parallelism or max(parallelism * 2, 1)
+    num_assigners = settings.assigner_parallelism or sized_tasks(size, parallelism)
+    num_writers = settings.sink_parallelism or sized_tasks(size, max(parallelism * 2, 1))
     bootstrap_tasks = settings.bootstrap_parallelism or parallelism * 2
     splits, next_sequence, index_files = tasks.bucket_state(table, plan)
     hashed = stage.hashed

@@ -217,7 +217,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             # the job): keep it
             if not cached and exists and schema.bucket_mode != BucketMode.HASH_DYNAMIC:
                 batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
-            executor = DistributedExecutor(spark, batch, settings, path)
+            executor = DistributedExecutor(spark, batch, settings, path, size)
         return _attempts(spark, executor, io, path, schema, exists, stage, started)
     finally:
         if cached:

@@ -99,3 +99,33 @@ def test_auto_runs_jobs_that_fit_in_the_driver_there_and_others_on_spark(spark, 
     with pytest.raises(ValueError, match="execution must be one of auto, local, distributed"):
         upsert(frame(spark, [ROW]), path, primary_keys="id", partition_keys="dt", execution="fast")
     assert FileStoreTable.open(path).latest_snapshot().id == 2
+
+
+def test_the_job_cuts_a_large_batch_into_tasks_by_its_size(spark, warehouse, monkeypatch):
+    """An assign or write task holds its share of the batch in memory: past TASK_BYTES per task of
+    Spark's size estimate the job runs more tasks than the cores give, and the table is the same."""
+    import re
+
+    from dbt_paimon.engine import distributed, local
+
+    path = f"{warehouse}/db.db/sized"
+
+    def batch(lo, hi, dt):  # Spark estimates a range's size (rows from Python data it cannot)
+        return spark.range(lo, hi).select(F.col("id"), F.lit(dt).alias("dt"), F.col("id").alias("v"),
+                                          F.lit("x").alias("s"), F.lit(1).alias("amount"),
+                                          F.lit(True).alias("flag"), F.lit(0).cast("long").alias("seq"))
+
+    upsert(batch(0, 40, "a"), path, primary_keys="id", partition_keys="dt", execution="distributed")
+    size = local.estimated_bytes(batch(20, 60, "b"))
+    assert not local.unknown(size)
+    monkeypatch.setattr(distributed, "TASK_BYTES", max(1, size // 9))
+    result = upsert(batch(20, 60, "b"), path, primary_keys="id", partition_keys="dt", execution="distributed")
+    wanted = -(-size // max(1, size // 9))
+    assert wanted > 2 * spark.sparkContext.defaultParallelism
+    plan = result.plan.split("== Initial Plan ==")[-1]
+    counts = [int(n) for n in re.findall(r"hashpartitioning\(.*?, (\d+)\)", plan)]
+    assert counts == [wanted, wanted], plan  # the shuffle to the assigners, then to the writers
+    assert (result.inserted, result.moved) == (20, 20)
+    rows = {r["id"]: (r["dt"], r["v"]) for r in spark_rows(spark, path)}
+    assert len(rows) == 60 and all(rows[i] == ("b", i) for i in range(20, 60))
+    assert all(n == 1 for n in live_places(path).values())
