@@ -186,5 +186,16 @@ def scalar_value(scalar: pa.Scalar) -> Any:
     return scalar.as_py()
 
 
+def array_values(array: pa.Array | pa.ChunkedArray) -> list:
+    """scalar_value of every element of an array, converted as a whole."""
+    t = array.type
+    if pa.types.is_timestamp(t):  # in Python: nanos of year 9999 do not fit in an int64
+        unit = _UNIT_NANOS[t.unit]
+        return [None if v is None else v * unit for v in array.cast(pa.int64()).to_pylist()]
+    if pa.types.is_date32(t):
+        return array.cast(pa.int32()).to_pylist()
+    return array.to_pylist()
+
+
 def row_of(columns: Sequence[pa.Array], index: int) -> list:
     return [scalar_value(c[index]) for c in columns]

@@ -74,7 +74,7 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
     try:
         # The rows are already KeyValues (sorted, one per key, sequence numbers kept), so they go to
         # the rolling writer as they are.
-        metas = writer._write_rolling(kv) if kv.num_rows else []
+        metas = writer.write_kv(kv) if kv.num_rows else []
     except BaseException:
         _discard(table, split, writer)
         raise

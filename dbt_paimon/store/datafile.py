@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from . import binary_row, key_order
 from .errors import CorruptTableError, DataError
 from .fileio import FileIO
-from .manifest import FILE_SOURCE_APPEND, DataFileMeta
+from .manifest import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
 from .schema import KEY_PREFIX, TableSchema
 from .stats_collector import DataFileStatsCollector
 
@@ -31,6 +31,7 @@ ROW_KINDS = {"+I": INSERT, "-U": UPDATE_BEFORE, "+U": UPDATE_AFTER, "-D": DELETE
 
 # Rows per Parquet row group while rolling files: the first one, the fewest and the most.
 _FIRST_CHUNK, _MIN_CHUNK, _CHUNK_ROWS = 64 * 1024, 1024, 1024 * 1024
+_SMALL_FILE_ROWS = 1024  # files up to this many rows are written without dictionary encoding
 
 
 def key_column(name: str) -> str:
@@ -101,8 +102,7 @@ class KeyValueFileWriter:
         self._dictionary = [n for n in kv_arrow_schema(self.schema).names if n not in unique]
         self._stats = DataFileStatsCollector(self.schema)  # metadata.stats-mode and friends
 
-    def write(self, rows: pa.Table, row_kinds: pa.Array | np.ndarray | None, start_sequence: int,
-              presorted: bool = False) -> list[DataFileMeta]:
+    def write(self, rows: pa.Table, row_kinds: pa.Array | np.ndarray | None, start_sequence: int) -> list[DataFileMeta]:
         """Write rows (all table columns, schema order) as sorted files; keys must be unique.
 
         `row_kinds` holds a RowKind byte per row (None: all +I). Sequence numbers are
@@ -113,32 +113,27 @@ class KeyValueFileWriter:
             return []
         keys = self.schema.trimmed_primary_keys
         kinds = pa.array(np.zeros(n, dtype=np.int8)) if row_kinds is None else int_array(row_kinds, pa.int8())
-        tagged = rows.append_column(VALUE_KIND, kinds)
-        if not presorted:
-            tagged = sort_by_key(tagged, keys)
-        last = boundaries(tagged, keys)
-        if not last.all():
-            dup = tagged.select(keys).filter(pa.array(~last)).slice(0, 5).to_pylist()
-            raise DataError(f"a data file cannot hold a key twice; duplicate keys such as {dup}")
-        seq = pa.array(np.arange(start_sequence, start_sequence + n, dtype=np.int64))
-        arrays = [tagged.column(k) for k in keys] + [seq, tagged.column(VALUE_KIND)]
-        arrays += [tagged.column(name) for name in self.schema.field_names]
-        kv = pa.Table.from_arrays(arrays, schema=kv_arrow_schema(self.schema))
-        return self._write_rolling(kv)
+        tagged = sort_by_key(rows.append_column(VALUE_KIND, kinds), keys)
+        check_unique(tagged, keys)
+        seq = np.arange(start_sequence, start_sequence + n, dtype=np.int64)
+        return self.write_kv(kv_table(self.schema, tagged, seq))
 
-    def _write_rolling(self, kv: pa.Table) -> list[DataFileMeta]:
-        """Roll to a new file once one reaches target-file-size. The size is checked between row
-        groups, whose length comes from the bytes per row measured so far (at least _MIN_CHUNK)."""
+    def write_kv(self, kv: pa.Table, stats: FileStats | None = None) -> list[DataFileMeta]:
+        """Write KeyValue rows (kv_arrow_schema, key-sorted) as files, rolling to a new file once one
+        reaches target-file-size. The size is checked between row groups, whose length comes from
+        the bytes per row measured so far (at least _MIN_CHUNK). stats: those of all of kv, when
+        the caller has them (used when kv fits in one file)."""
         metas, start, n = [], 0, kv.num_rows
         while start < n:
             name = f"{self._prefix}{self._count}.parquet"
             self._count += 1
             path = f"{self.bucket_dir}/{name}"
-            self.io.mkdirs(self.bucket_dir)
             end, size = start, 0
+            # A dictionary costs more than it saves in a small file (an upsert touching many buckets)
+            dictionary = self._dictionary if n - start > _SMALL_FILE_ROWS else False
             with self.io.output(path) as sink, pq.ParquetWriter(
                     sink, kv.schema, compression=self._compression, compression_level=self._level_opt,
-                    store_decimal_as_integer=True, use_dictionary=self._dictionary) as w:
+                    store_decimal_as_integer=True, use_dictionary=dictionary) as w:
                 while end < n and size < self._target_size:
                     if end == start:  # guess from the in-memory size; compressed is smaller
                         take = min(_FIRST_CHUNK, int(self._target_size / max(kv.nbytes / n, 1)) + 1)
@@ -152,37 +147,92 @@ class KeyValueFileWriter:
                     size = sink.tell()
                 w.close()  # the footer: the file's size is known once it is written
                 size = sink.tell()
-            metas.append(self._meta(name, size, kv.slice(start, end - start)))
+            whole = start == 0 and end == n
+            metas.append(self._meta(name, size, kv.slice(start, end - start), stats if whole else None))
             start = end
         return metas
 
-    def _meta(self, name: str, size: int, kv: pa.Table) -> DataFileMeta:
+    def _meta(self, name: str, size: int, kv: pa.Table, stats: FileStats | None) -> DataFileMeta:
         keys = self.schema.trimmed_primary_keys
-        key_cols = [key_column(k) for k in keys]
-        seq = pc.min_max(kv.column(SEQUENCE_NUMBER))
-        kinds = kv.column(VALUE_KIND)
-        deletes = pc.sum(pc.or_(pc.equal(kinds, DELETE), pc.equal(kinds, UPDATE_BEFORE))).as_py() or 0
-        key_arrays = [kv.column(c) for c in key_cols]
+        key_arrays = [kv.column(key_column(k)) for k in keys]
+        if stats is None:
+            stats = file_stats(kv, self._stats)
         now = dt.datetime.now(dt.timezone.utc)
         key_types = self.schema.key_types
-        value_stats_cols, value_stats = self._stats.value_stats([kv.column(n) for n in self.schema.field_names])
         return DataFileMeta(
             file_name=name,
             file_size=size,
             row_count=kv.num_rows,
             min_key=binary_row.serialize(binary_row.row_of(key_arrays, 0), key_types),
             max_key=binary_row.serialize(binary_row.row_of(key_arrays, kv.num_rows - 1), key_types),
-            key_stats=self._stats.key_stats(key_arrays),
-            value_stats=value_stats,
-            min_sequence_number=seq["min"].as_py(),
-            max_sequence_number=seq["max"].as_py(),
+            key_stats=stats.key_stats,
+            value_stats=stats.value_stats,
+            min_sequence_number=stats.min_sequence,
+            max_sequence_number=stats.max_sequence,
             schema_id=self.schema.id,
             level=self.level,
             creation_time=now.replace(microsecond=now.microsecond // 1000 * 1000),
-            delete_row_count=deletes,
+            delete_row_count=stats.deletes,
             file_source=self.file_source,
-            value_stats_cols=value_stats_cols,
+            value_stats_cols=stats.value_stats_cols,
         )
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """What a data file's meta says of its rows besides keys and count."""
+    key_stats: SimpleStats
+    value_stats_cols: tuple[str, ...] | None
+    value_stats: SimpleStats
+    min_sequence: int
+    max_sequence: int
+    deletes: int
+
+
+def _is_delete(kinds) -> pa.Array:
+    return pc.or_(pc.equal(kinds, DELETE), pc.equal(kinds, UPDATE_BEFORE))
+
+
+def file_stats(kv: pa.Table, collector: DataFileStatsCollector) -> FileStats:
+    """The FileStats of one file's KeyValue rows."""
+    schema_names = collector.value_names
+    seq = pc.min_max(kv.column(SEQUENCE_NUMBER))
+    cols, values = collector.value_stats([kv.column(n) for n in schema_names])
+    keys = collector.key_stats([kv.column(n) for n in kv.column_names if n.startswith(KEY_PREFIX)])
+    return FileStats(keys, cols, values, seq["min"].as_py(), seq["max"].as_py(),
+                     pc.sum(_is_delete(kv.column(VALUE_KIND))).as_py() or 0)
+
+
+def group_file_stats(kv: pa.Table, collector: DataFileStatsCollector, offsets: np.ndarray) -> list[FileStats]:
+    """file_stats of each group of rows kv.slice(offsets[i], offsets[i + 1]), in one pass over kv:
+    a file per group, when an upsert touches many buckets (stats_collector.collect_groups)."""
+    sizes = np.diff(offsets)
+    groups = pa.array(np.repeat(np.arange(len(sizes), dtype=np.int32), sizes))
+    key_cols = [kv.column(n) for n in kv.column_names if n.startswith(KEY_PREFIX)]
+    stats = collector.group_stats(key_cols, [kv.column(n) for n in collector.value_names], groups, offsets)
+    seq = np.asarray(kv.column(SEQUENCE_NUMBER).to_numpy(), dtype=np.int64)
+    deletes = np.add.reduceat(_is_delete(kv.column(VALUE_KIND)).to_numpy(zero_copy_only=False).astype(np.int64),
+                              offsets[:-1])
+    low, high = np.minimum.reduceat(seq, offsets[:-1]), np.maximum.reduceat(seq, offsets[:-1])
+    return [FileStats(k, cols, v, int(a), int(b), int(d))
+            for (k, (cols, v)), a, b, d in zip(stats, low, high, deletes)]  # per group, not per row
+
+
+def kv_table(schema: TableSchema, tagged: pa.Table, sequence: np.ndarray) -> pa.Table:
+    """KeyValue rows (kv_arrow_schema) from key-sorted table rows with their VALUE_KIND column."""
+    keys = schema.trimmed_primary_keys
+    arrays = [tagged.column(k) for k in keys] + [pa.array(sequence, pa.int64()), tagged.column(VALUE_KIND)]
+    arrays += [tagged.column(name) for name in schema.field_names]
+    return pa.Table.from_arrays(arrays, schema=kv_arrow_schema(schema))
+
+
+def check_unique(table: pa.Table, keys: Sequence[str], group: str | None = None) -> None:
+    """Raise DataError when a key-sorted table (sorted by its group column first, when it has
+    one: a file per group) holds a key twice in a group (a data file cannot)."""
+    last = boundaries(table, ([group] if group else []) + list(keys))
+    if not last.all():
+        dup = table.select(list(keys)).filter(pa.array(~last)).slice(0, 5).to_pylist()
+        raise DataError(f"a data file cannot hold a key twice; duplicate keys such as {dup}")
 
 
 def read_kv_file(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:

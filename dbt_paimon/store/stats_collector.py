@@ -38,6 +38,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -145,16 +146,20 @@ def _truncated_upper_bytes(prefix: bytes) -> bytes | None:
     return None
 
 
-def _truncate(mm: pa.StructScalar, root: str, n: int) -> tuple[Any, Any] | None:
-    """(min, max) cut to n characters (bytes for BYTES); None when no upper bound exists."""
-    # utf8_slice_codeunits counts code points, as BinaryString.substring does
-    cut = (lambda s: pc.utf8_slice_codeunits(s, 0, n)) if root == "STRING" else (lambda s: pc.binary_slice(s, 0, n))
-    low, high = cut(mm["min"]), cut(mm["max"])
-    if pc.binary_length(high).as_py() == pc.binary_length(mm["max"]).as_py():
-        return low.as_py(), high.as_py()  # short enough: kept as it is, not incremented
-    high = high.as_py()
-    up = _truncated_upper_string(high) if root == "STRING" else _truncated_upper_bytes(high)
-    return None if up is None else (low.as_py(), up)
+def _col_stats(low: Any, high: Any, nulls: int, dtype: DataType, mode: StatsMode) -> ColStats:
+    """A collector's stats from a column's min and max (Python values, scalar_value's form) and
+    null count; min and max are None when every value is null."""
+    if mode.kind == COUNTS or low is None:
+        return ColStats(None, None, nulls)
+    if mode.kind == TRUNCATE and dtype.root in ("STRING", "BYTES"):
+        # cut to n code points (bytes for BYTES), as BinaryString.substring does
+        n = mode.length
+        low, cut = low[:n], high[:n]
+        if len(cut) == len(high):
+            return ColStats(low, cut, nulls)  # short enough: kept as it is, not incremented
+        up = _truncated_upper_string(cut) if dtype.root == "STRING" else _truncated_upper_bytes(cut)
+        return ColStats(None, None, nulls) if up is None else ColStats(low, up, nulls)
+    return ColStats(low, high, nulls)
 
 
 def collect(column: pa.Array | pa.ChunkedArray, dtype: DataType, mode: StatsMode) -> ColStats:
@@ -165,10 +170,33 @@ def collect(column: pa.Array | pa.ChunkedArray, dtype: DataType, mode: StatsMode
     if mode.kind == COUNTS or nulls == len(column):
         return ColStats(None, None, nulls)
     mm = pc.min_max(column)
-    if mode.kind == TRUNCATE and dtype.root in ("STRING", "BYTES"):
-        cut = _truncate(mm, dtype.root, mode.length)
-        return ColStats(None, None, nulls) if cut is None else ColStats(cut[0], cut[1], nulls)
-    return ColStats(binary_row.scalar_value(mm["min"]), binary_row.scalar_value(mm["max"]), nulls)
+    return _col_stats(binary_row.scalar_value(mm["min"]), binary_row.scalar_value(mm["max"]), nulls, dtype, mode)
+
+
+def collect_groups(column: pa.Array | pa.ChunkedArray, dtype: DataType, mode: StatsMode,
+                   groups: pa.Array, offsets: Sequence[int]) -> list[ColStats]:
+    """collect() of each group of a column's rows, in one hash aggregation instead of one compute
+    call per group: the files of an upsert that touches many buckets. groups: each row's group
+    (0, 1, ... in row order); offsets: where each group starts, and the end."""
+    count = len(offsets) - 1
+    if mode.kind == NONE:
+        return [COL_STATS_NONE] * count
+    aggregates = [("v", "count", pc.CountOptions("only_null"))]
+    if mode.kind != COUNTS:
+        aggregates.append(("v", "min_max"))
+    try:
+        out = pa.table({"g": groups, "v": column}).group_by("g", use_threads=False).aggregate(aggregates)
+    except pa.ArrowNotImplementedError:  # a type hash aggregation lacks: group by group
+        return [collect(column.slice(a, b - a), dtype, mode) for a, b in zip(offsets[:-1], offsets[1:])]
+    out = out.sort_by("g")
+    nulls = out.column("v_count").to_pylist()
+    if mode.kind == COUNTS:
+        return [ColStats(None, None, n) for n in nulls]
+    mm = out.column("v_min_max").combine_chunks()
+    lows, highs = binary_row.array_values(mm.field("min")), binary_row.array_values(mm.field("max"))
+    sizes = np.diff(offsets)
+    return [_col_stats(lo, hi, n, dtype, mode) if n < size else ColStats(None, None, n)
+            for lo, hi, n, size in zip(lows, highs, nulls, sizes)]  # per group, not per row
 
 
 def to_binary_all(stats: Sequence[ColStats], types: Sequence[DataType]) -> SimpleStats:
@@ -204,7 +232,19 @@ class DataFileStatsCollector:
 
     def value_stats(self, value_columns: Sequence) -> tuple[tuple[str, ...] | None, SimpleStats]:
         """(`_VALUE_STATS_COLS`, `_VALUE_STATS`) of the table's columns, in schema order."""
-        stats = [collect(c, t, m) for c, t, m in zip(value_columns, self.value_types, self.value_modes)]
+        return self._value_binary([collect(c, t, m) for c, t, m in zip(value_columns, self.value_types, self.value_modes)])
+
+    def _value_binary(self, stats: Sequence[ColStats]) -> tuple[tuple[str, ...] | None, SimpleStats]:
         if self.dense:
             return to_binary_dense(stats, self.value_names, self.value_types)
         return None, to_binary_all(stats, self.value_types)
+
+    def group_stats(self, key_columns: Sequence, value_columns: Sequence, groups: pa.Array,
+                    offsets: Sequence[int]) -> list[tuple[SimpleStats, tuple[tuple[str, ...] | None, SimpleStats]]]:
+        """(key_stats, value_stats) of each group of rows (collect_groups), as if each group were
+        passed to key_stats and value_stats alone."""
+        keys = [collect_groups(c, t, KEY_STATS_MODE, groups, offsets) for c, t in zip(key_columns, self.key_types)]
+        values = [collect_groups(c, t, m, groups, offsets)
+                  for c, t, m in zip(value_columns, self.value_types, self.value_modes)]
+        return [(to_binary_all([k[g] for k in keys], self.key_types), self._value_binary([v[g] for v in values]))
+                for g in range(len(offsets) - 1)]

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from . import binary_row, key_order
 from . import options as opts
 from .commit import CommitResult, FileStoreCommit
-from .datafile import KeyValueFileWriter, int_array
+from .datafile import VALUE_KIND, KeyValueFileWriter, check_unique, group_file_stats, int_array, kv_table
 from .errors import DataError, SchemaError
 from .expire import ExpireConfig, ExpireResult, SnapshotExpiration, expire_tags
 from .file_deletion import FileDeletion
@@ -28,6 +28,7 @@ from .rollback import RollbackResult, rollback
 from .scan import FileStoreScan, PartitionFilter, Plan, batch_scan_skip_level0
 from .schema import SchemaManager, TableSchema, build_schema, latest_schema
 from .snapshot import APPEND, Snapshot, SnapshotManager
+from .stats_collector import DataFileStatsCollector
 from .tags import Tag, TagManager
 
 _BUCKET_COL = "__paimon_bucket"
@@ -255,35 +256,44 @@ class TableWrite:
         # cheaper than sorting on partition strings, and groups only need to be contiguous.
         group = self._group_ids(rows, bucket_arr)
         keys = self.schema.trimmed_primary_keys
-        tagged = rows.append_column(_BUCKET_COL, bucket_arr).append_column("__kind", kinds)
+        tagged = rows.append_column(_BUCKET_COL, bucket_arr).append_column(VALUE_KIND, kinds)
         tagged = tagged.append_column("__group", pa.array(group))
         # Within a group, Paimon's key order (FLOAT/DOUBLE keys by Float.compare/Double.compare).
         order = key_order.sort_indices(tagged, ["__group"] + list(keys))
         sorted_group = group[order.to_numpy()]
-        tagged = tagged.take(order).drop_columns(["__group"])
-        ends = np.append(np.flatnonzero(sorted_group[1:] != sorted_group[:-1]) + 1, n)
+        tagged = tagged.take(order)
+        check_unique(tagged, keys, group="__group")
+        offsets = np.concatenate([[0], np.flatnonzero(sorted_group[1:] != sorted_group[:-1]) + 1, [n]])
+        # Each group's bucket, writer and first sequence number; then every row's KeyValue form
+        # at once, and (many groups: an upsert touching many buckets) every file's stats at once.
         next_seq = self._restore()
-        written: list[ManifestEntry] = []
-        start = 0
-        for end in ends:
-            group = tagged.slice(start, end - start)
-            first = group.slice(0, 1)
-            pbytes = self.table.partition_bytes(
-                binary_row.row_of([first.column(k) for k in self.schema.partition_keys], 0))
-            # Decode the bytes again so the directory is named exactly as a scan will name it.
-            pvals = binary_row.deserialize(pbytes, self.schema.partition_types)
-            bucket = first.column(_BUCKET_COL)[0].as_py()
+        slots, writers, first_seq = [], [], np.zeros(len(offsets) - 1, dtype=np.int64)
+        partition_cols = [tagged.column(k) for k in self.schema.partition_keys]
+        bucket_col = tagged.column(_BUCKET_COL)
+        for i, (start, end) in enumerate(zip(offsets[:-1], offsets[1:])):  # per group, not per row
+            pbytes = self.table.partition_bytes(binary_row.row_of(partition_cols, int(start)))
+            bucket = bucket_col[int(start)].as_py()
             slot = (pbytes, bucket)
             writer = self._writers.get(slot)
             if writer is None:
+                # Decode the bytes again so the directory is named exactly as a scan will name it.
+                pvals = binary_row.deserialize(pbytes, self.schema.partition_types)
                 writer = KeyValueFileWriter(self.table.io, self.schema, self.table.bucket_path(pvals, bucket))
                 self._writers[slot] = writer
-            seq = next_seq.get(slot, 0)
-            metas = writer.write(group.drop_columns([_BUCKET_COL, "__kind"]), group.column("__kind"), seq,
-                                 presorted=True)
-            next_seq[slot] = seq + group.num_rows
+            first_seq[i] = next_seq.get(slot, 0)
+            next_seq[slot] = int(first_seq[i]) + int(end - start)
+            slots.append(slot)
+            writers.append(writer)
+        sizes = np.diff(offsets)
+        row_group = np.repeat(np.arange(len(sizes)), sizes)
+        sequence = first_seq[row_group] + (np.arange(n, dtype=np.int64) - offsets[:-1][row_group])
+        kv = kv_table(self.schema, tagged, sequence)
+        stats = (group_file_stats(kv, DataFileStatsCollector(self.schema), offsets) if len(sizes) > 1
+                 else [None])
+        written: list[ManifestEntry] = []
+        for (pbytes, bucket), writer, start, size, file_stats in zip(slots, writers, offsets, sizes, stats):
+            metas = writer.write_kv(kv.slice(int(start), int(size)), file_stats)
             written += [ManifestEntry(ADD, pbytes, bucket, self.table.total_buckets, m) for m in metas]
-            start = end
         self.entries += written
         return written
 

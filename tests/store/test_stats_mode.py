@@ -222,3 +222,45 @@ def test_pypaimon_prunes_on_truncated_key_stats(table_path):
         found, kept = _pypaimon_filtered(table_path, "k", row["k"])
         assert found == [row]
         assert kept == 1
+
+
+@pytest.mark.parametrize("options", [{}, {"metadata.stats-mode": "full"}, {"metadata.stats-mode": "counts"},
+                                     {"metadata.stats-mode": "truncate(3)", "metadata.stats-dense-store": "false"},
+                                     {"metadata.stats-mode": "none", "fields.s.stats-mode": "truncate(2)"}])
+def test_files_written_together_get_the_stats_each_would_get_alone(warehouse, options):
+    """A write touching many buckets takes every file's stats in one pass (collect_groups); each file
+    must hold what the per-file collectors give for its rows alone: nulls, all-null files, NaN,
+    -0.0, strings cut with and without an upper bound, 0xFF bytes, timestamps, dates, decimals."""
+    import datetime as dt
+    import decimal
+    import random
+
+    from dbt_paimon.store.datafile import file_stats, read_kv_file
+    from dbt_paimon.store.stats_collector import DataFileStatsCollector
+
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string()), ("b", pa.binary()), ("f", pa.float64()),
+                        ("t", pa.timestamp("us")), ("d", pa.date32()), ("m", pa.decimal128(12, 3)),
+                        ("ok", pa.bool_()), ("e", pa.string())])
+    rnd = random.Random(7)
+    strings = ["", "a", "apple", "\U0010ffff\U0010ffff\U0010ffff\U0010ffff", "zz\U0010ffffq", "é" * 20, "b" * 40]
+    data = [{"id": i, "s": rnd.choice(strings + [None]), "b": rnd.choice([b"", b"\xff\xff\xff\xff", b"\x00\x01", None]),
+             "f": rnd.choice([float("nan"), -0.0, 0.0, 1.5, -2.25, None]),
+             "t": rnd.choice([dt.datetime(1970, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+                              dt.datetime(2024, 5, 6, 7, 8, 9, 123456), None]),
+             "d": rnd.choice([dt.date(1, 1, 1), dt.date(2024, 2, 29), None]),
+             "m": rnd.choice([decimal.Decimal("-123456789.123"), decimal.Decimal("0.001"), None]),
+             "ok": rnd.choice([True, False, None]), "e": None} for i in range(400)]
+    t = write(f"{warehouse}/db.db/grouped", {"bucket": "16", **options}, data, schema)
+    files = [(s, f) for s in t.plan().splits for f in s.files]
+    assert len(files) == 16
+    collector = DataFileStatsCollector(t.schema)
+    for split, f in files:
+        alone = file_stats(read_kv_file(t.io, f"{split.bucket_path}/{f.file_name}"), collector)
+        assert (f.key_stats, f.value_stats, f.value_stats_cols) == (alone.key_stats, alone.value_stats,
+                                                                   alone.value_stats_cols), f.file_name
+        assert (f.min_sequence_number, f.max_sequence_number, f.delete_row_count) == (
+            alone.min_sequence, alone.max_sequence, alone.deletes)
+
+    def same(table):  # NaN equal to NaN
+        return [{k: "NaN" if v != v else v for k, v in r.items()} for r in rows(table, "id")]
+    assert same(pypaimon_read(t.path)) == same(pa.Table.from_pylist(data, schema))
