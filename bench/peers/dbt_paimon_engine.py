@@ -18,6 +18,7 @@ import time
 from peers.base import Peer as Base
 
 TABLE_OPTIONS = {"bucket": "-1"}
+SETUP_PART_ROWS = 20_000_000   # W3-100M's base goes in 5 upserts (one of 100M rows: ~11 GB per assign task)
 
 
 def tuning() -> dict:
@@ -94,23 +95,33 @@ class Peer(Base):
     def _table(self, work_dir):
         return os.path.join(work_dir, "warehouse", "bench.db", "t")
 
-    def _upsert(self, df, work_dir):
+    def _upsert(self, df, work_dir, **settings):
         from dbt_paimon.engine import upsert
         from dbt_paimon.engine.settings import RunSettings
+        settings = RunSettings(execution=self.execution, key_index=self.key_index, **settings)
         self.last = upsert(df, self._table(work_dir), primary_keys=["id"], partition_keys=["dt"],
-                           options=dict(TABLE_OPTIONS), settings=RunSettings(execution=self.execution,
-                                                                              key_index=self.key_index))
+                           options=dict(TABLE_OPTIONS), settings=settings)
         return self.last
 
     def setup(self, work_dir, base_path):
-        self._upsert(self.spark.read.parquet(base_path), work_dir)   # first write creates the table
-        if self.key_index:
-            # The key index as an earlier driver-local upsert leaves it (a base written by the Spark
-            # job has none yet: the first local upsert builds it, once; its cost is setup_seconds')
-            from dbt_paimon.store.key_index import KeyIndex
-            from dbt_paimon.store.table import FileStoreTable
-            table = FileStoreTable.open(self._table(work_dir))
-            KeyIndex(table.io, table.path, table.schema).refresh(table.plan())
+        """The base table by upserts of at most SETUP_PART_ROWS rows, each through the cores'
+        number of assigners: the bucket layout a table gets from batches of the size a 2-core
+        machine takes, whatever the base's size (the first write creates the table)."""
+        import pyarrow.parquet as pq
+        from pyspark.sql import functions as F
+        base = self.spark.read.parquet(base_path)
+        parts = -(-pq.ParquetFile(base_path).metadata.num_rows // SETUP_PART_ROWS)
+        for i in range(parts):   # the base's ids are 0..n-1: id % parts cuts it into equal parts
+            self._upsert(base if parts == 1 else base.where(F.col("id") % parts == i), work_dir,
+                         assigner_parallelism=self.spark.sparkContext.defaultParallelism)
+            if i == 0 and self.key_index:
+                # The key index as an earlier driver-local upsert leaves it (a base written by the
+                # Spark job has none yet: the first local upsert builds it, once; its cost is
+                # setup_seconds'). The later parts' Spark jobs bootstrap from it and record in it.
+                from dbt_paimon.store.key_index import KeyIndex
+                from dbt_paimon.store.table import FileStoreTable
+                table = FileStoreTable.open(self._table(work_dir))
+                KeyIndex(table.io, table.path, table.schema).refresh(table.plan())
 
     def load_batch(self, batch_path):
         df = self.spark.read.parquet(batch_path).cache()

@@ -36,11 +36,12 @@ from .settings import Execution, RunSettings
 from .spark_types import struct_of
 
 
-# An assign or write task holds its whole share of the batch (Arrow tables in its Python worker),
-# so the number of those tasks follows the batch's size, not only the cores: one per TASK_BYTES of
-# Spark's estimate (bytes on disk for files, in memory for cached rows), as Spark cuts file scans
-# (spark.sql.files.maxPartitionBytes). 100M rows on 2 cores were 2 assign tasks of ~11 GB each.
-TASK_BYTES = 128 << 20
+# An assign or write task holds its whole share of the batch (Arrow tables in its Python worker,
+# ~7x Spark's estimate of Parquet input at peak), so past TASK_BYTES of Spark's estimate per core
+# the job runs more tasks: 100M rows (3.2 GB of Parquet) on 2 cores were 2 assign tasks of ~11 GB
+# each. Only past it: the assigners are Paimon's (a bucket b belongs to assigner b % n, and each
+# assigner opens its own buckets in a partition), so their number shapes the table's buckets.
+TASK_BYTES = 512 << 20
 
 
 def sized_tasks(size: int | None, at_least: int) -> int:
