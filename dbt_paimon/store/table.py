@@ -285,8 +285,8 @@ class TableWrite:
             slots.append(slot)
             writers.append(writer)
         sizes = np.diff(offsets)
-        row_group = np.repeat(np.arange(len(sizes)), sizes)
-        sequence = first_seq[row_group] + (np.arange(n, dtype=np.int64) - offsets[:-1][row_group])
+        group_of_row = np.repeat(np.arange(len(sizes)), sizes)
+        sequence = first_seq[group_of_row] + (np.arange(n, dtype=np.int64) - offsets[:-1][group_of_row])
         kv = kv_table(self.schema, tagged, sequence)
         stats = (group_file_stats(kv, DataFileStatsCollector(self.schema), offsets) if len(sizes) > 1
                  else [None])
