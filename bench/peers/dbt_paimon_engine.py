@@ -18,7 +18,7 @@ import time
 from peers.base import Peer as Base
 
 TABLE_OPTIONS = {"bucket": "-1"}
-SETUP_PART_ROWS = 20_000_000   # W3-100M's base goes in 5 upserts (one of 100M rows: ~11 GB per assign task)
+SETUP_PART_ROWS = 10_000_000   # W3-100M's base goes in 10 upserts (each assign task ~4 GB at peak)
 
 
 def tuning() -> dict:

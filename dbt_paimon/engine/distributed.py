@@ -29,7 +29,7 @@ from ..assign.rows import BUCKET, DIGEST, HASH, PAYLOAD, ROUTE, SOURCE, Source, 
 from ..store import key_index
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
-from . import bloom, deploy, jobs, key_lookup, local, tasks
+from . import bloom, deploy, index_build, jobs, key_lookup, local, tasks
 from .executor import JobOutput
 from .key_lookup import KeyLookup
 from .settings import Execution, RunSettings
@@ -37,11 +37,12 @@ from .spark_types import struct_of
 
 
 # An assign or write task holds its whole share of the batch (Arrow tables in its Python worker,
-# ~7x Spark's estimate of Parquet input at peak), so past TASK_BYTES of Spark's estimate per core
-# the job runs more tasks: 100M rows (3.2 GB of Parquet) on 2 cores were 2 assign tasks of ~11 GB
-# each. Only past it: the assigners are Paimon's (a bucket b belongs to assigner b % n, and each
-# assigner opens its own buckets in a partition), so their number shapes the table's buckets.
-TASK_BYTES = 512 << 20
+# ~7x the share's Arrow size at peak, which is ~3x its Parquet size), so past TASK_BYTES of Spark's
+# estimate per core the job runs more tasks: 100M rows (3.2 GB of Parquet) on 2 cores were two
+# assign tasks of ~11 GB each, killed by the kernel. More assigners mean more buckets per partition
+# (a bucket b belongs to assigner b % n, and each opens its own, as in Paimon): a big first load
+# gets smaller buckets rather than a killed job. A streaming assigner would need neither.
+TASK_BYTES = 128 << 20
 
 
 def sized_tasks(size: int | None, at_least: int) -> int:
@@ -113,16 +114,21 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     splits, next_sequence, index_files = tasks.bucket_state(table, plan)
     hashed = stage.hashed
     lookup, commit, boot = None, None, {}
-    if splits and settings.key_index and key_lookup.usable(stage) and key_index.exists(table.io, table.path):
-        # The bootstrap from the key index (one that driver-local runs built): the driver catches
-        # it up to this snapshot, the tasks look their batch keys up in it. No pass over the batch
-        # for a Bloom filter, no read of the table's keys; each writer task writes its rows' share
-        # of the index's record, the driver adds the runs' names and the counts. The job never
-        # builds an index: that would read the table's keys in the driver.
+    if splits and settings.key_index and key_lookup.usable(stage):
+        # The bootstrap from the key index: built first by a Spark job when the table has none
+        # (index_build.py: the table's keys never reach the driver), else caught up by the driver
+        # to this snapshot; the tasks look their batch keys up in it. No pass over the batch for a
+        # Bloom filter, no read of the table's keys; each writer task writes its rows' share of
+        # the index's record, the driver adds the runs' names and the counts.
         started = time.perf_counter()
+        built = None
+        if not key_index.exists(table.io, table.path):
+            built = index_build.build(spark, table, plan, bootstrap_tasks).stats
         lookup = KeyLookup(table, plan, stage)
         lookup.refresh()
         boot = {"source": "key index", **lookup.stats(), "seconds": round(time.perf_counter() - started, 4)}
+        if built is not None:
+            boot["built"] = built
         commit = lookup.job_commit()  # the writer tasks record their rows in the index themselves
         boot_index = {}
     else:

@@ -45,7 +45,7 @@ def _task_id() -> tuple[int, int]:
     return ctx.partitionId(), ctx.attemptNumber()
 
 
-def _blobs(batches: Iterator[pa.RecordBatch]) -> Iterator:
+def blobs(batches: Iterator[pa.RecordBatch]) -> Iterator:
     """The unpickled task descriptors of a descriptor DataFrame's rows (jobs.descriptors)."""
     for batch in batches:
         for blob in batch.column(0).to_pylist():
@@ -186,7 +186,7 @@ def live_keys_task(path: str, io: FileIO, stage: StageRows, bloom_bits: np.ndarr
     """Rows of pickled split lists -> their live keys (live_keys)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         reader = TableRead(io, path, stage.schema, live_key_projection(stage))
-        for splits in _blobs(batches):
+        for splits in blobs(batches):
             with ThreadPoolExecutor(max_workers=SPLIT_READ_THREADS) as pool:
                 for t in pool.map(lambda s: live_keys(reader, s, stage, bloom_bits, routes), splits):
                     if t.num_rows:
@@ -211,7 +211,7 @@ def index_entries_task(path: str, io: FileIO, stage: StageRows):
     """Rows of pickled HASH index entry lists -> their (partition, hash, bucket) rows."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         files = HashIndexFile(io, path)
-        for entries in _blobs(batches):
+        for entries in blobs(batches):
             for entry in entries:
                 t = index_entries(files, stage, entry)
                 if t.num_rows:

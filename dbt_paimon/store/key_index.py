@@ -377,28 +377,41 @@ class KeyIndex:
         cols[LIVE] = pa.array(np.full(n, is_live, np.bool_))
         return pa.table(cols).cast(self.entry_schema)
 
-    def _reader(self) -> TableRead:
+    def key_reader(self) -> TableRead:
+        """A reader of the table's live keys (the key columns of each split, merged)."""
         return TableRead(self.io, self.table_path, self.schema, self.keys)
 
-    def build(self, plan: Plan, read_split=None) -> IndexState:
-        """The index of the whole table at `plan` (every live key read once)."""
-        reader = self._reader()
-        read_split = read_split or reader.read_split
+    def new_build(self, plan: Plan) -> IndexState:
+        """An empty index of the whole table at `plan`: its shards (about keys_per_shard keys each,
+        a power of two), each (partition, bucket) at a new generation, no runs, counts zero."""
         rows = sum(s.row_count for s in plan.splits)
         shards = 1
         while shards * self.keys_per_shard < rows:
             shards *= 2
         state = IndexState(shards, [[] for _ in range(shards)], {}, schema_id=self.schema.id,
                            snapshot_id=plan.snapshot.id if plan.snapshot else None)
+        for split in plan.splits:
+            state.buckets[(split.partition, split.bucket)] = BucketState(
+                frozenset(f.file_name for f in split.files), state.new_gen(), 0)
+        return state
+
+    def split_entries(self, split: DataSplit, live: pa.Table, gen: int) -> pa.Table:
+        """The entries of one split's live keys (read by the caller with key_reader())."""
+        self.bytes_read += sum(f.file_size for f in split.files)
+        return self._entries(live, split.partition, split.bucket, gen)
+
+    def build(self, plan: Plan, read_split=None) -> IndexState:
+        """The index of the whole table at `plan` (every live key read once), in this process."""
+        reader = self.key_reader()
+        read_split = read_split or reader.read_split
+        state = self.new_build(plan)
         parts, held = [], 0
         with ThreadPoolExecutor(max_workers=BUILD_THREADS) as pool:  # Parquet reads release the GIL
             for split, live in zip(plan.splits, pool.map(read_split, plan.splits)):
-                gen = state.new_gen()
-                state.buckets[(split.partition, split.bucket)] = BucketState(
-                    frozenset(f.file_name for f in split.files), gen, live.num_rows)
-                self.bytes_read += sum(f.file_size for f in split.files)
+                bucket = state.buckets[(split.partition, split.bucket)]
+                bucket.count = live.num_rows
                 if live.num_rows:
-                    parts.append(self._entries(live, split.partition, split.bucket, gen))
+                    parts.append(self.split_entries(split, live, bucket.gen))
                     held += live.num_rows
                 if held >= BUILD_FLUSH_ROWS:  # memory stays bounded by this, not by the table
                     self._add_runs(state, pa.concat_tables(parts))
@@ -407,6 +420,27 @@ class KeyIndex:
         state.stats = {"built": True, "buckets_read": len(plan.splits)}
         self.save(state)
         return state
+
+    def adopt_build(self, state: IndexState, runs: Iterable[tuple[int, str]], counts: dict, seq: int) -> None:
+        """A build whose runs others wrote (a Spark job's tasks: one run per shard, all at `seq`,
+        drawn from `state` before the job) and whose keys they counted per (partition, bucket):
+        named in the state, which is saved."""
+        for s, name in runs:
+            state.runs[s].insert(0, (seq, name))
+        for key, n in counts.items():
+            state.buckets[key].count += n
+        state.stats = {"built": True, "buckets_read": len(state.buckets), "by": "spark"}
+        self.save(state)
+
+    def shard_runs(self, entries: pa.Table, shards: int, seq: int) -> tuple[list[tuple[int, str]], dict]:
+        """A Spark build task's share: one run per shard among `entries` (each shard's entries all
+        reach one task), and the keys it wrote per (partition, bucket)."""
+        if entries.num_rows == 0:
+            return [], {}
+        counted = entries.group_by([P, BUCKET], use_threads=False).aggregate([([], "count_all")])
+        counts = {(p, b): n for p, b, n in zip(counted.column(P).to_pylist(), counted.column(BUCKET).to_pylist(),
+                                               counted.column("count_all").to_pylist())}  # per bucket
+        return self.write_runs(entries, shards, seq), counts
 
     def _add_runs(self, state: IndexState, entries: pa.Table | None) -> None:
         """One new run per shard the entries fall in, then the shard's LSM merge if due."""
@@ -476,7 +510,7 @@ class KeyIndex:
 
     def _catch_up(self, state: IndexState, plan: Plan) -> IndexState:
         current = {(s.partition, s.bucket): s for s in plan.splits}
-        reader = self._reader()
+        reader = self.key_reader()
         added_parts, reread_parts = [], []
         read_again = added_only = dropped = 0
         changed = False

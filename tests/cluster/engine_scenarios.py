@@ -113,15 +113,14 @@ def main(config_path: str, out_path: str) -> None:
                                       "inserted": result.inserted, "updated": result.updated,
                                       "moved": result.moved, "skipped": result.skipped,
                                       "extra_snapshots": result.extra_snapshots,
+                                      "bootstrap": result.bootstrap.get("source"),
+                                      "built_by": (result.bootstrap.get("built") or {}).get("by"),
                                       "seconds": round(time.time() - t0, 2)})
 
-        # 3b. the key index: built once by the driver (as a driver-local run would), then the Spark
-        # job's lookup tasks read it and its writer tasks record their rows in it, on the executors,
-        # on S3
+        # 3b. the key index, built by the second upsert's Spark job on the executors (on S3): the
+        # Spark job's lookup tasks read it and its writer tasks record their rows in it
         from dbt_paimon.store.key_index import KeyIndex
         from dbt_paimon.store.table import FileStoreTable
-        table = FileStoreTable.open(config["table"])
-        KeyIndex(table.io, table.path, table.schema).refresh(table.plan())
         for rows in random_batches(config["seed"] + 2, config["index_batches"], config["size"], config["key_space"]):
             result = upsert(frame(spark, rows), config["table"], primary_keys="id", partition_keys="dt")
             report["upserts"].append({"execution": result.execution, "snapshot_id": result.snapshot_id,

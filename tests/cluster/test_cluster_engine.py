@@ -28,7 +28,7 @@ from tests.s3 import BUCKET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED, BATCHES, SIZE, KEY_SPACE = 7, 3, 150, 250
-INDEX_BATCHES = 2  # after the first BATCHES, through the key index (built by the driver in between)
+INDEX_BATCHES = 2  # after the first BATCHES, more through the key index (built by the second upsert's job)
 DELETE_WHERE = "v < 0"
 
 
@@ -88,9 +88,11 @@ def test_distributed_upserts_match_the_model(run):
     assert [u["execution"] for u in upserts] == ["distributed"] * (BATCHES + INDEX_BATCHES)  # auto, on a cluster
     for got, want in zip(upserts, counts):
         assert {k: got[k] for k in want} == want
-    # the last ones bootstrapped from the key index on the executors and recorded their commits
+    # the second one built the key index in Spark tasks on the executors (the first created the
+    # table); every later one bootstrapped from it on the executors and recorded its commit
     # there: the next refresh has nothing to catch up
-    assert [u.get("bootstrap") for u in upserts[BATCHES:]] == ["key index"] * INDEX_BATCHES
+    assert [u.get("built_by") for u in upserts] == [None, "spark"] + [None] * (len(upserts) - 2)
+    assert [u.get("bootstrap") for u in upserts[1:]] == ["key index"] * (len(upserts) - 1)
     assert run["report"]["index_after"] == {"built": False, "buckets_read_again": 0, "buckets_added_to": 0}
     assert sum(c["moved"] for c in counts) > 50  # keys really moved partitions
     assert run["report"]["read_rows"] == len(model.rows)  # the `paimon` source, read on the executors

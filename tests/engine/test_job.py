@@ -50,9 +50,10 @@ def _rss_mb() -> float:
 
 
 def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
-    """~150 MB of rows generated on the executors, upserted twice (the second run bootstraps
-    300K keys). The Python driver's memory must not grow by anything near that, and the plan
-    must be the two shuffles of the topology, no broadcast or collect of data."""
+    """~150 MB of rows generated on the executors, upserted twice (the second run builds the key
+    index of 300K keys and bootstraps from it). The Python driver's memory must not grow by
+    anything near that, and the plan must be the two shuffles of the topology, no broadcast or
+    collect of data."""
     path = f"{warehouse}/db.db/big"
     n = 300_000
 
@@ -83,7 +84,12 @@ def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
     assert growth < 60, f"driver memory grew by {growth:.0f} MB"
     plan = second.plan.split("== Initial Plan ==")[0]  # AQE prints the final plan first
     assert plan.count("Exchange hashpartitioning") == 2, plan
-    assert "Broadcast" not in plan and "CollectLimit" not in plan and "LocalTableScan" not in plan, plan
+    assert "Broadcast" not in plan and "CollectLimit" not in plan, plan
+    # the second run built the key index in Spark tasks and bootstrapped from it: the only rows
+    # from the driver are one count per bucket, from the index
+    assert second.bootstrap["source"] == "key index" and second.bootstrap["built"]["by"] == "spark"
+    local = [line for line in plan.splitlines() if "LocalTableScan" in line]
+    assert all("__count" in line for line in local), plan
 
 
 def test_auto_runs_jobs_that_fit_in_the_driver_there_and_others_on_spark(spark, warehouse, monkeypatch):

@@ -1,8 +1,8 @@
 """The key index of cross-partition tables (store/key_index.py, engine/key_lookup.py), issue 14.
 
 Every check compares the index's answer with the truth read from the table's files split by split
-(where each key is live), after our upserts, after writers that do not keep the index (the Spark
-job, a run with key_index off: "another writer" as far as the index knows), deletes, compactions,
+(where each key is live), after our upserts on both executors, after writers that do not keep the
+index (a run with key_index off: "another writer" as far as the index knows), deletes, compactions,
 rollbacks and expirations, and after damage to the index's own files.
 """
 
@@ -180,6 +180,39 @@ def test_the_spark_job_bootstraps_from_the_index_and_records_its_commit(spark, w
         a = FileStoreTable.open(with_index).to_arrow().sort_by("id").to_pylist()
         b = FileStoreTable.open(without).to_arrow().sort_by("id").to_pylist()
         assert a == b
+    assert max(live_places(with_index).values()) == 1
+
+
+def test_the_spark_job_builds_a_missing_index_in_its_tasks(spark, warehouse, monkeypatch):
+    """A table without an index (written by runs without it, or by another tool): the Spark job
+    builds it in Spark tasks, one run per shard, the driver never reading a key (its own build is
+    barred here), then bootstraps from it. The index answers as the table says, and the table
+    equals one fed without an index."""
+    from dbt_paimon.engine import index_build
+
+    rng = random.Random(12)
+    with_index, without = f"{warehouse}/db.db/a", f"{warehouse}/db.db/b"
+    first = _rows(rng, range(50))
+    _upsert(spark, with_index, first, index=False)
+    _upsert(spark, without, first, index=False)
+    assert not ki.exists(FileStoreTable.open(with_index).io, with_index)
+    built = []
+    real_build = index_build.build
+    monkeypatch.setattr(index_build, "build", lambda *a: built.append(real_build(*a)) or built[-1])
+
+    def driver_build(*a, **k):
+        raise AssertionError("the driver read the table's keys")
+    monkeypatch.setattr(KeyIndex, "build", driver_build)
+    rows = _rows(rng, rng.sample(range(70), 25), tag="s")
+    result = _upsert(spark, with_index, rows, execution="distributed")
+    _upsert(spark, without, rows, index=False, execution="distributed")
+    assert result.bootstrap["source"] == "key index" and result.bootstrap["built"]["by"] == "spark"
+    (state,) = built
+    assert state.shards == 8 and all(len(runs) == 1 for runs in state.runs)  # 50 keys, 8 per shard
+    assert sum(b.count for b in state.buckets.values()) == 50
+    assert_index_right(with_index, range(70))
+    a = FileStoreTable.open(with_index).to_arrow().sort_by("id").to_pylist()
+    assert a == FileStoreTable.open(without).to_arrow().sort_by("id").to_pylist()
     assert max(live_places(with_index).values()) == 1
 
 
