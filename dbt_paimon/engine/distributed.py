@@ -26,7 +26,6 @@ from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import BUCKET, DIGEST, HASH, PAYLOAD, ROUTE, SOURCE, Source, StageRows
-from ..store import key_index
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import bloom, deploy, index_build, jobs, key_lookup, local, tasks
@@ -92,6 +91,30 @@ def _batch_digest(spark: SparkSession, batch: DataFrame, schema: TableSchema, pl
     return out, partitions
 
 
+def _one_run_per_shard(spark: SparkSession, table: FileStoreTable, stage: StageRows, commit, recorded: list) -> list:
+    """The writer tasks' (runs, count changes), with the runs of each shard that got several (one
+    per writer task touching it) merged into one by a Spark task per shard: the index's LSM gets
+    one run per shard per commit, as from a driver-local commit, whatever the number of writers.
+    (Left as they were, 25 writers over 9 commits made 225 runs per shard, and a lookup of 10K
+    keys into 100M searched them all.) The runs merged away are named nowhere: clean() sweeps them."""
+    by_shard: dict[int, list[str]] = {}
+    for runs, _ in recorded:
+        for s, name in runs:
+            by_shard.setdefault(s, []).append(name)
+    several = sorted((s, names) for s, names in by_shard.items() if len(names) > 1)
+    if not several:
+        return recorded
+    merged = dict(by_shard)
+    job = jobs.descriptors(spark, several).mapInArrow(
+        key_lookup.merge_runs_task(table.path, table.io, stage, dict(key_lookup.INDEX_TUNING), commit.seq),
+        "payload binary")
+    for part in jobs.collect_payloads(spark, job):
+        for s, name in part:
+            merged[s] = [name]
+    runs = [(s, name) for s, names in sorted(merged.items()) for name in names]
+    return [(runs, {})] + [([], deltas) for _, deltas in recorded]
+
+
 def _routes(spark: SparkSession, n: int) -> dict[int, int]:
     """For each assigner id, an int whose Spark hash partitioning (pmod(murmur3, n)) sends it there."""
     found: dict[int, int] = {}
@@ -121,14 +144,9 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         # Bloom filter, no read of the table's keys; each writer task writes its rows' share of
         # the index's record, the driver adds the runs' names and the counts.
         started = time.perf_counter()
-        built = None
-        if not key_index.exists(table.io, table.path):
-            built = index_build.build(spark, table, plan, bootstrap_tasks).stats
         lookup = KeyLookup(table, plan, stage)
-        lookup.refresh()
+        lookup.refresh(lambda at: index_build.build(spark, table, at, bootstrap_tasks))
         boot = {"source": "key index", **lookup.stats(), "seconds": round(time.perf_counter() - started, 4)}
-        if built is not None:
-            boot["built"] = built
         commit = lookup.job_commit()  # the writer tasks record their rows in the index themselves
         boot_index = {}
     else:
@@ -199,6 +217,8 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         index_changes.update(part_index)
         if part_recorded is not None:
             recorded.append(part_recorded)
+    if commit is not None:
+        recorded = _one_run_per_shard(spark, table, stage, commit, recorded)
     record = lookup.job_recorder(commit, recorded, entries) if commit is not None else None
     return JobOutput(entries, counts, index_changes, written._jdf.queryExecution().executedPlan().toString(),
                      record, boot)

@@ -68,10 +68,11 @@ class KeyLookup:
         counts = counts.append_column(SOURCE, pa.array(np.full(counts.num_rows, Source.COUNT, np.int8)))
         return conform(counts, self.stage.live_key(True))
 
-    def refresh(self) -> None:
+    def refresh(self, build=None) -> None:
         """For the Spark job, which looks keys up in its tasks (lookup_task): the index caught up to
-        the job's snapshot, in the driver."""
-        self.state = self.index.refresh(self.plan)
+        the job's snapshot, in the driver; built (when missing, outgrown or unreadable) by `build`
+        (index_build's Spark job: the driver never reads the table's keys)."""
+        self.state = self.index.refresh(self.plan, build)
 
     def stats(self) -> dict:
         """What the refresh did (built, buckets read again or added to) and the keys found."""
@@ -136,6 +137,21 @@ class JobCommit:
         placed, removed = placements(index, self.stage, assigned, located)
         entries, deltas = index.commit_entries(self.state, placed, removed, self.gen)
         return index.write_runs(entries, self.state.shards, self.seq), deltas
+
+
+def merge_runs_task(path: str, io, stage: StageRows, tuning: dict, seq: int):
+    """Spark task: pickled (shard, run names) items -> one run per shard of those runs' entries
+    (KeyIndex.merge_runs), as pickled (shard, name) payloads."""
+    import pickle
+
+    from .tasks import blobs
+
+    def run(batches):
+        index = KeyIndex(io, path, stage.schema, **tuning)
+        merged = [(s, index.merge_runs(names, seq)) for s, names in blobs(batches)]
+        yield pa.RecordBatch.from_pydict({"payload": [pickle.dumps(merged)]},
+                                         schema=pa.schema([("payload", pa.binary())]))
+    return run
 
 
 def placements(index: KeyIndex, stage: StageRows, assigned: pa.Table, located: pa.Table) -> tuple[pa.Table, pa.Table]:

@@ -482,20 +482,22 @@ class KeyIndex:
         else:
             state.runs[s] = keep
 
-    def refresh(self, plan: Plan) -> IndexState:
-        """The index caught up to `plan`'s snapshot (built when missing or unusable)."""
+    def refresh(self, plan: Plan, build=None) -> IndexState:
+        """The index caught up to `plan`'s snapshot (built when missing or unusable, by `build`:
+        a callable of the plan returning the saved state; default: this process's build)."""
         self.bytes_read = 0
+        build = build or self.build
         state = self.load()
         if state is None:
-            return self.build(plan)
+            return build(plan)
         if sum(b.count for b in state.buckets.values()) > 4 * state.shards * self.keys_per_shard:
             log.info("key index of %s outgrew its %d shards: rebuilt", self.table_path, state.shards)
-            return self.build(plan)
+            return build(plan)
         try:
             return self._catch_up(state, plan)
         except (OSError, ValueError, pa.ArrowException) as e:
             log.warning("key index of %s could not be caught up (%s): rebuilt", self.table_path, e)
-            return self.build(plan)
+            return build(plan)
 
     def locate(self, plan: Plan, keys: pa.Table) -> tuple[IndexState, pa.Table]:
         """The index caught up to `plan`, and where `keys` live (lookup); a run that cannot be read
@@ -644,6 +646,13 @@ class KeyIndex:
         shard = self.shard_of(entries.column(H).to_numpy(), shards)
         return [(s, self._write_run(None, entries.filter(pa.array(shard == s)), seq)[1])
                 for s in np.unique(shard).tolist()]
+
+    def merge_runs(self, names: Sequence[str], seq: int) -> str:
+        """One run of the entries of several runs of one shard at one seq (a Spark job's writer
+        tasks' runs of that shard): the shard's LSM gets one run per commit, whatever the number of
+        writer tasks. Within a seq a key's live entry outranks its tombstone, in one run as across."""
+        merged = pa.concat_tables([self._open_run(n).read_all().cast(self.entry_schema) for n in names])
+        return self._write_run(None, merged, seq)[1]
 
     @staticmethod
     def _add_files(state: IndexState, added_files: Iterable[ManifestEntry], new_gen: int | None) -> None:

@@ -114,7 +114,7 @@ def main(config_path: str, out_path: str) -> None:
                                       "moved": result.moved, "skipped": result.skipped,
                                       "extra_snapshots": result.extra_snapshots,
                                       "bootstrap": result.bootstrap.get("source"),
-                                      "built_by": (result.bootstrap.get("built") or {}).get("by"),
+                                      "built_by": result.bootstrap.get("by"),
                                       "seconds": round(time.time() - t0, 2)})
 
         # 3b. the key index, built by the second upsert's Spark job on the executors (on S3): the

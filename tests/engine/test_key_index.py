@@ -69,6 +69,8 @@ def assert_index_right(path, keys=range(0, 60)):
     for split in table.plan().splits:
         live[(split.partition, split.bucket)] = table.new_read(["id"]).read_split(split).num_rows
     assert {k: v for k, v in counts.items() if v} == {k: v for k, v in live.items() if v}
+    # one run per shard per commit (a Spark job's writer tasks' runs of a shard are merged)
+    assert all(len({seq for seq, _ in runs}) == len(runs) for runs in state.runs), state.runs
     return state
 
 
@@ -183,7 +185,7 @@ def test_the_spark_job_bootstraps_from_the_index_and_records_its_commit(spark, w
     assert max(live_places(with_index).values()) == 1
 
 
-def test_the_spark_job_builds_a_missing_index_in_its_tasks(spark, warehouse, monkeypatch):
+def test_the_spark_job_builds_a_missing_or_outgrown_index_in_its_tasks(spark, warehouse, monkeypatch):
     """A table without an index (written by runs without it, or by another tool): the Spark job
     builds it in Spark tasks, one run per shard, the driver never reading a key (its own build is
     barred here), then bootstraps from it. The index answers as the table says, and the table
@@ -196,9 +198,14 @@ def test_the_spark_job_builds_a_missing_index_in_its_tasks(spark, warehouse, mon
     _upsert(spark, with_index, first, index=False)
     _upsert(spark, without, first, index=False)
     assert not ki.exists(FileStoreTable.open(with_index).io, with_index)
-    built = []
+    built = []  # (shards, runs per shard, keys counted) as each Spark build left the index
     real_build = index_build.build
-    monkeypatch.setattr(index_build, "build", lambda *a: built.append(real_build(*a)) or built[-1])
+
+    def spy(*a):
+        state = real_build(*a)
+        built.append((state.shards, [len(r) for r in state.runs], sum(b.count for b in state.buckets.values())))
+        return state
+    monkeypatch.setattr(index_build, "build", spy)
 
     def driver_build(*a, **k):
         raise AssertionError("the driver read the table's keys")
@@ -206,11 +213,15 @@ def test_the_spark_job_builds_a_missing_index_in_its_tasks(spark, warehouse, mon
     rows = _rows(rng, rng.sample(range(70), 25), tag="s")
     result = _upsert(spark, with_index, rows, execution="distributed")
     _upsert(spark, without, rows, index=False, execution="distributed")
-    assert result.bootstrap["source"] == "key index" and result.bootstrap["built"]["by"] == "spark"
-    (state,) = built
-    assert state.shards == 8 and all(len(runs) == 1 for runs in state.runs)  # 50 keys, 8 per shard
-    assert sum(b.count for b in state.buckets.values()) == 50
-    assert_index_right(with_index, range(70))
+    assert result.bootstrap["source"] == "key index" and result.bootstrap["built"] and result.bootstrap["by"] == "spark"
+    assert built == [(8, [1] * 8, 50)]  # 50 keys, 8 per shard: one run per shard
+    # an index outgrown (over 4x its shards' size) is built again, on Spark too
+    for tag, keys in (("g", range(50, 350)), ("h", range(0, 400, 7))):
+        rows = _rows(rng, keys, tag=tag)
+        _upsert(spark, with_index, rows, execution="distributed")
+        _upsert(spark, without, rows, index=False, execution="distributed")
+    assert built[1:] == [(64, [1] * 64, 350)]
+    assert_index_right(with_index, range(400))
     a = FileStoreTable.open(with_index).to_arrow().sort_by("id").to_pylist()
     assert a == FileStoreTable.open(without).to_arrow().sort_by("id").to_pylist()
     assert max(live_places(with_index).values()) == 1
