@@ -42,13 +42,14 @@ from .spark_types import struct_of
 # (a bucket b belongs to assigner b % n, and each opens its own, as in Paimon): a big first load
 # gets smaller buckets rather than a killed job. A streaming assigner would need neither.
 TASK_BYTES = 128 << 20
+MAX_SIZED_TASKS = 4096  # an estimate near Long.MaxValue (unknown sizes vary) must not ask for more
 
 
 def sized_tasks(size: int | None, at_least: int) -> int:
     """Tasks for a batch of Spark's estimated size (None or unknown: at_least)."""
     if size is None or local.unknown(size):
         return at_least
-    return max(at_least, -(-size // TASK_BYTES))
+    return int(min(max(at_least, -(-size // TASK_BYTES)), MAX_SIZED_TASKS))  # Spark takes an int
 
 
 class DistributedExecutor:
