@@ -108,7 +108,7 @@ def _one_run_per_shard(spark: SparkSession, table: FileStoreTable, stage: StageR
     merged = dict(by_shard)
     job = jobs.descriptors(spark, several).mapInArrow(
         key_lookup.merge_runs_task(table.path, table.io, stage, dict(key_lookup.INDEX_TUNING), commit.seq),
-        "payload binary")
+        struct_of(PAYLOAD))
     for part in jobs.collect_payloads(spark, job):
         for s, name in part:
             merged[s] = [name]

@@ -26,12 +26,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from ..assign.rows import PAYLOAD
 from ..store.fileio import FileIO
 from ..store.key_index import BUCKET, GEN, H, LIVE, P, IndexState, KeyIndex
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import jobs, key_lookup, tasks
-from .spark_types import to_spark
+from .spark_types import struct_of, to_spark
 
 SHARD = "_shard"
 
@@ -58,7 +59,7 @@ def build(spark: SparkSession, table: FileStoreTable, plan, read_tasks: int) -> 
     entries = jobs.descriptors(spark, groups).mapInArrow(
         _entries_task(table.path, table.io, table.schema, tuning, gens, state.shards, struct), struct)
     written = entries.repartition(state.shards, F.col(SHARD)).mapInArrow(  # a task holds ~1 shard
-        _runs_task(table.path, table.io, table.schema, tuning, state.shards, seq), "payload binary")
+        _runs_task(table.path, table.io, table.schema, tuning, state.shards, seq), struct_of(PAYLOAD))
     runs, counts = [], {}
     for part_runs, part_counts in jobs.collect_payloads(spark, written):
         runs += part_runs
@@ -90,13 +91,10 @@ def _entries_task(path: str, io: FileIO, schema: TableSchema, tuning: dict, gens
 
 def _runs_task(path: str, io: FileIO, schema: TableSchema, tuning: dict, shards: int, seq: int):
     """Entries of whole shards -> one run per shard written, and the keys per (partition, bucket)."""
-    import pickle
-
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         index = KeyIndex(io, path, schema, **tuning)
         received = [b for b in batches if b.num_rows]
         entries = pa.Table.from_batches(received).drop_columns([SHARD]) if received else index.entry_schema.empty_table()
         runs, counts = index.shard_runs(entries, shards, seq)
-        yield pa.RecordBatch.from_pydict({"payload": [pickle.dumps((runs, counts))]},
-                                         schema=pa.schema([("payload", pa.binary())]))
+        yield tasks.payload((runs, counts))
     return run

@@ -28,6 +28,7 @@ from ..store.datafile import DELETE, INSERT
 from ..store.key_index import IndexState, KeyIndex
 from ..store.scan import FileStoreScan, Plan
 from ..store.table import FileStoreTable
+from . import tasks
 
 log = logging.getLogger(__name__)
 
@@ -142,15 +143,9 @@ class JobCommit:
 def merge_runs_task(path: str, io, stage: StageRows, tuning: dict, seq: int):
     """Spark task: pickled (shard, run names) items -> one run per shard of those runs' entries
     (KeyIndex.merge_runs), as pickled (shard, name) payloads."""
-    import pickle
-
-    from .tasks import blobs
-
     def run(batches):
         index = KeyIndex(io, path, stage.schema, **tuning)
-        merged = [(s, index.merge_runs(names, seq)) for s, names in blobs(batches)]
-        yield pa.RecordBatch.from_pydict({"payload": [pickle.dumps(merged)]},
-                                         schema=pa.schema([("payload", pa.binary())]))
+        yield tasks.payload([(s, index.merge_runs(names, seq)) for s, names in tasks.blobs(batches)])
     return run
 
 

@@ -52,6 +52,11 @@ def blobs(batches: Iterator[pa.RecordBatch]) -> Iterator:
             yield pickle.loads(blob)
 
 
+def payload(result) -> pa.RecordBatch:
+    """A task's small result (metadata, never table rows) as its one PAYLOAD row (jobs.collect_payloads)."""
+    return pa.RecordBatch.from_arrays([pa.array([pickle.dumps(result)], pa.binary())], schema=PAYLOAD)
+
+
 # ---- what a job needs of its snapshot ---------------------------------------------------------------
 
 def bucket_state(table: FileStoreTable, plan) -> tuple[list[DataSplit], dict, dict]:
@@ -317,8 +322,7 @@ def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, 
             entries, new_index = write_rows(path, schema, io, next_sequence, index_files, data, update_index)
             if record is not None and data.num_rows:
                 recorded = record(data)
-        payload = pickle.dumps((entries, counts, new_index, recorded))
-        yield pa.RecordBatch.from_arrays([pa.array([payload], pa.binary())], schema=PAYLOAD)
+        yield payload((entries, counts, new_index, recorded))
     return run
 
 
