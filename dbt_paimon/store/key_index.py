@@ -12,7 +12,8 @@ writers, expiration and orphan-file removal never list it; our catalog skips hid
     manifest-<uuid>.json      shards, each shard's runs newest first, and per (partition, bucket)
                               the data files the index reflects, its generation and live-key count
     run-<seq>-<uuid>.arrow    one sorted run of one shard: Arrow IPC, uncompressed, entries
-                              sorted by (hash, key); memory-mapped and binary-searched in place
+                              sorted by (hash, key), every FENCE_ROWS-th hash in its metadata
+                              ("fences"); memory-mapped, and a lookup reads only the pages it needs
 
 An entry is (hash, key, partition, bucket, generation, live). A (partition, bucket)'s generation
 changes whenever the index cannot carry a change of its files forward (files removed or rewritten by
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
+import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -54,8 +57,9 @@ from .schema import TableSchema
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # 2: partition columns dictionary-encoded in runs
+FORMAT = 3  # 2: partition columns dictionary-encoded in runs; 3: runs carry fences
 BLOCK_ROWS = 1 << 20         # entries per record batch of a run (a lookup searches each in place)
+FENCE_ROWS = 1024            # a fence every this many entries: one 4 KB page of hashes between two
 KEYS_PER_SHARD = 2_000_000   # a shard's runs merged are about this many keys (S = a power of two)
 MAX_RUNS = 6                 # more runs in a shard: its newer runs are merged (LSM, size-tiered)
 ORPHAN_AGE_MS = 3_600_000    # a run or manifest no manifest names is deleted after this long
@@ -121,8 +125,9 @@ class KeyIndex:
     """The key index of one table (schema: the table's latest)."""
 
     def __init__(self, io: FileIO, table_path: str, schema: TableSchema, *, block_rows: int = BLOCK_ROWS,
-                 keys_per_shard: int = KEYS_PER_SHARD, max_runs: int = MAX_RUNS):
+                 keys_per_shard: int = KEYS_PER_SHARD, max_runs: int = MAX_RUNS, fence_rows: int = FENCE_ROWS):
         self.block_rows, self.keys_per_shard, self.max_runs = block_rows, keys_per_shard, max_runs
+        self.fence_rows = fence_rows
         self.io = io
         self.table_path = table_path.rstrip("/")
         self.schema = schema
@@ -216,31 +221,100 @@ class KeyIndex:
         columns = [pc.dictionary_encode(entries.column(f.name)) if pa.types.is_dictionary(f.type)
                    else entries.column(f.name) for f in self.file_schema]
         encoded = pa.Table.from_arrays(columns, schema=self.file_schema).unify_dictionaries().combine_chunks()
+        batches = encoded.to_batches(max_chunksize=self.block_rows)
+        # the fences: every fence_rows-th hash of each record batch, so that a lookup finds the page
+        # of hashes a key's entries are on without touching the others
+        fences = np.concatenate([b.column(0).to_numpy()[::self.fence_rows] for b in batches]).astype(np.int32)
+        schema = self.file_schema.with_metadata({b"fence_rows": str(self.fence_rows).encode(),
+                                                 b"fences": fences.tobytes()})
         with self.io.output(f"{self.dir}/{name}") as out:
-            with pa.ipc.new_file(out, self.file_schema) as writer:
-                for batch in encoded.to_batches(max_chunksize=self.block_rows):
+            with pa.ipc.new_file(out, schema) as writer:
+                for batch in batches:
                     writer.write_batch(batch)
         return seq, name
 
-    def _open_run(self, name: str) -> pa.ipc.RecordBatchFileReader:
+    def _open_run(self, name: str, random_access: bool = False) -> tuple[pa.ipc.RecordBatchFileReader, "mmap.mmap | None"]:
+        """A run's reader, and on a local disk the memory map under it. For a lookup
+        (`random_access`) the map reads no more than the pages asked for (no read-ahead: a lookup
+        touches a page here and there, and read-ahead around each would read most of the file)."""
         path = f"{self.dir}/{name}"
         if self.io.is_object_store:  # no memory map: the run is fetched whole (bounded by a shard)
             data = self.io.read_bytes(path)
             self.bytes_read += len(data)
-            return pa.ipc.open_file(pa.BufferReader(data))
-        return pa.ipc.open_file(pa.memory_map(local_path(path)))
+            return pa.ipc.open_file(pa.BufferReader(data)), None
+        fd = os.open(local_path(path), os.O_RDONLY)
+        try:
+            mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        if random_access and hasattr(mapped, "madvise"):
+            mapped.madvise(mmap.MADV_RANDOM)
+        # zero-copy: Arrow's buffers point into the map, which lives as long as they do
+        return pa.ipc.open_file(pa.py_buffer(mapped)), mapped
 
-    def _candidates(self, name: str, hashes: np.ndarray) -> pa.Table:
-        """The entries of one run whose hash is among `hashes` (sorted, unique). On a local disk the
-        run is memory-mapped and its record batches read zero-copy: a binary search over each
-        batch's hash column and a take of the matching rows touch only the pages they need."""
-        reader = self._open_run(name)
-        picked = []
+    def _read_run(self, name: str) -> pa.Table:
+        """A run whole, in the entry schema (a merge)."""
+        reader, _ = self._open_run(name)
+        return reader.read_all().cast(self.entry_schema)
+
+    def _prefetch(self, mapped: "mmap.mmap | None", base: int, starts: np.ndarray, ends: np.ndarray) -> None:
+        """Ask the kernel for the pages of the byte ranges [starts, ends) of a mapped run, all at
+        once: it reads them in parallel, where touching them one by one waits on each in turn (a
+        cold 10K-key lookup into 100M keys: 1.6-1.9 s read page by page, ~0.7 s prefetched)."""
+        if mapped is None or not hasattr(mapped, "madvise"):
+            return
+        keep = ends > starts
+        if not keep.any():
+            return
+        pages = np.unique(_page_spans((starts[keep] - base) // mmap.PAGESIZE, (ends[keep] - 1 - base) // mmap.PAGESIZE))
+        # one madvise per span of consecutive pages: a system call each, not one per key
+        breaks = np.flatnonzero(np.diff(pages) != 1) + 1
+        firsts = pages[np.concatenate([[0], breaks])] * mmap.PAGESIZE
+        lengths = np.diff(np.concatenate([[0], breaks, [len(pages)]])) * mmap.PAGESIZE
+        for first, length in zip(firsts.tolist(), lengths.tolist()):
+            mapped.madvise(mmap.MADV_WILLNEED, first, length)
+        self.bytes_read += len(pages) * mmap.PAGESIZE
+
+    def _windows(self, reader: pa.ipc.RecordBatchFileReader, hashes: np.ndarray) -> list[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
+        """Per record batch of a run: the batch, and for each of `hashes` the window [lo, hi) of
+        the batch's entries its equal entries lie in, from the fences alone (no hash page read)."""
+        meta = reader.schema.metadata or {}
+        if b"fences" not in meta or b"fence_rows" not in meta:
+            raise ValueError("a key index run without fences")
+        step = int(meta[b"fence_rows"])
+        fences = np.frombuffer(meta[b"fences"], dtype=np.int32)
+        out, at = [], 0
         for i in range(reader.num_record_batches):
             batch = reader.get_batch(i)
+            n = batch.num_rows
+            fence = fences[at:at + -(-n // step)]
+            at += len(fence)
+            # fence[lb] < h <= ... : the first entry >= h is after lb's fence; fence[rb] > h: the
+            # last entry <= h is before rb's fence
+            lb = np.maximum(np.searchsorted(fence, hashes, side="left") - 1, 0)
+            rb = np.searchsorted(fence, hashes, side="right")
+            out.append((batch, lb * step, np.minimum(rb * step, n)))
+        return out
+
+    def _candidates(self, runs: list[tuple[int, str, np.ndarray]]) -> list[pa.Table]:
+        """The entries, with their run's SEQ, of each (seq, run, sorted unique hashes) whose hash is
+        among the hashes. Three passes over all runs, so that the kernel reads each pass's pages
+        in parallel: (1) windows from the fences and the hash pages they cover asked for; (2) a
+        binary search of each hash in its window and the pages of the matching rows asked for; (3)
+        those rows taken. A lookup reads a page or two per key and run, not the runs."""
+        searches = []
+        for seq, name, hashes in runs:
+            reader, mapped = self._open_run(name, random_access=True)
+            base = pa.py_buffer(mapped).address if mapped is not None else 0
+            for batch, lo, hi in self._windows(reader, hashes):
+                at = batch.column(0).buffers()[1].address
+                self._prefetch(mapped, base, at + 4 * lo, at + 4 * hi)
+                searches.append((seq, mapped, base, batch, hashes, lo, hi))
+        takes = []
+        for seq, mapped, base, batch, hashes, lo, hi in searches:
             h = batch.column(0).to_numpy(zero_copy_only=True)
-            left = np.searchsorted(h, hashes, side="left")
-            right = np.searchsorted(h, hashes, side="right")
+            left = _search(h, lo, hi, hashes, right=False)
+            right = _search(h, lo, hi, hashes, right=True)
             hits = right > left
             if not hits.any():
                 continue
@@ -248,13 +322,20 @@ class KeyIndex:
             # the positions of every entry of every hit: each range left[i] .. left[i] + counts[i]
             starts = np.repeat(left - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
             positions = starts + np.arange(int(counts.sum()))
-            rows = batch.take(pa.array(positions, pa.int64()))
-            if not self.io.is_object_store:
-                self.bytes_read += rows.nbytes + 4 * len(hashes) * max(1, int(np.log2(max(len(h), 2))))
-            picked.append(rows)
-        if not picked:
-            return self.entry_schema.empty_table()
-        return pa.Table.from_batches(picked, schema=self.file_schema).cast(self.entry_schema)
+            starts, ends = [], []
+            for column in batch.columns[1:]:
+                at, width = _values_at(column)
+                if width:
+                    starts.append(at + positions * width // 8)
+                    ends.append(at + (positions + 1) * width // 8 + 1)
+            if starts:
+                self._prefetch(mapped, base, np.concatenate(starts), np.concatenate(ends))
+            takes.append((seq, batch, positions))
+        found = []
+        for seq, batch, positions in takes:
+            rows = pa.Table.from_batches([batch.take(pa.array(positions, pa.int64()))]).cast(self.entry_schema)
+            found.append(rows.append_column(SEQ, pa.array(np.full(rows.num_rows, seq, np.int64))))
+        return found
 
     # ---- hashing and sharding ------------------------------------------------------------------
 
@@ -282,13 +363,9 @@ class KeyIndex:
         distinct_hashes = bool((sorted_hashes[1:] != sorted_hashes[:-1]).all())
         wanted_all = sorted_hashes if distinct_hashes else np.unique(sorted_hashes)
         shard = self.shard_of(wanted_all, state.shards)
-        found = []
-        for s in np.unique(shard).tolist():
-            wanted = wanted_all[shard == s]  # sorted, unique
-            for seq, name in state.runs[s]:
-                t = self._candidates(name, wanted)
-                if t.num_rows:
-                    found.append(t.append_column(SEQ, pa.array(np.full(t.num_rows, seq, np.int64))))
+        runs = [(seq, name, wanted_all[shard == s])  # per shard: its hashes, sorted and unique
+                for s in np.unique(shard).tolist() for seq, name in state.runs[s]]
+        found = [t for t in self._candidates(runs) if t.num_rows]
         if not found:
             return self._located(self.entry_schema.empty_table())
         cand = pa.concat_tables(found)
@@ -462,8 +539,7 @@ class KeyIndex:
         take = len(runs) if sum(sizes[:-1]) * 4 >= sizes[-1] else len(runs) - 1
         merged = []
         for seq, name in runs[:take]:
-            reader = self._open_run(name)
-            t = reader.read_all().cast(self.entry_schema)
+            t = self._read_run(name)
             merged.append(t.append_column(SEQ, pa.array(np.full(t.num_rows, seq, np.int64))))
         table = self._valid(state, pa.concat_tables(merged))
         if table.num_rows:
@@ -651,7 +727,7 @@ class KeyIndex:
         """One run of the entries of several runs of one shard at one seq (a Spark job's writer
         tasks' runs of that shard): the shard's LSM gets one run per commit, whatever the number of
         writer tasks. Within a seq a key's live entry outranks its tombstone, in one run as across."""
-        merged = pa.concat_tables([self._open_run(n).read_all().cast(self.entry_schema) for n in names])
+        merged = pa.concat_tables([self._read_run(n) for n in names])
         return self._write_run(None, merged, seq)[1]
 
     @staticmethod
@@ -689,3 +765,45 @@ class KeyIndex:
         state.snapshot_id = snapshot_id
         self.save(state)
         self.clean(state)
+
+
+def _search(h: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray, right: bool) -> np.ndarray:
+    """Per i, the first position in h[lo[i]:hi[i]] (sorted) whose value is > x[i] (right) or >= x[i]
+    (left): a binary search of all windows at once, ~log2(FENCE_ROWS) steps, touching only the
+    pages inside the windows (numpy's searchsorted takes one range for all values)."""
+    lo, hi = lo.copy(), hi.copy()
+    while True:
+        active = lo < hi
+        if not active.any():
+            return lo
+        mid = (lo + hi) // 2
+        v = h[np.where(active, mid, 0)]
+        go = (v <= x) if right else (v < x)
+        lo = np.where(active & go, mid + 1, lo)
+        hi = np.where(active & ~go, mid, hi)
+
+
+def _values_at(column: pa.Array) -> tuple[int, int]:
+    """(address, bits per value) of a column's fixed-width values (a dictionary's indices; a
+    variable-width column's offsets); (0, 0) when there is none to point at."""
+    t = column.type
+    if pa.types.is_dictionary(t):
+        t = t.index_type
+    elif pa.types.is_binary(t) or pa.types.is_string(t):
+        t = pa.int32()
+    elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+        t = pa.int64()
+    buffers = column.buffers()
+    if len(buffers) < 2 or buffers[1] is None or column.offset:
+        return 0, 0
+    try:
+        return buffers[1].address, t.bit_width
+    except ValueError:  # not fixed-width (nested)
+        return 0, 0
+
+
+def _page_spans(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Every page from first[i] to last[i], for all i (vectorised)."""
+    counts = last - first + 1
+    starts = np.repeat(first - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return starts + np.arange(int(counts.sum()))

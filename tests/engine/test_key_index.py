@@ -24,7 +24,7 @@ from .helpers import live_places
 
 OPTIONS = {"bucket": "-1", "dynamic-bucket.target-row-num": "4"}
 # Tiny blocks, several shards and few runs per shard, so that small tables go through every path
-TUNING = {"block_rows": 4, "keys_per_shard": 8, "max_runs": 3}
+TUNING = {"block_rows": 4, "fence_rows": 2, "keys_per_shard": 8, "max_runs": 3}
 
 
 @pytest.fixture(autouse=True)
@@ -301,3 +301,29 @@ def test_a_key_sharing_a_hash_with_a_live_key_is_not_taken_for_it(spark, table_p
         assert all(where == (("2024-01-02",), found[live][1]) for where in found.values())
     assert _upsert(spark, table_path, [(other, "2024-01-03", "other")]).bootstrap["source"] == "key index"
     assert set(truth(table_path)) == {0, live, other}
+
+
+@pytest.mark.parametrize("block_rows, fence_rows", [(1 << 20, 1024), (64, 1), (64, 3), (50, 7), (7, 64)])
+def test_a_lookup_finds_every_entry_of_its_hashes_from_the_fences(spark, table_path, block_rows, fence_rows):
+    """A run's lookup reads the pages its fences point at, not the run: for hashes drawn to sit on
+    fences, between them, before and after every entry and shared by many entries across fences
+    and record batches, it returns exactly the entries a scan of the run would."""
+    import numpy as np
+
+    _upsert(spark, table_path, [(0, "2024-01-01", "seed")])
+    table = FileStoreTable.open(table_path)
+    index = KeyIndex(table.io, table.path, table.schema, block_rows=block_rows, fence_rows=fence_rows)
+    rng = np.random.default_rng(fence_rows)
+    n = 3000
+    # few distinct hashes, some repeated hundreds of times (more than a fence, more than a batch)
+    hashes = np.sort(np.concatenate([rng.integers(-50, 50, n - 400), np.full(400, 7)]).astype(np.int32))
+    entries = pa.table({ki.H: hashes, "id": np.arange(n, dtype=np.int64), "dt": ["2024-01-01"] * n,
+                        ki.P: [b"p"] * n, ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32),
+                        ki.LIVE: np.ones(n, bool)})
+    _, name = index._write_run(None, entries, seq=5)
+    for wanted in (np.array([7], np.int32), np.arange(-60, 60, dtype=np.int32),
+                   np.unique(rng.integers(-55, 55, 20)).astype(np.int32), np.array([-1000, 1000], np.int32)):
+        found = index._candidates([(5, name, wanted)])
+        got = sorted(i for t in found for i in t.column("id").to_pylist())
+        assert got == sorted(np.flatnonzero(np.isin(hashes, wanted)).tolist()), wanted
+        assert all(set(t.column(ki.SEQ).to_pylist()) == {5} for t in found)
