@@ -104,7 +104,7 @@ class KeyLookup:
         for sid in compactions:
             snapshot = scan.snapshots.snapshot(sid)
             metas = scan.manifest_lists.read(snapshot.delta_manifest_list)
-            compacted.append([e for m in metas for e in scan.manifests.read(m.file_name)])
+            compacted.append([e for m in metas for e in scan.manifests.read(m.file_name, m.file_size)])
         return compacted
 
     def recorder(self, assigned: pa.Table, entries: list) -> Callable[[int | None, list[int]], None]:

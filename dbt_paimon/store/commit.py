@@ -47,7 +47,7 @@ class FileStoreCommit:
             snapshot.delta_manifest_list)
         entries: list[ManifestEntry] = []
         for m in metas:
-            entries.extend(self.manifests.read(m.file_name))
+            entries.extend(self.manifests.read(m.file_name, m.file_size))
         return merge_entries(entries)
 
     def commit(self, entries: Sequence[ManifestEntry], kind: str = APPEND,
@@ -137,7 +137,7 @@ class FileStoreCommit:
         """
         entries: list[ManifestEntry] = []
         for m in metas:
-            entries.extend(self.manifests.read(m.file_name))
+            entries.extend(self.manifests.read(m.file_name, m.file_size))
         live = list(merge_entries(entries).values())
         return [self.manifests.write(live)] if live else []
 

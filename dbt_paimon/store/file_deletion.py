@@ -114,7 +114,7 @@ class FileDeletion:
         """The merged live data files of a snapshot, strictly read."""
         entries: list[ManifestEntry] = []
         for m in self.data_manifests(snapshot):
-            entries.extend(self.manifests.read(m.file_name))
+            entries.extend(self.manifests.read(m.file_name, m.file_size))
         return merge_entries(entries)
 
     def data_file_keys(self, snapshots: Iterable[Snapshot]) -> set[tuple]:
@@ -183,7 +183,7 @@ class FileDeletion:
         nothing when the delta cannot be read (Paimon cancels that snapshot's deletion)."""
         try:
             metas = self.manifest_lists.read(snapshot.delta_manifest_list)
-            entries = [e for m in metas for e in self.manifests.read(m.file_name)]
+            entries = [e for m in metas for e in self.manifests.read(m.file_name, m.file_size)]
         except CorruptTableError:
             return []
         deleted: dict[tuple, ManifestEntry] = {}
@@ -220,7 +220,7 @@ class FileDeletion:
             keep_files = self.data_file_keys(keep)
             entries = []
             for m in self.try_read_list(tagged.base_manifest_list) + self.try_read_list(tagged.delta_manifest_list):
-                entries.extend(self.manifests.read(m.file_name))
+                entries.extend(self.manifests.read(m.file_name, m.file_size))
             candidates = merge_entries(entries).values()
         except CorruptTableError:
             candidates = None  # skip data files, as Paimon does when it cannot build the skipper

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -311,8 +313,59 @@ class ManifestFile:
             total_buckets=entries[0].total_buckets if entries else None,
         )
 
-    def read(self, file_name: str) -> list[ManifestEntry]:
-        return [ManifestEntry.from_avro(d) for d in _read_avro(self.io, f"{self.dir}/{file_name}")]
+    def read(self, file_name: str, size: int | None = None) -> list[ManifestEntry]:
+        """A manifest's entries. With `size` (the manifest list's record of the file), decoded
+        entries are kept in this process's manifest cache, as Paimon's readers keep theirs: a
+        manifest is never rewritten (its name is unique), and one upsert reads the same manifests
+        for its plan, its commit's conflict check, post-commit compaction and expiration."""
+        path = f"{self.dir}/{file_name}"
+        if size is not None:
+            cached = _MANIFEST_CACHE.get((path, size))
+            if cached is not None:
+                return list(cached)
+        entries = [ManifestEntry.from_avro(d) for d in _read_avro(self.io, path)]
+        if size is not None:
+            _MANIFEST_CACHE.put((path, size), tuple(entries))
+        return entries
+
+
+class _ManifestCache:
+    """Decoded manifests, least recently used dropped first beyond MAX_ENTRIES entries in all
+    (~1 KB each as Python objects)."""
+
+    MAX_ENTRIES = 200_000
+
+    def __init__(self) -> None:
+        self._files: OrderedDict[tuple[str, int], tuple[ManifestEntry, ...]] = OrderedDict()
+        self._entries = 0
+        self._lock = threading.Lock()  # the object-store scan reads manifests in threads
+
+    def get(self, key: tuple[str, int]) -> tuple[ManifestEntry, ...] | None:
+        with self._lock:
+            found = self._files.get(key)
+            if found is not None:
+                self._files.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, int], entries: tuple[ManifestEntry, ...]) -> None:
+        if len(entries) > self.MAX_ENTRIES:
+            return
+        with self._lock:
+            if key in self._files:
+                return
+            self._files[key] = entries
+            self._entries += len(entries)
+            while self._entries > self.MAX_ENTRIES:
+                _, dropped = self._files.popitem(last=False)
+                self._entries -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._files.clear()
+            self._entries = 0
+
+
+_MANIFEST_CACHE = _ManifestCache()
 
 
 class ManifestList:

@@ -146,3 +146,31 @@ def test_damaged_data_file_gets_clear_error(table_path):
         f.write(b"garbage")
     with pytest.raises(CorruptTableError, match="is unreadable"):
         t.to_arrow()
+
+
+def test_a_manifest_is_decoded_once_per_process(table_path, monkeypatch):
+    """Manifests are immutable: a plan, a commit's conflict check, compaction and expiration in
+    one upsert decode each once (the manifest cache); a new commit's manifests are decoded when
+    first read, and what the cache gives equals what the files say."""
+    from dbt_paimon.store import manifest
+
+    manifest._MANIFEST_CACHE.clear()
+    _table(table_path)
+    decoded = []
+    real = manifest._read_avro
+    monkeypatch.setattr(manifest, "_read_avro", lambda io_, path: decoded.append(os.path.basename(path)) or real(io_, path))
+    t = FileStoreTable.open(table_path)
+    first = t.plan()
+    assert any(not n.startswith("manifest-list-") for n in decoded)
+    decoded.clear()
+    again = t.plan()
+    assert decoded and all(n.startswith("manifest-list-") for n in decoded), decoded
+    _table(table_path, start=100)
+    decoded.clear()
+    latest = FileStoreTable.open(table_path).plan()
+    new = [n for n in decoded if not n.startswith("manifest-list-")]
+    assert len(new) == 1, decoded  # the new commit's delta manifest only
+    manifest._MANIFEST_CACHE.clear()
+    fresh = FileStoreTable.open(table_path).plan()
+    assert [s.files for s in fresh.splits] == [s.files for s in latest.splits] != [s.files for s in first.splits]
+    assert [s.files for s in again.splits] == [s.files for s in first.splits]
