@@ -266,7 +266,7 @@ class KeyIndex:
         keep = ends > starts
         if not keep.any():
             return
-        pages = np.unique(_page_spans((starts[keep] - base) // mmap.PAGESIZE, (ends[keep] - 1 - base) // mmap.PAGESIZE))
+        pages = np.unique(_ranges((starts[keep] - base) // mmap.PAGESIZE, (ends[keep] - 1 - base) // mmap.PAGESIZE + 1))
         # one madvise per span of consecutive pages: a system call each, not one per key
         breaks = np.flatnonzero(np.diff(pages) != 1) + 1
         firsts = pages[np.concatenate([[0], breaks])] * mmap.PAGESIZE
@@ -318,10 +318,8 @@ class KeyIndex:
             hits = right > left
             if not hits.any():
                 continue
-            left, counts = left[hits], (right - left)[hits]
-            # the positions of every entry of every hit: each range left[i] .. left[i] + counts[i]
-            starts = np.repeat(left - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-            positions = starts + np.arange(int(counts.sum()))
+            # the positions of every entry of every hit
+            positions = _ranges(left[hits], right[hits])
             starts, ends = [], []
             for column in batch.columns[1:]:
                 at, width = _values_at(column)
@@ -802,8 +800,8 @@ def _values_at(column: pa.Array) -> tuple[int, int]:
         return 0, 0
 
 
-def _page_spans(first: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """Every page from first[i] to last[i], for all i (vectorised)."""
-    counts = last - first + 1
-    starts = np.repeat(first - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    return starts + np.arange(int(counts.sum()))
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Every integer of every range [starts[i], ends[i]), in order (vectorised)."""
+    counts = ends - starts
+    shifted = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return shifted + np.arange(int(counts.sum()))
