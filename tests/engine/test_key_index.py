@@ -327,3 +327,26 @@ def test_a_lookup_finds_every_entry_of_its_hashes_from_the_fences(spark, table_p
         got = sorted(i for t in found for i in t.column("id").to_pylist())
         assert got == sorted(np.flatnonzero(np.isin(hashes, wanted)).tolist()), wanted
         assert all(set(t.column(ki.SEQ).to_pylist()) == {5} for t in found)
+
+
+@pytest.mark.parametrize("max_runs, rewrites", [(3, 300), (6, 12)])
+def test_a_shard_merges_small_runs_with_their_peers_not_with_its_big_run(max_runs, rewrites):
+    """A shard built with a big run, then one small run per commit: after every merge it holds at
+    most max_runs runs; the big run is rewritten only once the newer runs reach half its size;
+    each entry is rewritten a bounded number of times (the old rule, "all but the oldest run",
+    rewrote each ~750 (3 runs) and ~300 (6 runs) times over these 3,000 commits)."""
+    big, runs, rewritten, big_merges = 100_000, [100_000], 0, []
+    for commit in range(100_000):
+        runs.insert(0, 1)
+        if len(runs) > max_runs:
+            take = ki.merge_count(runs, max_runs)
+            assert take >= 2
+            if take == len(runs):
+                big_merges.append((commit, sum(runs[:-1]), runs[-1]))
+            if commit < 3_000:
+                rewritten += sum(runs[:take])
+            runs = [sum(runs[:take])] + runs[take:]
+        assert len(runs) <= max_runs
+    assert rewritten <= 3_000 * rewrites
+    assert big_merges and all(newer * 2 >= oldest for _, newer, oldest in big_merges)
+    assert big_merges[0][0] >= big // 2 - 1
