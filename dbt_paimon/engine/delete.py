@@ -125,6 +125,6 @@ def delete(spark: SparkSession, path: str, where: str,
         except BaseException:
             commit.abort(entries)
             raise
-        extra = after_commit(spark, table.path, schema, table.io, Execution.DISTRIBUTED)
+        extra = after_commit(spark, table.path, table.io, Execution.DISTRIBUTED)
         return DeleteResult(table.path, result.snapshot.id, deleted, attempt, time.time() - started, extra)
     raise AssertionError("unreachable")

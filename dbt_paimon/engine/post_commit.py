@@ -8,28 +8,23 @@ from pyspark.sql import SparkSession
 
 from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
-from ..store.options import MergeEngine
-from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
-from .compaction import auto_compact, compact
+from .compaction import auto_compact
 from .settings import Execution
 
 log = logging.getLogger(__name__)
 
 
-def after_commit(spark: SparkSession, path: str, schema: TableSchema, io: FileIO, execution: Execution) -> list[int]:
-    """Compaction (first-row tables always, since Paimon's batch readers skip their level-0 files;
-    others when a bucket reached num-sorted-run.compaction-trigger sorted runs), then snapshot
+def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Execution) -> list[int]:
+    """Compaction (the runs Paimon's universal compaction picks per bucket; in first-row tables
+    every level-0 file, since Paimon's batch readers skip them), then snapshot
     expiration by the snapshot.* options; the snapshots it committed. A compaction that loses a
     race is logged; the next commit tries again.
     execution: where the job that committed ran, and so where compaction runs: LOCAL in driver
     threads (no Spark job), DISTRIBUTED as a Spark job (compaction.py)."""
     extra = []
     try:
-        if schema.core.merge_engine == MergeEngine.FIRST_ROW:
-            sid = compact(spark, path, io=io, execution=execution)
-        else:
-            sid = auto_compact(spark, path, io, execution=execution)
+        sid = auto_compact(spark, path, io, execution=execution)
         extra = [sid] if sid else []
     except CommitConflictError as e:
         log.warning("compaction of %s lost a race with another commit and will run after the next one: %s", path, e)

@@ -270,7 +270,7 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         except BaseException:
             abandon()
             raise
-        extra = after_commit(spark, path, schema, io, executor.execution) if result is not None else []
+        extra = after_commit(spark, path, io, executor.execution) if result is not None else []
         if job.record is not None and result is not None:
             try:
                 job.record(result.snapshot.id, extra)

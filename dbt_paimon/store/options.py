@@ -52,6 +52,8 @@ DEFAULTS: dict[str, str] = {
     "ignore-delete": "false",
     "partial-update.remove-record-on-delete": "false",
     "num-sorted-run.compaction-trigger": "5",
+    "compaction.max-size-amplification-percent": "200",
+    "compaction.size-ratio": "1",
     "target-file-size": "128mb",
     "file.compression": "zstd",
     "file.compression.zstd-level": "1",
@@ -299,6 +301,14 @@ class CoreOptions:
     @property
     def num_sorted_run_compaction_trigger(self) -> int:
         return int(self.get("num-sorted-run.compaction-trigger"))
+
+    @property
+    def max_size_amplification_percent(self) -> int:
+        return int(self.get("compaction.max-size-amplification-percent"))
+
+    @property
+    def size_ratio(self) -> int:
+        return int(self.get("compaction.size-ratio"))
 
     @property
     def num_levels(self) -> int:

@@ -22,11 +22,11 @@ from .model import UpsertModel
 SCHEMA = "k double, dt string, v bigint"
 NAN = float("nan")
 ODD_NAN = float(np.array([0x7FF8_0000_0000_0001], dtype=np.uint64).view(np.float64)[0])  # NaN, other bits
-# num-sorted-run.compaction-trigger 2: after every commit each bucket is one file again, so pypaimon
+# full-compaction.delta-commits 1: after every commit each bucket is one file again, so pypaimon
 # reads without merging (pypaimon 2.1.0's merge compares keys with Python's < and >, under which a
 # NaN equals every key); our merge-on-read of several files is still checked on the APPEND snapshots.
 OPTIONS = {"dynamic-bucket.target-row-num": "3", "dynamic-bucket.assigner-parallelism": "2",
-           "num-sorted-run.compaction-trigger": "2"}
+           "full-compaction.delta-commits": "1"}
 
 
 def bits(x: float) -> int:
@@ -86,7 +86,7 @@ def test_nan_and_signed_zero_keys_move_across_partitions(spark, warehouse, execu
         # the APPEND snapshot, before its compaction: our merge of several files per bucket
         assert table.snapshots.snapshot(result.snapshot_id).commit_kind == "APPEND"
         if i:
-            assert result.extra_snapshots, "the trigger of 2 compacts after every later commit"
+            assert result.extra_snapshots, "full-compaction.delta-commits 1 compacts after every later commit"
         travelled = spark.read.format("paimon").option("snapshot-id", result.snapshot_id).load(path).collect()
         assert state(r.asDict() for r in travelled) == want
         assert state(table.to_arrow(snapshot_id=result.snapshot_id).to_pylist()) == want

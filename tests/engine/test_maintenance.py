@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from dbt_paimon.engine import compact, delete, upsert
+from dbt_paimon.engine.compaction import sorted_runs
 from dbt_paimon.store.errors import SchemaError
 from dbt_paimon.store.table import FileStoreTable
 
@@ -172,10 +173,10 @@ def test_driver_local_compaction_failing_in_one_bucket_leaves_no_files(spark, wa
     compaction = sys.modules["dbt_paimon.engine.compaction"]
     real = compaction.compact_bucket
 
-    def flaky(table, split, level):
+    def flaky(table, split, *args):
         if split.bucket == 2:
             raise OSError("disk full")
-        return real(table, split, level)
+        return real(table, split, *args)
 
     monkeypatch.setattr(compaction, "compact_bucket", flaky)
     with pytest.raises(OSError, match="disk full"):
@@ -187,3 +188,37 @@ def test_driver_local_compaction_failing_in_one_bucket_leaves_no_files(spark, wa
     assert len(data_files(path)) == len(before) + 4
     assert pypaimon_rows(path) == spark_rows(spark, path)
     assert [r["v"] for r in pypaimon_rows(path)] == [1] * 40
+
+
+@pytest.mark.parametrize("engine", ["deduplicate", "first-row"])
+def test_small_upserts_compact_their_small_runs_not_the_bucket(spark, warehouse, execution, engine):
+    """After each small upsert into a big, fully compacted bucket, the compaction Paimon's writers
+    would do (universal compaction; first-row: every level-0 file up) rewrites the small runs
+    below the big file and leaves that file alone; first-row tables keep no level-0 file; every
+    reader sees the rows."""
+    path = f"{warehouse}/db.db/small_runs_{engine.replace('-', '_')}"
+    options = {"bucket": "1", "num-sorted-run.compaction-trigger": "3", "merge-engine": engine}
+    # big enough that a few small files (mostly Parquet footers) stay far below twice its size
+    base = 20_000
+    upsert(frame(spark, [{**ROW, "id": k, "v": 0, "s": f"row {k}"} for k in range(base)]), path,
+           primary_keys="id", options=options, execution=execution)
+    compact(spark, path)
+    big = {f.file_name for s in FileStoreTable.open(path).plan().splits for f in s.files}
+    expected = {k: 0 for k in range(base)}
+    for i in range(8):
+        rows = [{**ROW, "id": k, "v": i + 1} for k in (2 * i, 2 * i + 1, base + i)]
+        upsert(frame(spark, rows), path, primary_keys="id", options=options, execution=execution)
+        for r in rows:
+            if engine == "deduplicate" or r["id"] not in expected:
+                expected[r["id"]] = r["v"]
+        table = FileStoreTable.open(path)
+        (split,) = table.plan().splits
+        assert big <= {f.file_name for f in split.files}, f"upsert {i}: the big file was rewritten"
+        assert sorted_runs(split) <= 3
+        if engine == "first-row":
+            assert not [f for f in split.files if f.level == 0]
+    kinds = [table.snapshots.snapshot(i).commit_kind for i in range(3, table.latest_snapshot().id + 1)]
+    assert kinds.count("COMPACT") >= (8 if engine == "first-row" else 3)
+    want = sorted(expected.items())
+    assert [(r["id"], r["v"]) for r in spark_rows(spark, path)] == want
+    assert [(r["id"], r["v"]) for r in pypaimon_rows(path)] == want
