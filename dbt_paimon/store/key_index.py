@@ -13,7 +13,10 @@ writers, expiration and orphan-file removal never list it; our catalog skips hid
                               the data files the index reflects, its generation and live-key count
     run-<seq>-<uuid>.arrow    one sorted run of one shard: Arrow IPC, uncompressed, entries
                               sorted by (hash, key), every FENCE_ROWS-th hash in its metadata
-                              ("fences"); memory-mapped, and a lookup reads only the pages it needs
+                              ("fences"); memory-mapped, and a lookup reads only the pages it needs.
+                              Columns: _h, the key columns, _loc (per entry 4 int32s: the index of
+                              its partition among the run's, in the metadata, bucket, generation,
+                              live): a key found costs a page of its key and one of _loc
 
 An entry is (hash, key, partition, bucket, generation, live). A (partition, bucket)'s generation
 changes whenever the index cannot carry a change of its files forward (files removed or rewritten by
@@ -57,9 +60,10 @@ from .schema import TableSchema
 
 log = logging.getLogger(__name__)
 
-FORMAT = 3  # 2: partition columns dictionary-encoded in runs; 3: runs carry fences
+FORMAT = 4  # 2: partition columns dictionary-encoded in runs; 3: runs carry fences; 4: one _loc column
 BLOCK_ROWS = 1 << 20         # entries per record batch of a run (a lookup searches each in place)
-FENCE_ROWS = 1024            # a fence every this many entries: one 4 KB page of hashes between two
+FENCE_ROWS = 256             # a fence every this many entries: 1 KB of hashes between two (a window
+                             # spans one 4 KB page mostly, two at times; 1024 spanned two mostly)
 KEYS_PER_SHARD = 2_000_000   # a shard's runs merged are about this many keys (S = a power of two)
 MAX_RUNS = 6                 # more runs in a shard: its newer runs are merged (LSM, size-tiered)
 ORPHAN_AGE_MS = 3_600_000    # a run or manifest no manifest names is deleted after this long
@@ -67,6 +71,7 @@ BUILD_FLUSH_ROWS = 4_000_000  # a build writes its entries as runs every this ma
 BUILD_THREADS = 4
 
 H, P, BUCKET, GEN, LIVE, SEQ = "_h", "_p", "_bucket", "_gen", "_live", "_seq"
+LOC = "_loc"  # in a run's file: (partition index, bucket, generation, live) per entry
 LATEST = "LATEST"
 
 
@@ -143,11 +148,13 @@ class KeyIndex:
             + [pa.field(p, schema.field(p).type.to_arrow()) for p in self.parts_only]
             + [pa.field(P, pa.binary()), pa.field(BUCKET, pa.int32()), pa.field(GEN, pa.int32()),
                pa.field(LIVE, pa.bool_())])
-        # In a run's file, the partition columns are dictionary-encoded: a partition is a few bytes
-        # per entry instead of its values and binary row (~28 bytes per entry in all, not ~75)
-        encoded = set(self.parts_only) | {P}
-        self.file_schema = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in encoded else f
-                                      for f in self.entry_schema])
+        # In a run's file, where an entry lives is one fixed-width column (_loc): the partition as an
+        # index into the run's partitions (kept in its metadata, values derived from the binary
+        # row), bucket, generation and live. A lookup reads a page per column of each key it finds:
+        # two here, six with a column each (W3-100M: 27K of a cold lookup's 45K pages)
+        self.file_schema = pa.schema([pa.field(H, pa.int32())]
+                                     + [pa.field(k, schema.field(k).type.to_arrow()) for k in self.keys]
+                                     + [pa.field(LOC, pa.list_(pa.field("item", pa.int32(), False), 4), False)])
         self.bytes_read = 0
 
     # ---- the index's own files ---------------------------------------------------------------
@@ -218,15 +225,22 @@ class KeyIndex:
         name = f"run-{seq:08d}-{uuid.uuid4().hex[:12]}.arrow"
         self.io.mkdirs(self.dir)
         entries = entries.cast(self.entry_schema).combine_chunks()
-        columns = [pc.dictionary_encode(entries.column(f.name)) if pa.types.is_dictionary(f.type)
-                   else entries.column(f.name) for f in self.file_schema]
-        encoded = pa.Table.from_arrays(columns, schema=self.file_schema).unify_dictionaries().combine_chunks()
+        partitions = pc.dictionary_encode(entries.column(P)).combine_chunks()
+        loc = np.empty((entries.num_rows, 4), np.int32)
+        loc[:, 0] = partitions.indices.to_numpy()
+        loc[:, 1] = entries.column(BUCKET).to_numpy()
+        loc[:, 2] = entries.column(GEN).to_numpy()
+        loc[:, 3] = entries.column(LIVE).to_numpy(zero_copy_only=False)
+        columns = [entries.column(H)] + [entries.column(k) for k in self.keys] \
+            + [pa.FixedSizeListArray.from_arrays(pa.array(loc.ravel()), type=self.file_schema.field(LOC).type)]
+        encoded = pa.Table.from_arrays(columns, schema=self.file_schema).combine_chunks()
         batches = encoded.to_batches(max_chunksize=self.block_rows)
         # the fences: every fence_rows-th hash of each record batch, so that a lookup finds the page
         # of hashes a key's entries are on without touching the others
         fences = np.concatenate([b.column(0).to_numpy()[::self.fence_rows] for b in batches]).astype(np.int32)
-        schema = self.file_schema.with_metadata({b"fence_rows": str(self.fence_rows).encode(),
-                                                 b"fences": fences.tobytes()})
+        schema = self.file_schema.with_metadata({
+            b"fence_rows": str(self.fence_rows).encode(), b"fences": fences.tobytes(),
+            b"partitions": json.dumps([v.hex() for v in partitions.dictionary.to_pylist()]).encode()})
         with self.io.output(f"{self.dir}/{name}") as out:
             with pa.ipc.new_file(out, schema) as writer:
                 for batch in batches:
@@ -255,7 +269,26 @@ class KeyIndex:
     def _read_run(self, name: str) -> pa.Table:
         """A run whole, in the entry schema (a merge)."""
         reader, _ = self._open_run(name)
-        return reader.read_all().cast(self.entry_schema)
+        return self._decode(reader.read_all(), reader.schema)
+
+    def _decode(self, rows: pa.Table, run_schema: pa.Schema) -> pa.Table:
+        """Rows of a run's file (any of its rows: a lookup's matches, or all) in the entry schema:
+        _loc unpacked, the partition's binary row and values taken from the run's partitions."""
+        partitions = [bytes.fromhex(v) for v in json.loads(run_schema.metadata[b"partitions"])]
+        loc = rows.column(LOC).combine_chunks().flatten().to_numpy().reshape(-1, 4)
+        at = pa.array(loc[:, 0])
+        cols = {H: rows.column(H)}
+        for k in self.keys:
+            cols[k] = rows.column(k)
+        values = [binary_row.deserialize(p, self.part_types) for p in partitions]  # per partition
+        for name in self.parts_only:
+            i = self.parts.index(name)
+            cols[name] = pa.array([v[i] for v in values], self.entry_schema.field(name).type).take(at)
+        cols[P] = pa.array(partitions, pa.binary()).take(at)
+        cols[BUCKET] = pa.array(np.ascontiguousarray(loc[:, 1]))
+        cols[GEN] = pa.array(np.ascontiguousarray(loc[:, 2]))
+        cols[LIVE] = pa.array(loc[:, 3] != 0)
+        return pa.table(cols, schema=self.entry_schema)
 
     def _prefetch(self, mapped: "mmap.mmap | None", base: int, starts: np.ndarray, ends: np.ndarray) -> None:
         """Ask the kernel for the pages of the byte ranges [starts, ends) of a mapped run, all at
@@ -331,7 +364,7 @@ class KeyIndex:
             takes.append((seq, batch, positions))
         found = []
         for seq, batch, positions in takes:
-            rows = pa.Table.from_batches([batch.take(pa.array(positions, pa.int64()))]).cast(self.entry_schema)
+            rows = self._decode(pa.Table.from_batches([batch.take(pa.array(positions, pa.int64()))]), batch.schema)
             found.append(rows.append_column(SEQ, pa.array(np.full(rows.num_rows, seq, np.int64))))
         return found
 
@@ -492,6 +525,12 @@ class KeyIndex:
                     self._add_runs(state, pa.concat_tables(parts))
                     parts, held = [], 0
         self._add_runs(state, pa.concat_tables(parts) if parts else None)
+        # one run per shard, as a Spark build leaves it: a lookup reads a page or two per key in
+        # each run bigger than that, so the build's several runs per shard would each cost the
+        # next upserts a page per key (W3-100M: 43K pages of hashes with 4 runs per shard)
+        for s in range(state.shards):
+            if len(state.runs[s]) > 1:
+                self._merge_shard(state, s, len(state.runs[s]))
         state.stats = {"built": True, "buckets_read": len(plan.splits)}
         self.save(state)
         return state
@@ -528,11 +567,13 @@ class KeyIndex:
             if len(state.runs[s]) > self.max_runs:
                 self._merge_shard(state, s)
 
-    def _merge_shard(self, state: IndexState, s: int) -> None:
-        """Size-tiered (merge_count): the newest runs merged into one, the older ones kept. Invalid
-        entries are dropped by any merge; tombstones only by one that includes the oldest run."""
+    def _merge_shard(self, state: IndexState, s: int, take: int | None = None) -> None:
+        """Size-tiered (merge_count): the newest runs (or `take` of them) merged into one, the older
+        ones kept. Invalid entries are dropped by any merge; tombstones only by one that includes
+        the oldest run."""
         runs = state.runs[s]
-        take = merge_count([self.io.size(f"{self.dir}/{n}") for _, n in runs], self.max_runs)
+        if take is None:
+            take = merge_count([self.io.size(f"{self.dir}/{n}") for _, n in runs], self.max_runs)
         merged = []
         for seq, name in runs[:take]:
             t = self._read_run(name)
@@ -801,6 +842,11 @@ def _values_at(column: pa.Array) -> tuple[int, int]:
     """(address, bits per value) of a column's fixed-width values (a dictionary's indices; a
     variable-width column's offsets); (0, 0) when there is none to point at."""
     t = column.type
+    if pa.types.is_fixed_size_list(t):  # _loc: its values, list_size per entry
+        values = column.values
+        if column.offset or values.offset or values.buffers()[1] is None:
+            return 0, 0
+        return values.buffers()[1].address, t.list_size * t.value_type.bit_width
     if pa.types.is_dictionary(t):
         t = t.index_type
     elif pa.types.is_binary(t) or pa.types.is_string(t):

@@ -16,6 +16,7 @@ import pytest
 
 from dbt_paimon.engine import compact, delete, key_lookup, upsert
 from dbt_paimon.engine.settings import RunSettings
+from dbt_paimon.store import binary_row
 from dbt_paimon.store import key_index as ki
 from dbt_paimon.store.key_index import KeyIndex
 from dbt_paimon.store.table import FileStoreTable
@@ -123,6 +124,24 @@ def test_deletes_compactions_rollbacks_and_expirations_between_upserts(spark, ta
     assert_index_right(table_path)
     FileStoreTable.open(table_path).expire_snapshots(retain_max=1, retain_min=1)
     _upsert(spark, table_path, _rows(rng, range(25, 55), tag="e"))
+    assert_index_right(table_path)
+
+
+def test_a_build_in_the_driver_leaves_one_run_per_shard(spark, table_path, monkeypatch):
+    """A build flushes its entries as runs every BUILD_FLUSH_ROWS keys (its memory bound), then
+    merges each shard to one run, as a Spark build leaves it: the next lookups read a page per
+    key in one run, not in each flush's."""
+    rng = random.Random(12)
+    _upsert(spark, table_path, _rows(rng, range(60)), index=False)
+    monkeypatch.setattr(ki, "BUILD_FLUSH_ROWS", 7)
+    table = FileStoreTable.open(table_path)
+    flushes = []
+    add_runs = ki.KeyIndex._add_runs
+    monkeypatch.setattr(ki.KeyIndex, "_add_runs", lambda self, state, entries: (
+        flushes.append(entries.num_rows if entries is not None else 0), add_runs(self, state, entries))[1])
+    state = KeyIndex(table.io, table.path, table.schema, **TUNING).build(table.plan())
+    assert len([n for n in flushes if n]) >= 5 and state.shards == 8
+    assert [len(runs) for runs in state.runs] == [1] * 8
     assert_index_right(table_path)
 
 
@@ -318,7 +337,7 @@ def test_a_lookup_finds_every_entry_of_its_hashes_from_the_fences(spark, table_p
     # few distinct hashes, some repeated hundreds of times (more than a fence, more than a batch)
     hashes = np.sort(np.concatenate([rng.integers(-50, 50, n - 400), np.full(400, 7)]).astype(np.int32))
     entries = pa.table({ki.H: hashes, "id": np.arange(n, dtype=np.int64), "dt": ["2024-01-01"] * n,
-                        ki.P: [b"p"] * n, ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32),
+                        ki.P: [binary_row.serialize(["2024-01-01"], table.schema.partition_types)] * n, ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32),
                         ki.LIVE: np.ones(n, bool)})
     _, name = index._write_run(None, entries, seq=5)
     for wanted in (np.array([7], np.int32), np.arange(-60, 60, dtype=np.int32),
