@@ -104,7 +104,7 @@ class FileStoreCommit:
         if latest is not None:
             base = self.manifest_lists.read(latest.base_manifest_list) + self.manifest_lists.read(
                 latest.delta_manifest_list)
-        if len(base) >= self.schema.core.manifest_merge_min_count:
+        if len(base) >= self.schema.core.manifest_merge_min_count or _mostly_cancelled(base):
             base = self._compact_manifests(base)
         list_id = uuid.uuid4()
         base_name, delta_name = f"manifest-list-{list_id}-0", f"manifest-list-{list_id}-1"
@@ -156,3 +156,14 @@ class FileStoreCommit:
             values = binary_row.deserialize(e.partition, types)
             pdir = partition_path(values, types, self.schema.partition_keys, default)
             self.io.delete(f"{bucket_dir(self.table_path, pdir, e.bucket)}/{e.file.file_name}")
+
+
+def _mostly_cancelled(metas: Sequence[ManifestFileMeta]) -> bool:
+    """Whether the manifests hold at least as many entries that cancel out (each DELETE and the
+    ADD it removes) as live ones: a full compaction then at least halves what every plan decodes.
+    Paimon waits for manifest.merge-min-count (30) manifests or 16 MB of them; after compactions a
+    table's manifests are mostly such pairs well before either (W3-100M: 4,600 entries for 600
+    live files, 0.15 s of each cold plan). Any Paimon reader reads the compacted manifests."""
+    deleted = sum(m.num_deleted_files for m in metas)
+    live = sum(m.num_added_files for m in metas) - deleted
+    return deleted > 0 and 2 * deleted >= live

@@ -156,6 +156,7 @@ class KeyIndex:
                                      + [pa.field(k, schema.field(k).type.to_arrow()) for k in self.keys]
                                      + [pa.field(LOC, pa.list_(pa.field("item", pa.int32(), False), 4), False)])
         self.bytes_read = 0
+        self._partition_columns: dict[bytes, dict[str, pa.Array]] = {}
 
     # ---- the index's own files ---------------------------------------------------------------
 
@@ -271,20 +272,29 @@ class KeyIndex:
         reader, _ = self._open_run(name)
         return self._decode(reader.read_all(), reader.schema)
 
+    def _partitions(self, listed: bytes) -> dict[str, pa.Array]:
+        """A run's partitions (its metadata's list) as columns: the partition fields outside the
+        key and P, one row per partition; decoded once per list (a lookup decodes each record
+        batch's matches, and a run's batches share the list)."""
+        if listed not in self._partition_columns:
+            partitions = [bytes.fromhex(v) for v in json.loads(listed)]
+            values = [binary_row.deserialize(p, self.part_types) for p in partitions]  # per partition
+            columns = {name: pa.array([v[self.parts.index(name)] for v in values], self.entry_schema.field(name).type)
+                       for name in self.parts_only}
+            columns[P] = pa.array(partitions, pa.binary())
+            self._partition_columns[listed] = columns
+        return self._partition_columns[listed]
+
     def _decode(self, rows: pa.Table, run_schema: pa.Schema) -> pa.Table:
         """Rows of a run's file (any of its rows: a lookup's matches, or all) in the entry schema:
         _loc unpacked, the partition's binary row and values taken from the run's partitions."""
-        partitions = [bytes.fromhex(v) for v in json.loads(run_schema.metadata[b"partitions"])]
         loc = rows.column(LOC).combine_chunks().flatten().to_numpy().reshape(-1, 4)
         at = pa.array(loc[:, 0])
         cols = {H: rows.column(H)}
         for k in self.keys:
             cols[k] = rows.column(k)
-        values = [binary_row.deserialize(p, self.part_types) for p in partitions]  # per partition
-        for name in self.parts_only:
-            i = self.parts.index(name)
-            cols[name] = pa.array([v[i] for v in values], self.entry_schema.field(name).type).take(at)
-        cols[P] = pa.array(partitions, pa.binary()).take(at)
+        for name, column in self._partitions(run_schema.metadata[b"partitions"]).items():
+            cols[name] = column.take(at)
         cols[BUCKET] = pa.array(np.ascontiguousarray(loc[:, 1]))
         cols[GEN] = pa.array(np.ascontiguousarray(loc[:, 2]))
         cols[LIVE] = pa.array(loc[:, 3] != 0)

@@ -174,3 +174,34 @@ def test_a_manifest_is_decoded_once_per_process(table_path, monkeypatch):
     fresh = FileStoreTable.open(table_path).plan()
     assert [s.files for s in fresh.splits] == [s.files for s in latest.splits] != [s.files for s in first.splits]
     assert [s.files for s in again.splits] == [s.files for s in first.splits]
+
+
+def test_manifests_mostly_cancelled_out_are_compacted_by_the_next_commit(table_path):
+    """After a compaction (a DELETE per file rewritten, beside the ADD that wrote it), the next
+    commit rewrites the manifests as their live ADD entries only, as Paimon's full manifest
+    compaction does: every later plan decodes the live files, not the history; every reader still
+    reads the same rows."""
+    from dbt_paimon.store.compact import compact_bucket
+    from dbt_paimon.store.manifest import ADD
+
+    def entries(t):
+        s = t.latest_snapshot()
+        scan = t.new_scan()
+        metas = scan.manifest_lists.read(s.base_manifest_list) + scan.manifest_lists.read(s.delta_manifest_list)
+        return [e for m in metas for e in scan.manifests.read(m.file_name, m.file_size)]
+
+    for i in range(3):
+        t = _table(table_path, start=10 * i, v=f"v{i}")
+    compacted = [e for s in t.plan().splits for e in compact_bucket(t, s)]
+    t.new_commit().commit(compacted, "COMPACT")
+    t = FileStoreTable.open(table_path)
+    before = entries(t)
+    live = sum(len(s.files) for s in t.plan().splits)
+    assert sum(e.kind == DELETE for e in before) == 6 and len(before) == 12 + live
+    expected = rows(pypaimon_read(table_path), "id") + [{"id": 100, "dt": "d0", "v": "new"},
+                                                        {"id": 101, "dt": "d1", "v": "new"}]
+    t = _table(table_path, start=100, n=2, v="new")
+    after = entries(t)
+    assert all(e.kind == ADD for e in after) and len(after) == sum(len(s.files) for s in t.plan().splits)
+    assert rows(pypaimon_read(table_path), "id") == expected
+    assert rows(t.to_arrow(), "id") == expected
