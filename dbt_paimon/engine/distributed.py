@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import BUCKET, DIGEST, HASH, PAYLOAD, ROUTE, SOURCE, Source, StageRows
+from ..store import key_index
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import bloom, deploy, index_build, jobs, key_lookup, local, tasks
@@ -92,28 +93,36 @@ def _batch_digest(spark: SparkSession, batch: DataFrame, schema: TableSchema, pl
     return out, partitions
 
 
-def _one_run_per_shard(spark: SparkSession, table: FileStoreTable, stage: StageRows, commit, recorded: list) -> list:
+def _one_run_per_shard(spark: SparkSession, table: FileStoreTable, stage: StageRows, commit,
+                       recorded: list) -> tuple[list, frozenset]:
     """The writer tasks' (runs, count changes), with the runs of each shard that got several (one
     per writer task touching it) merged into one by a Spark task per shard: the index's LSM gets
-    one run per shard per commit, as from a driver-local commit, whatever the number of writers.
-    (Left as they were, 25 writers over 9 commits made 225 runs per shard, and a lookup of 10K
-    keys into 100M searched them all.) The runs merged away are named nowhere: clean() sweeps them."""
+    one run per commit, as from a driver-local commit, whatever the number of writers. (Left as
+    they were, 25 writers over 9 commits made 225 runs per shard, and a lookup of 10K keys into
+    100M searched them all.) When the commit is a bulk load (key_index.full_merge_due), the same
+    tasks merge each touched shard's older runs in as well: the shards it names are returned, their
+    runs replaced by the merged one. The runs merged away are named nowhere: clean() sweeps them."""
     by_shard: dict[int, list[str]] = {}
     for runs, _ in recorded:
         for s, name in runs:
             by_shard.setdefault(s, []).append(name)
-    several = sorted((s, names) for s, names in by_shard.items() if len(names) > 1)
-    if not several:
-        return recorded
+    new_keys = sum(max(n, 0) for _, deltas in recorded for n in deltas.values())
+    full = key_index.full_merge_due(commit.state, new_keys)
+    items = sorted((s, names, commit.state.runs[s] if full else []) for s, names in by_shard.items()
+                   if len(names) > 1 or (full and commit.state.runs[s]))
+    if not items:
+        return recorded, frozenset()
     merged = dict(by_shard)
-    job = jobs.descriptors(spark, several).mapInArrow(
-        key_lookup.merge_runs_task(table.path, table.io, stage, dict(key_lookup.INDEX_TUNING), commit.seq),
+    job = jobs.descriptors(spark, items).mapInArrow(
+        key_lookup.merge_runs_task(table.path, table.io, stage, dict(key_lookup.INDEX_TUNING), commit.seq,
+                                   commit.state if full else None, commit.gen),
         struct_of(PAYLOAD))
     for part in jobs.collect_payloads(spark, job):
         for s, name in part:
-            merged[s] = [name]
+            merged[s] = [name] if name else []
     runs = [(s, name) for s, names in sorted(merged.items()) for name in names]
-    return [(runs, {})] + [([], deltas) for _, deltas in recorded]
+    replaced = frozenset(s for s, _, older in items if older)
+    return [(runs, {})] + [([], deltas) for _, deltas in recorded], replaced
 
 
 def _routes(spark: SparkSession, n: int) -> dict[int, int]:
@@ -219,7 +228,7 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         if part_recorded is not None:
             recorded.append(part_recorded)
     if commit is not None:
-        recorded = _one_run_per_shard(spark, table, stage, commit, recorded)
-    record = lookup.job_recorder(commit, recorded, entries) if commit is not None else None
+        recorded, replaced = _one_run_per_shard(spark, table, stage, commit, recorded)
+    record = lookup.job_recorder(commit, recorded, entries, replaced) if commit is not None else None
     return JobOutput(entries, counts, index_changes, written._jdf.queryExecution().executedPlan().toString(),
                      record, boot)

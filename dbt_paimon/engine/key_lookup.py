@@ -87,14 +87,16 @@ class KeyLookup:
         return JobCommit(self.table.path, self.table.io, self.stage, self.state, dict(INDEX_TUNING),
                          self.state.new_seq(), self.state.new_gen())
 
-    def job_recorder(self, commit: "JobCommit", written: list, entries: list) -> Callable[[int | None, list[int]], None]:
+    def job_recorder(self, commit: "JobCommit", written: list, entries: list,
+                     merged: frozenset = frozenset()) -> Callable[[int | None, list[int]], None]:
         """For the Spark job: the recorder of its commit from its writer tasks' (runs, count
-        changes) (JobCommit.write)."""
+        changes) (JobCommit.write); `merged`: the shards whose older runs the job merged in."""
         def record(snapshot_id: int | None, compactions: list[int]) -> None:
             runs = [r for part_runs, _ in written for r in part_runs]
             self.index.record_job_commit(self.state, runs, [d for _, d in written], entries,
                                          self._compacted(compactions),
-                                         compactions[-1] if compactions else snapshot_id, commit.gen, commit.seq)
+                                         compactions[-1] if compactions else snapshot_id, commit.gen, commit.seq,
+                                         merged)
         return record
 
     def _compacted(self, compactions: list[int]) -> list[list]:
@@ -140,12 +142,14 @@ class JobCommit:
         return index.write_runs(entries, self.state.shards, self.seq), deltas
 
 
-def merge_runs_task(path: str, io, stage: StageRows, tuning: dict, seq: int):
-    """Spark task: pickled (shard, run names) items -> one run per shard of those runs' entries
-    (KeyIndex.merge_runs), as pickled (shard, name) payloads."""
+def merge_runs_task(path: str, io, stage: StageRows, tuning: dict, seq: int, state=None, new_gen: int | None = None):
+    """Spark task: pickled (shard, the commit's run names, the shard's older runs to merge in) items
+    -> one run per shard (KeyIndex.merge_runs; older runs only with the job's `state`), as pickled
+    (shard, name or None) payloads."""
     def run(batches):
         index = KeyIndex(io, path, stage.schema, **tuning)
-        yield tasks.payload([(s, index.merge_runs(names, seq)) for s, names in tasks.blobs(batches)])
+        yield tasks.payload([(s, index.merge_runs(names, seq, older, state, new_gen))
+                             for s, names, older in tasks.blobs(batches)])
     return run
 
 

@@ -430,15 +430,22 @@ class KeyIndex:
         valid = self._valid(state, cand)
         return self._located(valid.filter(valid.column(LIVE)))
 
-    def _valid(self, state: IndexState, entries: pa.Table) -> pa.Table:
-        """The entries whose (partition, bucket) still has the generation they were written at."""
+    def _valid(self, state: IndexState, entries: pa.Table, new_gen: int | None = None) -> pa.Table:
+        """The entries whose (partition, bucket) still has the generation they were written at;
+        with `new_gen` (a Spark job's merge before its commit is recorded), also those of buckets
+        the state does not know yet that carry it (the buckets the commit creates)."""
         if entries.num_rows == 0:
             return entries
         current = pa.table({P: pa.array([p for p, _ in state.buckets], pa.binary()),
                             BUCKET: pa.array([b for _, b in state.buckets], pa.int32()),
                             "_cur": pa.array([s.gen for s in state.buckets.values()], pa.int32())})
-        joined = entries.join(current, [P, BUCKET], join_type="inner", use_threads=False)
-        return joined.filter(pc.equal(joined.column(GEN), joined.column("_cur"))).drop_columns(["_cur"])
+        if new_gen is None:
+            joined = entries.join(current, [P, BUCKET], join_type="inner", use_threads=False)
+            return joined.filter(pc.equal(joined.column(GEN), joined.column("_cur"))).drop_columns(["_cur"])
+        joined = entries.join(current, [P, BUCKET], join_type="left outer", use_threads=False)
+        cur, gen = joined.column("_cur"), joined.column(GEN)
+        ok = pc.if_else(pc.is_null(cur), pc.equal(gen, pa.scalar(new_gen, pa.int32())), pc.equal(gen, cur))
+        return joined.filter(pc.fill_null(ok, False)).drop_columns(["_cur"])
 
     def _newest_valid(self, state: IndexState, entries: pa.Table) -> pa.Table:
         """Per key, the newest valid entry (a live one before a tombstone of the same run); the
@@ -584,26 +591,30 @@ class KeyIndex:
         runs = state.runs[s]
         if take is None:
             take = merge_count([self.io.size(f"{self.dir}/{n}") for _, n in runs], self.max_runs)
+        name = self._merged_run(runs[:take], state, drop_tombstones=take == len(runs))
+        # the merged run takes the newest merged seq: it stands where its newest input stood
+        state.runs[s] = ([(runs[0][0], name)] if name else []) + runs[take:]
+
+    def _merged_run(self, runs: Sequence[tuple[int, str]], state: IndexState, drop_tombstones: bool,
+                    new_gen: int | None = None) -> str | None:
+        """One run of the newest valid entry per key among `runs` (seq, name) (invalid ones go
+        first: a newer invalid entry must not hide an older valid one); tombstones dropped when
+        nothing older is left to shadow. None when nothing is left. new_gen: as in _valid."""
         merged = []
-        for seq, name in runs[:take]:
+        for seq, name in runs:
             t = self._read_run(name)
             merged.append(t.append_column(SEQ, pa.array(np.full(t.num_rows, seq, np.int64))))
-        table = self._valid(state, pa.concat_tables(merged))
+        table = self._valid(state, pa.concat_tables(merged), new_gen)
         if table.num_rows:
             table = table.sort_by([(SEQ, "descending"), (LIVE, "descending")])
             table = table.append_column("_i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
             first = table.group_by(self.keys, use_threads=False).aggregate([("_i", "min")])
             table = table.take(np.sort(first.column("_i_min").to_numpy()))
-            if take == len(runs):  # nothing older left to shadow
+            if drop_tombstones:
                 table = table.filter(table.column(LIVE))
-        keep = runs[take:]
-        # the merged run takes the newest merged seq: it stands where its newest input stood
-        newest_seq = runs[0][0]
-        if table.num_rows:
-            _, name = self._write_run(state, table.drop_columns([SEQ, "_i"]))
-            state.runs[s] = [(newest_seq, name)] + keep
-        else:
-            state.runs[s] = keep
+        if not table.num_rows:
+            return None
+        return self._write_run(None, table.drop_columns([SEQ, "_i"]), max(seq for seq, _ in runs))[1]
 
     def refresh(self, plan: Plan, build=None) -> IndexState:
         """The index caught up to `plan`'s snapshot (built when missing or unusable, by `build`:
@@ -718,14 +729,18 @@ class KeyIndex:
 
     def record_job_commit(self, state: IndexState, runs: Iterable[tuple[int, str]], deltas: Iterable[dict],
                           added_files: Iterable[ManifestEntry], compactions: Sequence[Sequence[ManifestEntry]],
-                          snapshot_id: int | None, new_gen: int, seq: int) -> None:
+                          snapshot_id: int | None, new_gen: int, seq: int, merged: Iterable[int] = ()) -> None:
         """record_commit for a Spark job, in the driver: its writer tasks wrote the entries
         (commit_entries, write_runs) and sent the runs' names and each bucket's count change; the
-        buckets new in the commit take `new_gen`, which the driver drew before the job."""
+        buckets new in the commit take `new_gen`, which the driver drew before the job. A shard in
+        `merged` had all its runs merged with the commit's by the job (full_merge_due): its run
+        replaces them."""
         self._add_files(state, added_files, new_gen)
         for part in deltas:
             self._add_counts(state, part)
         self._apply_compactions(state, compactions)
+        for s in merged:
+            state.runs[s] = []
         added: dict[int, int] = {}
         for s, name in runs:
             state.runs[s].insert(0, (seq, name))
@@ -770,12 +785,18 @@ class KeyIndex:
         return [(s, self._write_run(None, entries.filter(pa.array(shard == s)), seq)[1])
                 for s in np.unique(shard).tolist()]
 
-    def merge_runs(self, names: Sequence[str], seq: int) -> str:
-        """One run of the entries of several runs of one shard at one seq (a Spark job's writer
-        tasks' runs of that shard): the shard's LSM gets one run per commit, whatever the number of
-        writer tasks. Within a seq a key's live entry outranks its tombstone, in one run as across."""
-        merged = pa.concat_tables([self._read_run(n) for n in names])
-        return self._write_run(None, merged, seq)[1]
+    def merge_runs(self, names: Sequence[str], seq: int, older: Sequence[tuple[int, str]] = (),
+                   state: IndexState | None = None, new_gen: int | None = None) -> str | None:
+        """One run of a shard's runs of one commit at `seq` (a Spark job's writer tasks' runs of that
+        shard): the shard's LSM gets one run per commit, whatever the number of writer tasks.
+        Within a seq a key's live entry outranks its tombstone, in one run as across. With `older`
+        (every run the shard had in the job's `state`: full_merge_due) they are merged in too: the
+        newest valid entry per key kept (the buckets the commit creates valid at `new_gen`),
+        tombstones dropped; None when nothing is left."""
+        if not older:
+            merged = pa.concat_tables([self._read_run(n) for n in names])
+            return self._write_run(None, merged, seq)[1]
+        return self._merged_run([(seq, n) for n in names] + list(older), state, True, new_gen)
 
     @staticmethod
     def _add_files(state: IndexState, added_files: Iterable[ManifestEntry], new_gen: int | None) -> None:
@@ -812,6 +833,16 @@ class KeyIndex:
         state.snapshot_id = snapshot_id
         self.save(state)
         self.clean(state)
+
+
+def full_merge_due(state: IndexState, new_keys: int) -> bool:
+    """Whether a Spark job's commit merges every shard it touches whole, in its tasks: when it adds
+    at least a sixteenth of the keys the index holds (a bulk load). Tiered merging alone leaves a
+    bulk-loaded shard several big runs, and a lookup reads about a page per key in each (W3-100M's
+    base in 10 jobs: 4 runs per shard, 43K pages for 10K keys); merged whole by the job, one run,
+    at a cost per job ≤ 17x its own entries, spread over the cluster rather than in the driver."""
+    live = sum(b.count for b in state.buckets.values())
+    return new_keys > 0 and new_keys * 16 >= live
 
 
 def merge_count(sizes: Sequence[int], max_runs: int) -> int:

@@ -204,6 +204,33 @@ def test_the_spark_job_bootstraps_from_the_index_and_records_its_commit(spark, w
     assert max(live_places(with_index).values()) == 1
 
 
+def test_a_bulk_load_by_spark_merges_the_shards_it_touches_whole(spark, table_path):
+    """A Spark job adding at least a sixteenth of the index's keys merges each shard it touches
+    into one run in its tasks (older runs, its own, tombstones of moved keys dropped, entries of
+    buckets another writer made stale dropped); a small one
+    leaves the older runs as they are. The index answers like the table either way."""
+    rng = random.Random(13)
+    _upsert(spark, table_path, _rows(rng, range(0, 200, 2)))
+    for step in range(3):  # small driver-local commits: several runs per shard
+        _upsert(spark, table_path, _rows(rng, rng.sample(range(0, 200, 2), 4), tag=f"s{step}"))
+    # another writer moves keys: their old buckets' entries become invalid (generation bump)
+    _upsert(spark, table_path, _rows(rng, range(0, 40, 2), parts="c", tag="m"), index=False, execution="distributed")
+    before = index_answer(table_path, [])[1]
+    assert any(len(runs) > 1 for runs in before.runs)
+    # the bulk load: new keys and moves of old ones, by the Spark job
+    bulk = _rows(rng, range(1, 200, 2), tag="b") + _rows(rng, range(40, 80, 2), parts="a", tag="bm")
+    result = _upsert(spark, table_path, bulk, execution="distributed")
+    assert result.execution == "distributed" and result.bootstrap["source"] == "key index"
+    state = assert_index_right(table_path, range(200))
+    touched = {s for s, runs in enumerate(state.runs) if runs}
+    assert [len(state.runs[s]) for s in sorted(touched)] == [1] * len(touched)
+    # a small Spark job after it: one more run per shard it touches, nothing merged whole
+    _upsert(spark, table_path, _rows(rng, [1, 3], tag="t"), execution="distributed")
+    state = assert_index_right(table_path, range(200))
+    assert sorted(len(runs) for runs in state.runs if runs)[-1] == 2
+    assert max(live_places(table_path).values()) == 1
+
+
 def test_the_spark_job_builds_a_missing_or_outgrown_index_in_its_tasks(spark, warehouse, monkeypatch):
     """A table without an index (written by runs without it, or by another tool): the Spark job
     builds it in Spark tasks, one run per shard, the driver never reading a key (its own build is
