@@ -217,10 +217,16 @@ class KeyIndex:
                 continue
         return deleted
 
-    def _write_run(self, state: IndexState | None, entries: pa.Table, seq: int | None = None) -> tuple[int, str]:
+    def _run_order(self) -> list[tuple[str, str]]:
+        return [(H, "ascending")] + [(k, "ascending") for k in self.keys]
+
+    def _write_run(self, state: IndexState | None, entries: pa.Table, seq: int | None = None,
+                   in_order: bool = False) -> tuple[int, str]:
         """One sorted run of entries (one shard's), in record batches of block_rows entries; its seq
-        the state's next, or `seq` (the runs of one commit written by several Spark tasks)."""
-        entries = entries.sort_by([(H, "ascending")] + [(k, "ascending") for k in self.keys])
+        the state's next, or `seq` (the runs of one commit written by several Spark tasks).
+        in_order: the entries are sorted by (hash, key) already."""
+        if not in_order:
+            entries = entries.sort_by(self._run_order())
         if seq is None:
             seq = state.new_seq()
         name = f"run-{seq:08d}-{uuid.uuid4().hex[:12]}.arrow"
@@ -606,15 +612,17 @@ class KeyIndex:
             merged.append(t.append_column(SEQ, pa.array(np.full(t.num_rows, seq, np.int64))))
         table = self._valid(state, pa.concat_tables(merged), new_gen)
         if table.num_rows:
-            table = table.sort_by([(SEQ, "descending"), (LIVE, "descending")])
-            table = table.append_column("_i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-            first = table.group_by(self.keys, use_threads=False).aggregate([("_i", "min")])
-            table = table.take(np.sort(first.column("_i_min").to_numpy()))
+            # one sort in the run's order, each key's entries newest first (a live one before a
+            # tombstone of the same seq), and the first of each key kept: no hash aggregation
+            # over the keys and no second sort to write the run (a full merge of a 1M-key shard
+            # took 1.2 s that way)
+            table = table.sort_by(self._run_order() + [(SEQ, "descending"), (LIVE, "descending")])
+            table = table.filter(_firsts(table, [H] + self.keys))
             if drop_tombstones:
                 table = table.filter(table.column(LIVE))
         if not table.num_rows:
             return None
-        return self._write_run(None, table.drop_columns([SEQ, "_i"]), max(seq for seq, _ in runs))[1]
+        return self._write_run(None, table.drop_columns([SEQ]), max(seq for seq, _ in runs), in_order=True)[1]
 
     def refresh(self, plan: Plan, build=None) -> IndexState:
         """The index caught up to `plan`'s snapshot (built when missing or unusable, by `build`:
@@ -901,6 +909,19 @@ def _values_at(column: pa.Array) -> tuple[int, int]:
         return buffers[1].address, t.bit_width
     except ValueError:  # not fixed-width (nested)
         return 0, 0
+
+
+def _firsts(table: pa.Table, columns: Sequence[str]) -> pa.Array:
+    """Per row of a table sorted by `columns`: whether it is the first of its value of them."""
+    n = table.num_rows
+    first = np.ones(n, np.bool_)
+    if n > 1:
+        differs = np.zeros(n - 1, np.bool_)
+        for name in columns:
+            column = table.column(name).combine_chunks()
+            differs |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        first[1:] = differs
+    return pa.array(first)
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -396,3 +396,34 @@ def test_a_shard_merges_small_runs_with_their_peers_not_with_its_big_run(max_run
     assert rewritten <= 3_000 * rewrites
     assert big_merges and all(newer * 2 >= oldest for _, newer, oldest in big_merges)
     assert big_merges[0][0] >= big // 2 - 1
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_merge_keeps_each_keys_newest_entry_only(spark, table_path, whole):
+    """Runs merged into one keep, per key, only its newest entry (a live one before a tombstone of
+    the same seq): a key that moved keeps its new place, a deleted one stays deleted, and no
+    older live entry survives beside them to be taken for the key later."""
+    _upsert(spark, table_path, [(0, "a", "seed")])
+    table = FileStoreTable.open(table_path)
+    index = KeyIndex(table.io, table.path, table.schema, **TUNING)
+    part = {p: binary_row.serialize([p], table.schema.partition_types) for p in "abc"}
+    state = ki.IndexState(1, [[]], {(part[p], 0): ki.BucketState(frozenset(), 1, 0) for p in "abc"}, next_seq=10)
+
+    def run(seq, rows):  # rows: (key, partition, live) -> the run (seq, name)
+        ids = pa.array([k for k, _, _ in rows], pa.int64())
+        entries = pa.table({ki.H: pa.array(index.hashes(pa.table({"id": ids})), pa.int32()), "id": ids,
+                            "dt": [p for _, p, _ in rows], ki.P: [part[p] for _, p, _ in rows],
+                            ki.BUCKET: pa.array([0] * len(rows), pa.int32()),
+                            ki.GEN: pa.array([1] * len(rows), pa.int32()), ki.LIVE: [live for _, _, live in rows]})
+        return index._write_run(None, entries.cast(index.entry_schema), seq)
+
+    oldest = run(1, [(7, "a", True), (8, "a", True), (9, "a", True)])
+    middle = run(2, [(7, "a", False), (7, "b", True), (8, "a", False)])   # 7 moved to b, 8 deleted
+    newest = run(3, [(7, "b", False), (7, "c", True), (10, "c", True)])   # 7 moved again, 10 new
+    state.runs = [[newest, middle, oldest] if whole else [newest, middle, oldest, run(0, [(11, "a", True)])]]
+    index._merge_shard(state, 0, 3)
+    assert len(state.runs[0]) == (1 if whole else 2)
+    merged = index._read_run(state.runs[0][0][1])
+    assert sorted(merged.column("id").to_pylist()) == ([7, 9, 10] if whole else [7, 8, 9, 10])
+    found = index.lookup(state, pa.table({"id": pa.array([7, 8, 9, 10], pa.int64())}))
+    assert {r["id"]: r["dt"] for r in found.to_pylist()} == {7: "c", 9: "a", 10: "c"}
