@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field

@@ -1,6 +1,5 @@
 """Deletes and compaction on Spark, read back by the `paimon` source and pypaimon."""
 
-import os
 import sys
 
 import pytest

@@ -4,7 +4,7 @@ read back three ways: the `paimon` Spark source, pypaimon 2.1.0 and the model.""
 from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
 
-from .helpers import COLUMNS, by_key, frame, live_places, pypaimon_rows, spark_rows
+from .helpers import frame, live_places, pypaimon_rows, spark_rows
 from .model import UpsertModel, random_batches
 
 OPTIONS = {"dynamic-bucket.target-row-num": "4"}  # small: buckets fill and new ones open
