@@ -61,12 +61,6 @@ def _compact_task(path: str, schema, io):
     return run
 
 
-def sorted_runs(split) -> int:
-    """Sorted runs of a bucket as Paimon counts them: each level-0 file, plus each non-empty level."""
-    level0 = sum(1 for f in split.files if f.level == 0)
-    return level0 + len({f.level for f in split.files if f.level > 0})
-
-
 def _on_spark(spark: SparkSession, table: FileStoreTable, rewrites: list[Rewrite]) -> list:
     """One Spark task per bucket: [(split, entries)]."""
     deploy.prepare(spark, table.path)  # a cluster's executors: ship the engine, check their Python

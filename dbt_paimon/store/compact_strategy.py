@@ -55,6 +55,11 @@ def level_sorted_runs(files: Sequence[DataFileMeta]) -> list[SortedRun]:
     return runs
 
 
+def sorted_run_count(files: Sequence[DataFileMeta]) -> int:
+    """A bucket's sorted runs as Paimon counts them: each level-0 file, plus each non-empty level."""
+    return sum(1 for f in files if f.level == 0) + len({f.level for f in files if f.level > 0})
+
+
 class UniversalCompaction:
     def __init__(self, max_size_amp: int, size_ratio: int, trigger: int, num_levels: int,
                  force_up_level0: bool = False):

@@ -445,13 +445,11 @@ class KeyIndex:
         current = pa.table({P: pa.array([p for p, _ in state.buckets], pa.binary()),
                             BUCKET: pa.array([b for _, b in state.buckets], pa.int32()),
                             "_cur": pa.array([s.gen for s in state.buckets.values()], pa.int32())})
-        if new_gen is None:
-            joined = entries.join(current, [P, BUCKET], join_type="inner", use_threads=False)
-            return joined.filter(pc.equal(joined.column(GEN), joined.column("_cur"))).drop_columns(["_cur"])
         joined = entries.join(current, [P, BUCKET], join_type="left outer", use_threads=False)
         cur, gen = joined.column("_cur"), joined.column(GEN)
-        ok = pc.if_else(pc.is_null(cur), pc.equal(gen, pa.scalar(new_gen, pa.int32())), pc.equal(gen, cur))
-        return joined.filter(pc.fill_null(ok, False)).drop_columns(["_cur"])
+        if new_gen is not None:  # a bucket the state does not know: valid at the commit's generation
+            cur = pc.fill_null(cur, pa.scalar(new_gen, pa.int32()))
+        return joined.filter(pc.fill_null(pc.equal(gen, cur), False)).drop_columns(["_cur"])
 
     def _newest_valid(self, state: IndexState, entries: pa.Table) -> pa.Table:
         """Per key, the newest valid entry (a live one before a tombstone of the same run); the

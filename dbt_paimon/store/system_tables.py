@@ -12,6 +12,7 @@ from typing import Callable
 
 import pyarrow as pa
 
+from .compact_strategy import sorted_run_count
 from .errors import PaimonError
 from .tags import TagManager
 
@@ -104,12 +105,11 @@ def files(table, snapshot_id: int | None = None) -> pa.Table:
 def buckets(table, snapshot_id: int | None = None) -> pa.Table:
     rows = []
     for s in _splits(table, snapshot_id):
-        level0 = sum(1 for f in s.files if f.level == 0)
         times = [f.creation_time for f in s.files if f.creation_time]
         rows.append({"partition": _partition_text(s.partition_values), "bucket": s.bucket,
                      "record_count": sum(f.row_count for f in s.files),
                      "file_size_in_bytes": sum(f.file_size for f in s.files), "file_count": len(s.files),
-                     "sorted_runs": level0 + len({f.level for f in s.files if f.level > 0}),
+                     "sorted_runs": sorted_run_count(s.files),
                      "last_update_time": max(times).replace(tzinfo=None) if times else None})
     return pa.Table.from_pylist(rows, BUCKETS)
 
