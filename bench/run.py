@@ -130,6 +130,20 @@ def set_up(system: str, case_dir: str, work_dir: str, args, env: dict) -> dict:
     return setup
 
 
+def evict_from_page_cache(work_dir: str) -> None:
+    """--cold: the set-up tables' files (data, manifests, key index) out of the page cache, as for
+    a nightly upsert into a table nobody read since: written back first (a copy's pages are dirty
+    and cannot be dropped), then dropped file by file. The programs' own files stay cached."""
+    os.sync()
+    for root, _, names in os.walk(work_dir):
+        for name in names:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def run_system(system: str, case: data.Case, case_dir: str, run_dir: str, args, env: dict) -> dict:
     peer = peers.get(system)
     row = {"case": case.name, "system": system, "label": peer.label, "note": peer.note, "model": peer.model,
@@ -147,6 +161,8 @@ def run_system(system: str, case: data.Case, case_dir: str, run_dir: str, args, 
         print(" error")
         return dict(row, status="error", reason=setup["error"])
     print(f" {setup['setup_seconds']:.1f} s, upsert ...", end="", flush=True)
+    if args.cold:
+        evict_from_page_cache(work_dir)
     res = run_phase("upsert", system, case_dir, work_dir, args.timeout, env)
     if not args.keep:
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -291,6 +307,8 @@ def main() -> None:
                     help="keep the tables under bench/.work/run-*/ (the phases' logs are always kept there)")
     ap.add_argument("--reuse-setup", action="store_true",
                     help="keep each case's set-up tables under bench/.work/setups/ and time the upsert on a copy")
+    ap.add_argument("--cold", action="store_true",
+                    help="drop the set-up tables' files from the page cache before each timed upsert")
     args = ap.parse_args()
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -336,7 +354,8 @@ def main() -> None:
     for r in results:
         versions.update(r.get("versions", {}))
     doc = dict(date=started.isoformat(timespec="seconds"), machine=mach, versions=versions,
-               args=dict(workload=args.workload, scale=args.scale, systems=systems, spark_conf=args.spark_conf),
+               args=dict(workload=args.workload, scale=args.scale, systems=systems, spark_conf=args.spark_conf,
+                         reuse_setup=args.reuse_setup, cold=args.cold),
                cases=case_meta, results=results, table=lines, markdown=table_lines(results, markdown=True), notes=notes)
     n = 1   # never overwrite an earlier run of the day: <date>.json, then <date>-2.json, ...
     while os.path.exists(os.path.join(RESULTS_DIR, stem + ("" if n == 1 else f"-{n}") + ".json")):

@@ -60,7 +60,9 @@ from .schema import TableSchema
 
 log = logging.getLogger(__name__)
 
-FORMAT = 4  # 2: partition columns dictionary-encoded in runs; 3: runs carry fences; 4: one _loc column
+FORMAT = 5  # 2: partition columns dictionary-encoded in runs; 3: runs carry fences; 4: one _loc column;
+#             5: fixed-width keys inside _loc
+READS_FORMATS = (4, 5)  # a 4's runs keep their key columns: each run's file says its layout
 BLOCK_ROWS = 1 << 20         # entries per record batch of a run (a lookup searches each in place)
 FENCE_ROWS = 256             # a fence every this many entries: 1 KB of hashes between two (a window
                              # spans one 4 KB page mostly, two at times; 1024 spanned two mostly)
@@ -151,12 +153,19 @@ class KeyIndex:
         # In a run's file, where an entry lives is one fixed-width column (_loc): the partition as an
         # index into the run's partitions (kept in its metadata, values derived from the binary
         # row), bucket, generation and live. A lookup reads a page per column of each key it finds:
-        # two here, six with a column each (W3-100M: 27K of a cold lookup's 45K pages)
+        # two with the key in a column of its own, six with a column each (W3-100M: 27K of a cold
+        # lookup's 45K pages). A key of fixed-width columns only (integers, dates, timestamps,
+        # decimals) rides in _loc too, as its values' 32-bit words after the four: one page per key
+        # found. A run's file says which layout it has (its key columns are there or not).
+        self.key_words = _key_words([schema.field(k).type.to_arrow() for k in self.keys])
+        inline = self.key_words is not None
+        width = 4 + (sum(self.key_words) if inline else 0)
         self.file_schema = pa.schema([pa.field(H, pa.int32())]
-                                     + [pa.field(k, schema.field(k).type.to_arrow()) for k in self.keys]
-                                     + [pa.field(LOC, pa.list_(pa.field("item", pa.int32(), False), 4), False)])
+                                     + ([] if inline else [pa.field(k, schema.field(k).type.to_arrow()) for k in self.keys])
+                                     + [pa.field(LOC, pa.list_(pa.field("item", pa.int32(), False), width), False)])
         self.bytes_read = 0
         self._partition_columns: dict[bytes, dict[str, pa.Array]] = {}
+        self._partition_values: dict[bytes, list] = {}  # a partition's binary row, decoded
 
     # ---- the index's own files ---------------------------------------------------------------
 
@@ -167,7 +176,7 @@ class KeyIndex:
             if pointer is None:
                 return None
             doc = json.loads(self.io.read_text(f"{self.dir}/{json.loads(pointer)['manifest']}"))
-            if doc.get("format") != FORMAT or doc["key"] != [f"{k}:{t.sql()}" for k, t in zip(self.keys, self.key_types)] \
+            if doc.get("format") not in READS_FORMATS or doc["key"] != [f"{k}:{t.sql()}" for k, t in zip(self.keys, self.key_types)] \
                     or doc["partition"] != [f"{p}:{t.sql()}" for p, t in zip(self.parts, self.part_types)]:
                 log.info("key index of %s is for another key or partition: rebuilt", self.table_path)
                 return None
@@ -233,12 +242,16 @@ class KeyIndex:
         self.io.mkdirs(self.dir)
         entries = entries.cast(self.entry_schema).combine_chunks()
         partitions = pc.dictionary_encode(entries.column(P)).combine_chunks()
-        loc = np.empty((entries.num_rows, 4), np.int32)
+        loc = np.empty((entries.num_rows, self.file_schema.field(LOC).type.list_size), np.int32)
         loc[:, 0] = partitions.indices.to_numpy()
         loc[:, 1] = entries.column(BUCKET).to_numpy()
         loc[:, 2] = entries.column(GEN).to_numpy()
         loc[:, 3] = entries.column(LIVE).to_numpy(zero_copy_only=False)
-        columns = [entries.column(H)] + [entries.column(k) for k in self.keys] \
+        at = 4
+        for k, words in zip(self.keys, self.key_words or ()):
+            loc[:, at:at + words] = _as_words(entries.column(k).combine_chunks(), words)
+            at += words
+        columns = [entries.column(H)] + [entries.column(k) for k in self.keys if k in self.file_schema.names] \
             + [pa.FixedSizeListArray.from_arrays(pa.array(loc.ravel()), type=self.file_schema.field(LOC).type)]
         encoded = pa.Table.from_arrays(columns, schema=self.file_schema).combine_chunks()
         batches = encoded.to_batches(max_chunksize=self.block_rows)
@@ -284,7 +297,11 @@ class KeyIndex:
         batch's matches, and a run's batches share the list)."""
         if listed not in self._partition_columns:
             partitions = [bytes.fromhex(v) for v in json.loads(listed)]
-            values = [binary_row.deserialize(p, self.part_types) for p in partitions]  # per partition
+            # each partition decoded once: the runs of the shards list mostly the same partitions
+            for p in partitions:
+                if p not in self._partition_values:
+                    self._partition_values[p] = binary_row.deserialize(p, self.part_types)
+            values = [self._partition_values[p] for p in partitions]
             columns = {name: pa.array([v[self.parts.index(name)] for v in values], self.entry_schema.field(name).type)
                        for name in self.parts_only}
             columns[P] = pa.array(partitions, pa.binary())
@@ -294,11 +311,19 @@ class KeyIndex:
     def _decode(self, rows: pa.Table, run_schema: pa.Schema) -> pa.Table:
         """Rows of a run's file (any of its rows: a lookup's matches, or all) in the entry schema:
         _loc unpacked, the partition's binary row and values taken from the run's partitions."""
-        loc = rows.column(LOC).combine_chunks().flatten().to_numpy().reshape(-1, 4)
+        width = run_schema.field(LOC).type.list_size
+        loc = rows.column(LOC).combine_chunks().flatten().to_numpy().reshape(-1, width)
         at = pa.array(loc[:, 0])
         cols = {H: rows.column(H)}
+        word = 4
         for k in self.keys:
-            cols[k] = rows.column(k)
+            if k in run_schema.names:
+                cols[k] = rows.column(k)
+            else:  # the key's words in _loc (a run of fixed-width keys)
+                t = self.entry_schema.field(k).type
+                words = _words_of(t)
+                cols[k] = _from_words(loc[:, word:word + words], t)
+                word += words
         for name, column in self._partitions(run_schema.metadata[b"partitions"]).items():
             cols[name] = column.take(at)
         cols[BUCKET] = pa.array(np.ascontiguousarray(loc[:, 1]))
@@ -907,6 +932,42 @@ def _values_at(column: pa.Array) -> tuple[int, int]:
         return buffers[1].address, t.bit_width
     except ValueError:  # not fixed-width (nested)
         return 0, 0
+
+
+def _words_of(t: pa.DataType) -> int | None:
+    """How many 32-bit words a value of t takes in _loc; None when t is not fixed-width bytes
+    (strings, binary, booleans: bit-packed)."""
+    if not (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t)
+            or pa.types.is_decimal(t) or pa.types.is_duration(t)):
+        return None
+    try:
+        width = t.bit_width
+    except ValueError:
+        return None
+    return -(-width // 32) if width % 8 == 0 else None
+
+
+def _key_words(types: Sequence[pa.DataType]) -> list[int] | None:
+    """Per key column its words in _loc, when every key column is fixed-width; else None."""
+    words = [_words_of(t) for t in types]
+    return None if any(w is None for w in words) else words
+
+
+def _as_words(column: pa.Array, words: int) -> np.ndarray:
+    """A fixed-width column (no nulls: a primary key) as `words` int32 per value: its bytes,
+    zero-padded to whole words."""
+    width = column.type.bit_width // 8
+    data = np.frombuffer(column.buffers()[1], np.uint8)[column.offset * width:(column.offset + len(column)) * width]
+    out = np.zeros((len(column), words * 4), np.uint8)
+    out[:, :width] = data.reshape(-1, width)
+    return out.view(np.int32)
+
+
+def _from_words(words: np.ndarray, t: pa.DataType) -> pa.Array:
+    """The column `_as_words` packed, back in its type."""
+    width = t.bit_width // 8
+    data = np.ascontiguousarray(np.ascontiguousarray(words).view(np.uint8)[:, :width])
+    return pa.Array.from_buffers(t, len(words), [None, pa.py_buffer(data)])
 
 
 def _firsts(table: pa.Table, columns: Sequence[str]) -> pa.Array:

@@ -427,3 +427,75 @@ def test_a_merge_keeps_each_keys_newest_entry_only(spark, table_path, whole):
     assert sorted(merged.column("id").to_pylist()) == ([7, 9, 10] if whole else [7, 8, 9, 10])
     found = index.lookup(state, pa.table({"id": pa.array([7, 8, 9, 10], pa.int64())}))
     assert {r["id"]: r["dt"] for r in found.to_pylist()} == {7: "c", 9: "a", 10: "c"}
+
+
+KEY_KINDS = {
+    # key columns (Spark SQL) -> whether they ride in _loc
+    "int, date, timestamp, decimal": ("k1 int, k2 date, k3 timestamp, k4 decimal(10,2)", True),
+    "tinyint": ("k1 tinyint", True),
+    "bigint, string": ("k1 bigint, k2 string", False),
+}
+
+
+def _key_rows(rng, kind, keys, tag):
+    """Rows (key columns..., dt, v) whose key is derived from the int k: distinct k, distinct key."""
+    import datetime as dt
+    from decimal import Decimal
+
+    def key(k):
+        if kind == "tinyint":
+            return (k - 60,)
+        if kind == "bigint, string":
+            return (k * 1_000_003, f"s{k % 7}-{k}")
+        return (k - 30, dt.date(2024, 1, 1) + dt.timedelta(days=k), dt.datetime(2024, 1, 1, 0, 0, k % 60, k),
+                Decimal(k) / 4)
+    return [key(k) + (rng.choice("abc"), f"{tag}{k}") for k in keys]
+
+
+@pytest.mark.parametrize("kind", list(KEY_KINDS))
+@pytest.mark.parametrize("old_layout_first", [False, True])
+def test_fixed_width_keys_ride_in_the_location_column(spark, table_path, kind, old_layout_first, monkeypatch):
+    """A key of fixed-width columns is stored inside _loc (one page per key a lookup finds); other
+    keys keep their columns. An index whose first runs have the key columns (format 4, or
+    `old_layout_first`) is read and merged with the new runs and answers like the table."""
+    columns, inline = KEY_KINDS[kind]
+    names = [c.split()[0] for c in columns.split(", ")]
+    rng = random.Random(len(kind))
+
+    def up(keys, tag):
+        df = spark.createDataFrame(_key_rows(rng, kind, keys, tag), f"{columns}, dt string, v string")
+        return upsert(df, table_path, primary_keys=names, partition_keys="dt", options=dict(OPTIONS),
+                      settings=RunSettings(execution="local", key_index=True))
+
+    if old_layout_first:
+        with monkeypatch.context() as m:
+            m.setattr(ki, "_key_words", lambda types: None)
+            up(range(40), "a")
+            up(range(20, 45), "b")
+    def layouts():  # per run of the index: whether its key rides in _loc
+        table = FileStoreTable.open(table_path)
+        index = KeyIndex(table.io, table.path, table.schema, **TUNING)
+        state = index.refresh(table.plan())
+        return index, state, {all(k not in index._open_run(n)[0].schema.names for k in names)
+                              for shard in state.runs for _, n in shard}
+
+    for step in range(4):
+        result = up(rng.sample(range(60), 20), f"s{step}")
+        assert result.bootstrap["source"] == "key index"
+        if step == 0:  # old runs beside the first new ones
+            assert layouts()[2] == ({False, True} if old_layout_first and inline else {inline})
+    index, state, _ = layouts()
+    table = FileStoreTable.open(table_path)
+    # the index's answer for every key, live or not, is where the table has it
+    want = {}
+    reader = table.new_read(names)
+    for split in table.plan().splits:
+        for row in reader.read_split(split).to_pylist():
+            want[tuple(row[k] for k in names)] = (split.partition_values, split.bucket)
+    probe = spark.createDataFrame(_key_rows(rng, kind, range(70), "p"), f"{columns}, dt string, v string")
+    keys = pa.Table.from_pandas(probe.select(*names).toPandas(), preserve_index=False)
+    keys = keys.cast(pa.schema([index.entry_schema.field(k) for k in names]))
+    found = index.lookup(state, keys)
+    got = {tuple(r[k] for k in names): ((r["dt"],), r["_bucket"]) for r in found.to_pylist()}
+    assert got == want
+    assert max(live_places(table_path).values()) == 1
