@@ -1,7 +1,7 @@
 """The distributed executor: the upsert job as one Spark job (mapInArrow stages and two shuffles).
 
     live keys (bootstrap tasks) ─┐
-    HASH index entries ──────────┼─ shuffle by ROUTE ─► assign ─► shuffle by (partition, bucket) ─► write
+    HASH index entries ──────────┼─ shuffle by ROUTE ─► assign ─► shuffle by writer (packed rows) ─► write
     the batch, cast to the table ┘
 
 A cross-partition table with a key index (store/key_index.py) bootstraps from it instead: the
@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
-from ..assign.rows import BUCKET, DIGEST, HASH, PAYLOAD, ROUTE, SOURCE, Source, StageRows
+from ..assign.rows import BUCKET, DIGEST, HASH, PACKED, PAYLOAD, ROUTE, SOURCE, WRITER, Source, StageRows
 from ..store import key_index
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
@@ -213,12 +213,15 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         to_owner = indexed.where(router != owner).withColumn(ROUTE, owner_route)
         rows = rows.unionByName(indexed, allowMissingColumns=True).unionByName(to_owner, allowMissingColumns=True)
     rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
+    # the assigners send each writer its buckets' rows packed (PACKED): whole buckets per writer,
+    # as a shuffle by (partition, bucket) would, in a few large values
+    writer_routes = _routes(spark, num_writers)
     assigned = rows.repartition(num_assigners, F.col(ROUTE)).mapInArrow(
-        tasks.assign_task(stage, num_assigners, counted), struct_of(stage.assigned()))
-    part_cols = part_key_cols + [F.col(BUCKET)]
-    written = assigned.repartition(num_writers, *part_cols).mapInArrow(
+        tasks.assign_task(stage, num_assigners, counted, [writer_routes[i] for i in range(num_writers)]),
+        struct_of(PACKED))
+    written = assigned.repartition(num_writers, F.col(WRITER)).mapInArrow(
         tasks.write_task(table.path, schema, table.io, next_sequence, index_files,
-                         record=commit.write if commit is not None else None),
+                         record=commit.write if commit is not None else None, packed=True),
         struct_of(PAYLOAD))
     entries, counts, index_changes, recorded = [], AssignCounts(), {}, []
     for part_entries, part_counts, part_index, part_recorded in jobs.collect_payloads(spark, written):

@@ -14,6 +14,7 @@ a few dicts of metadata). The rows between stages are declared in assign/rows.py
 from __future__ import annotations
 
 import pickle
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Sequence
 
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 
 from ..assign.global_index_assigner import COUNT_KINDS, AssignCounts, AssignResult, GlobalIndexAssigner
 from ..assign.groups import group_codes, group_runs
-from ..assign.rows import (BUCKET, COUNT, DIGEST, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, PAYLOAD, ROUTE, SOURCE,
+from ..assign.rows import (BUCKET, COUNT, DIGEST, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, PACKED, PAYLOAD, ROUTE, SOURCE,
                            SUMMARY_BUCKET, Source, StageRows, conform, of_source, old_column)
 from ..store import binary_row
 from ..store.fileio import FileIO
@@ -263,9 +264,14 @@ def assign(stage: StageRows, num_assigners: int, assign_id: int, batch: pa.Table
     return assigner.process(batch, existing, indexed, bucket_counts)
 
 
-def assign_task(stage: StageRows, num_assigners: int, counted: bool):
+PACKED_ROWS = 1 << 17  # rows per packed value (~13 MB at 100 B a row; Spark holds each whole)
+
+
+def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_routes: Sequence[int]):
     """One assigner per Spark partition of the shuffle by ROUTE: its id is the partition id.
-    counted: the bootstrap was filtered by the batch's keys and sends bucket counts."""
+    counted: the bootstrap was filtered by the batch's keys and sends bucket counts.
+    writer_routes: per writer, the value of WRITER the shuffle to the writers sends to it; the
+    assigned rows leave packed (PACKED), whole buckets to one writer."""
     layout = stage.assigned()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -279,9 +285,45 @@ def assign_task(stage: StageRows, num_assigners: int, counted: bool):
                         live=of_source(routed, Source.TABLE),
                         counts=of_source(routed, Source.COUNT) if counted else None,
                         index=of_source(routed, Source.INDEX) if stage.hashed else None)
-        yield from conform(result.rows, layout).to_batches(max_chunksize=1 << 17)
-        yield from conform(summary_rows(result.counts), layout).to_batches()
+        rows = pa.concat_tables([conform(result.rows, layout), conform(summary_rows(result.counts), layout)])
+        yield from pack(rows, stage.schema, writer_routes)
     return run
+
+
+def writer_of(rows: pa.Table, schema: TableSchema, writers: int) -> np.ndarray:
+    """Per row, the writer of its (partition, bucket): the same in every assigner (a crc32 of the
+    partition's binary row and the bucket, computed per bucket, not per row)."""
+    codes, groups = group_codes(rows, list(schema.partition_keys) + [BUCKET])
+    of_group = np.array([zlib.crc32(binary_row.serialize(list(g[:-1]), schema.partition_types)
+                                    + int(g[-1]).to_bytes(4, "little", signed=True)) % writers for g in groups],
+                        dtype=np.int64)
+    return of_group[codes]
+
+
+def pack(rows: pa.Table, schema: TableSchema, writer_routes: Sequence[int]) -> Iterator[pa.RecordBatch]:
+    """Assigned rows as PACKED rows: per writer, its rows in Arrow IPC streams of PACKED_ROWS."""
+    if rows.num_rows == 0:
+        return
+    writer = writer_of(rows, schema, len(writer_routes))
+    order, runs = group_runs(writer)
+    for start, end in runs:  # one iteration per writer
+        part = rows.take(pa.array(order[start:end]))
+        for at in range(0, part.num_rows, PACKED_ROWS):
+            chunk = part.slice(at, PACKED_ROWS)
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, chunk.schema) as out:
+                out.write_table(chunk)
+            data = sink.getvalue()  # one binary value over the stream's buffer, not a copy of it
+            value = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, data.size], np.int32)), data])
+            route = writer_routes[int(writer[order[start]])]
+            yield pa.RecordBatch.from_arrays([pa.array([route], pa.int32()), value], schema=PACKED)
+
+
+def unpack(batches: Sequence[pa.RecordBatch]) -> pa.Table | None:
+    """The assigned rows of PACKED batches (None when there are none)."""
+    tables = [pa.ipc.open_stream(value.as_buffer()).read_all()
+              for batch in batches for value in batch.column(1) if value.is_valid]
+    return pa.concat_tables(tables) if tables else None
 
 
 def summary_rows(counts: AssignCounts) -> pa.Table:
@@ -305,18 +347,22 @@ def add_summary(counts: AssignCounts, assigned: pa.Table) -> pa.Table:
 # ---- stage: write ------------------------------------------------------------------------------------
 
 def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, index_files: dict | None = None,
-               update_index: bool = True, record=None):
+               update_index: bool = True, record=None, packed: bool = False):
     """Writes the buckets of one Spark partition of the shuffle by (partition, bucket); returns one
     row (PAYLOAD): the pickled manifest entries, counts, (HASH_DYNAMIC) rewritten index files and
     what `record` (a picklable callable: key_lookup.JobCommit.write) returns for its rows, the key
     index's share of the commit written by this task.
 
-    index_files: (partition bytes, bucket) -> the bucket's HASH index entry in the bootstrap snapshot."""
+    index_files: (partition bytes, bucket) -> the bucket's HASH index entry in the bootstrap snapshot.
+    packed: the rows come as PACKED (from assign_task), else as rows (a delete's)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(batches)
         counts = AssignCounts()
         entries, new_index, recorded = [], {}, None
-        table = pa.Table.from_batches(batches) if batches else None
+        if packed:
+            table = unpack(batches)
+        else:
+            table = pa.Table.from_batches(batches) if batches else None
         if table is not None and table.num_rows:
             data = add_summary(counts, table)
             entries, new_index = write_rows(path, schema, io, next_sequence, index_files, data, update_index)

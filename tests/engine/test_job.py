@@ -135,3 +135,46 @@ def test_the_job_cuts_a_large_batch_into_tasks_by_its_size(spark, warehouse, mon
     rows = {r["id"]: (r["dt"], r["v"]) for r in spark_rows(spark, path)}
     assert len(rows) == 60 and all(rows[i] == ("b", i) for i in range(20, 60))
     assert all(n == 1 for n in live_places(path).values())
+
+
+def test_assigned_rows_cross_to_the_writers_packed_whole_buckets_each(monkeypatch):
+    """The assigners pack their rows per writer (tasks.pack): a (partition, bucket) goes to the
+    same writer from every assigner, the summary rows too, and the writers unpack exactly the rows
+    that were packed, in chunks of PACKED_ROWS."""
+    import numpy as np
+    import pyarrow as pa
+
+    from dbt_paimon.assign.rows import BUCKET, KIND, WRITER, StageRows
+    from dbt_paimon.engine import tasks
+    from dbt_paimon.store.schema import build_schema
+
+    monkeypatch.setattr(tasks, "PACKED_ROWS", 7)
+    schema = build_schema(pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.string())]), ["id"], ["dt"],
+                          {"bucket": "-1"})
+    layout = StageRows(schema).assigned()
+    rng = np.random.default_rng(3)
+
+    def assigned(n):  # an assigner's rows: random (dt, bucket) among 4 x 3, and its summary rows
+        rows = pa.table({"id": np.arange(n), "dt": rng.choice(["a", "b", "c", None], n),
+                         "v": [f"v{i}" for i in range(n)], BUCKET: rng.integers(0, 3, n).astype(np.int32),
+                         KIND: np.zeros(n, np.int8)})
+        summary = tasks.summary_rows(tasks.AssignCounts(inserted=n))
+        return pa.concat_tables([tasks.conform(rows, layout), tasks.conform(summary, layout)])
+
+    routes = [101, 202, 303]
+    by_writer: dict[int, list] = {}
+    for n in (40, 25, 60):  # three assigners
+        rows = assigned(n)
+        packed = list(tasks.pack(rows, schema, routes))
+        assert all(b.schema == tasks.PACKED for b in packed)
+        for b in packed:
+            by_writer.setdefault(b.column(WRITER)[0].as_py(), []).append(b)
+        back = tasks.unpack(packed)
+        assert back.num_rows == rows.num_rows and max(tasks.unpack([b]).num_rows for b in packed) <= 7
+        assert sorted(back.to_pylist(), key=repr) == sorted(rows.to_pylist(), key=repr)
+    assert set(by_writer) <= set(routes) and len(by_writer) > 1
+    seen = {}
+    for route, batches in by_writer.items():
+        for row in tasks.unpack(batches).select(["dt", BUCKET]).to_pylist():
+            assert seen.setdefault((row["dt"], row[BUCKET]), route) == route  # whole buckets per writer
+    assert tasks.unpack([]) is None and list(tasks.pack(assigned(0).slice(0, 0), schema, routes)) == []
