@@ -116,11 +116,11 @@ class StageRows:
 
 
 PAYLOAD = pa.schema([pa.field("payload", pa.binary())])  # a writer's result: pickled entries and counts
-# The shuffle from the assigners to the writers: the assigned rows (StageRows.assigned) of one
-# writer as Arrow IPC streams, each a row with the ROUTE that sends it to that writer. Spark then
-# moves a few large values instead of converting every row to its own rows and back.
-WRITER = "_writer"
-PACKED = pa.schema([pa.field(WRITER, pa.int32()), pa.field("rows", pa.binary())])
+# A shuffle of packed rows: the rows bound for one task (an assigner: StageRows.routed; a writer:
+# StageRows.assigned) as Arrow IPC streams, each in a row with the value of TO that sends it to that
+# task. Spark then moves a few large values instead of converting every row to its rows and back.
+TO = "_to"
+PACKED = pa.schema([pa.field(TO, pa.int32()), pa.field("rows", pa.binary())])
 # what one task of the batch tells the bootstrap: a partial Bloom filter of its keys, its partitions
 DIGEST = pa.schema([pa.field("bits", pa.binary()), pa.field("partitions", pa.binary())])
 

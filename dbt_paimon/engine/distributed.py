@@ -5,9 +5,14 @@
     the batch, cast to the table ┘
 
 A cross-partition table with a key index (store/key_index.py) bootstraps from it instead: the
-driver catches the index up to the job's snapshot, lookup tasks over the batch's keys replace the
-bootstrap tasks (and the Bloom-filter pass over the batch), each bucket's count comes from the
-index, and each writer task records its rows in the index (runs the driver then names in it).
+driver catches the index up to the job's snapshot; one stage over the batch looks its keys up and
+sends rows and found keys to their assigners packed (key_lookup.route_task), replacing the
+bootstrap tasks, the Bloom-filter pass over the batch and the row-by-row shuffle; each bucket's
+count comes from the index, and each writer task records its rows in the index (runs the driver
+then names in it).
+
+    the batch ─► route (look up its keys, pack per assigner) ─┐
+    bucket counts (driver, packed) ───────────────────────────┴─ shuffle by TO ─► assign ─► ... ─► write
 
 The driver only plans (reads manifests), collects the small per-task results (manifest entries and
 counts) and commits (upsert.py). Every stage runs the functions of tasks.py; the rows between
@@ -25,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
-from ..assign.rows import BUCKET, DIGEST, HASH, PACKED, PAYLOAD, ROUTE, SOURCE, WRITER, Source, StageRows
+from ..assign.rows import BUCKET, DIGEST, HASH, PACKED, PAYLOAD, ROUTE, SOURCE, TO, Source, StageRows, conform
 from ..store import key_index
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
@@ -177,19 +182,24 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     routes = _routes(spark, num_assigners) if counted or boot_index else None
     route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
     rows = rows.withColumn(ROUTE, route_of_row)
+    routed = None  # the key-index bootstrap's rows, packed per assigner
     if lookup is not None:
-        keys = batch.select(*key_cols)
-        if keys.rdd.getNumPartitions() > parallelism:  # each task maps the runs it touches: few, big tasks
-            keys = keys.coalesce(parallelism)
-        live = keys.mapInArrow(key_lookup.lookup_task(table.path, table.io, stage, lookup.state,
-                                                      dict(key_lookup.INDEX_TUNING)), struct_of(stage.live_key(True)))
-        counts = lookup.counts()
-        # each count row to its bucket's owner (b % assigners), as the bootstrap tasks send them
-        owner_routes = np.array([routes[i] for i in range(num_assigners)], dtype=np.int32)
+        # One pass over the batch: each task looks its rows' keys up in the index and sends rows
+        # and found keys, packed, to their assigners (key_lookup.route_task); the bucket counts
+        # go to their owners (b % assigners) packed by the driver
+        assigner_routes = [routes[i] for i in range(num_assigners)]
+        source = batch
+        if source.rdd.getNumPartitions() > parallelism:  # each task maps the runs it touches: few, big
+            source = source.coalesce(parallelism)        # tasks, which stream their rows in chunks
+        routed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage, lookup.state,
+                                                        dict(key_lookup.INDEX_TUNING), assigner_routes),
+                                  struct_of(PACKED))
+        counts = conform(lookup.counts(), stage.routed(True))
         owners = np.asarray(counts.column(BUCKET).to_numpy(zero_copy_only=False), dtype=np.int64) % num_assigners
-        counts = counts.set_column(counts.column_names.index(ROUTE), ROUTE, pa.array(owner_routes[owners], pa.int32()))
-        rows = rows.unionByName(live.withColumn(ROUTE, route_of_row), allowMissingColumns=True).unionByName(
-            spark.createDataFrame(counts, schema=struct_of(stage.live_key(True))), allowMissingColumns=True)
+        packed_counts = list(tasks.pack_to(counts, owners, assigner_routes))
+        if packed_counts:
+            routed = routed.unionByName(spark.createDataFrame(pa.Table.from_batches(packed_counts),
+                                                              schema=struct_of(PACKED)))
     elif splits:
         groups = tasks.chunk_splits(splits, bootstrap_tasks)
         live = jobs.descriptors(spark, groups).mapInArrow(
@@ -212,14 +222,18 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         owner_route = F.element_at(F.array(*[F.lit(routes[i]) for i in range(num_assigners)]), owner + 1)
         to_owner = indexed.where(router != owner).withColumn(ROUTE, owner_route)
         rows = rows.unionByName(indexed, allowMissingColumns=True).unionByName(to_owner, allowMissingColumns=True)
-    rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
     # the assigners send each writer its buckets' rows packed (PACKED): whole buckets per writer,
     # as a shuffle by (partition, bucket) would, in a few large values
     writer_routes = _routes(spark, num_writers)
-    assigned = rows.repartition(num_assigners, F.col(ROUTE)).mapInArrow(
-        tasks.assign_task(stage, num_assigners, counted, [writer_routes[i] for i in range(num_writers)]),
-        struct_of(PACKED))
-    written = assigned.repartition(num_writers, F.col(WRITER)).mapInArrow(
+    to_writers = [writer_routes[i] for i in range(num_writers)]
+    if routed is not None:
+        assigned = routed.repartition(num_assigners, F.col(TO)).mapInArrow(
+            tasks.assign_task(stage, num_assigners, counted, to_writers, packed=True), struct_of(PACKED))
+    else:
+        rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
+        assigned = rows.repartition(num_assigners, F.col(ROUTE)).mapInArrow(
+            tasks.assign_task(stage, num_assigners, counted, to_writers), struct_of(PACKED))
+    written = assigned.repartition(num_writers, F.col(TO)).mapInArrow(
         tasks.write_task(table.path, schema, table.io, next_sequence, index_files,
                          record=commit.write if commit is not None else None, packed=True),
         struct_of(PAYLOAD))

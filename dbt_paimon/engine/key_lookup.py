@@ -70,7 +70,7 @@ class KeyLookup:
         return conform(counts, self.stage.live_key(True))
 
     def refresh(self, build=None) -> None:
-        """For the Spark job, which looks keys up in its tasks (lookup_task): the index caught up to
+        """For the Spark job, which looks keys up in its tasks (route_task): the index caught up to
         the job's snapshot, in the driver; built (when missing, outgrown or unreadable) by `build`
         (index_build's Spark job: the driver never reads the table's keys)."""
         self.state = self.index.refresh(self.plan, build)
@@ -192,16 +192,37 @@ def live_rows(located: pa.Table, stage: StageRows) -> pa.Table:
     return conform(live, stage.live_key(True))
 
 
-def lookup_task(path: str, io, stage: StageRows, state: IndexState, tuning: dict):
-    """Spark task: batch keys -> their live-key rows, from the index at `state` (the driver caught
-    it up to the job's snapshot). A task looks up all its keys at once: on a local or shared disk
-    the runs are memory-mapped and binary-searched in place, on an object store a touched run is
-    fetched whole (bounded by a shard)."""
+ROUTE_ROWS = 1 << 17  # batch rows looked up and packed at a time by a route task
+
+
+def route_task(path: str, io, stage: StageRows, state: IndexState, tuning: dict, assigner_routes: list[int],
+               chunk_rows: int = ROUTE_ROWS):
+    """Spark task over the batch (the key-index bootstrap): its rows and the live keys the index
+    has for them, packed per assigner (tasks.pack_to; a key's assigner: tasks.assigner_of), so
+    that the batch is read once and crosses the shuffle to the assigners in a few large values.
+    Looks up chunk_rows keys at a time: a task holds that many rows, whatever its share."""
+    layout = stage.routed(True)
+    keys = list(stage.schema.primary_keys)
+
+    def route(index: KeyIndex, rows: pa.Table):
+        live = live_rows(index.lookup(state, rows.select(keys)), stage)
+        rows = rows.append_column(SOURCE, pa.array(np.full(rows.num_rows, Source.BATCH, np.int8)))
+        routed = pa.concat_tables([conform(rows, layout), conform(live, layout)])
+        yield from tasks.pack_to(routed, tasks.assigner_of(routed, stage.schema, len(assigner_routes)),
+                                 assigner_routes)
+
     def run(batches):
-        batches = [b for b in batches if b.num_rows]
-        if not batches:
-            return
         index = KeyIndex(io, path, stage.schema, **tuning)
-        located = index.lookup(state, pa.Table.from_batches(batches))
-        yield from live_rows(located, stage).to_batches(max_chunksize=1 << 17)
+        pending, held = [], 0
+        for batch in batches:
+            if batch.num_rows:
+                pending.append(batch)
+                held += batch.num_rows
+            if held >= chunk_rows:
+                yield from route(index, pa.Table.from_batches(pending))
+                pending, held = [], 0
+        if pending:
+            yield from route(index, pa.Table.from_batches(pending))
     return run
+
+

@@ -267,17 +267,22 @@ def assign(stage: StageRows, num_assigners: int, assign_id: int, batch: pa.Table
 PACKED_ROWS = 1 << 17  # rows per packed value (~13 MB at 100 B a row; Spark holds each whole)
 
 
-def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_routes: Sequence[int]):
+def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_routes: Sequence[int],
+                packed: bool = False):
     """One assigner per Spark partition of the shuffle by ROUTE: its id is the partition id.
     counted: the bootstrap was filtered by the batch's keys and sends bucket counts.
-    writer_routes: per writer, the value of WRITER the shuffle to the writers sends to it; the
-    assigned rows leave packed (PACKED), whole buckets to one writer."""
+    writer_routes: per writer, the value of TO the shuffle to the writers sends to it; the
+    assigned rows leave packed (PACKED), whole buckets to one writer.
+    packed: the routed rows come as PACKED (the key-index bootstrap: route_task), else as rows."""
     layout = stage.assigned()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         assign_id, _ = _task_id()
         batches = list(batches)
-        routed = pa.Table.from_batches(batches) if batches else None
+        if packed:
+            routed = unpack(batches)
+        else:
+            routed = pa.Table.from_batches(batches) if batches else None
         if routed is None or routed.num_rows == 0:
             return
         result = assign(stage, num_assigners, assign_id,
@@ -302,12 +307,16 @@ def writer_of(rows: pa.Table, schema: TableSchema, writers: int) -> np.ndarray:
 
 def pack(rows: pa.Table, schema: TableSchema, writer_routes: Sequence[int]) -> Iterator[pa.RecordBatch]:
     """Assigned rows as PACKED rows: per writer, its rows in Arrow IPC streams of PACKED_ROWS."""
-    if rows.num_rows == 0:
-        return
-    writer = writer_of(rows, schema, len(writer_routes))
-    order, runs = group_runs(writer)
-    for start, end in runs:  # one iteration per writer
+    if rows.num_rows:
+        yield from pack_to(rows, writer_of(rows, schema, len(writer_routes)), writer_routes)
+
+
+def pack_to(rows: pa.Table, target: np.ndarray, routes: Sequence[int]) -> Iterator[pa.RecordBatch]:
+    """rows as PACKED rows: those of target t (an index into routes) with TO = routes[t]."""
+    order, runs = group_runs(target)
+    for start, end in runs:  # one iteration per target task
         part = rows.take(pa.array(order[start:end]))
+        route = routes[int(target[order[start]])]
         for at in range(0, part.num_rows, PACKED_ROWS):
             chunk = part.slice(at, PACKED_ROWS)
             sink = pa.BufferOutputStream()
@@ -315,8 +324,15 @@ def pack(rows: pa.Table, schema: TableSchema, writer_routes: Sequence[int]) -> I
                 out.write_table(chunk)
             data = sink.getvalue()  # one binary value over the stream's buffer, not a copy of it
             value = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, data.size], np.int32)), data])
-            route = writer_routes[int(writer[order[start]])]
             yield pa.RecordBatch.from_arrays([pa.array([route], pa.int32()), value], schema=PACKED)
+
+
+def assigner_of(rows: pa.Table, schema: TableSchema, assigners: int) -> np.ndarray:
+    """Per row, the assigner of its key (Paimon's key hash mod the assigners): a batch row and the
+    live key found for it meet there."""
+    keys = list(schema.primary_keys)
+    hashes = key_hashes([rows.column(k) for k in keys], [schema.field(k).type for k in keys])
+    return np.mod(hashes.astype(np.int64), assigners)
 
 
 def unpack(batches: Sequence[pa.RecordBatch]) -> pa.Table | None:

@@ -499,3 +499,39 @@ def test_fixed_width_keys_ride_in_the_location_column(spark, table_path, kind, o
     got = {tuple(r[k] for k in names): ((r["dt"],), r["_bucket"]) for r in found.to_pylist()}
     assert got == want
     assert max(live_places(table_path).values()) == 1
+
+
+def test_a_route_task_sends_each_batch_row_and_its_live_key_to_one_assigner(spark, table_path):
+    """The Spark job's first stage over the batch (key_lookup.route_task), run on Arrow batches of a
+    real table's index in chunks of a few rows: every batch row leaves once, packed for one of the
+    assigners; each key the index has goes, as a live-key row saying where it lives, to the same
+    assigner as its batch row; no other key does."""
+    from dbt_paimon.assign.rows import BUCKET, SOURCE, TO, Source, StageRows
+    from dbt_paimon.engine import tasks
+
+    rng = random.Random(11)
+    _upsert(spark, table_path, _rows(rng, range(30)))
+    _upsert(spark, table_path, _rows(rng, range(10, 40), tag="b"))
+    table = FileStoreTable.open(table_path)
+    stage = StageRows(table.schema)
+    state = KeyIndex(table.io, table.path, table.schema, **TUNING).refresh(table.plan())
+    batch = pa.table({"id": pa.array(range(20, 60), pa.int64()), "dt": ["z"] * 40, "v": [f"n{i}" for i in range(40)]})
+    routes = [11, 22, 33]
+    task = key_lookup.route_task(table.path, table.io, stage, state, TUNING, routes, chunk_rows=7)
+    packed = list(task(iter(batch.to_batches(max_chunksize=3))))
+    by_route = {}
+    for b in packed:
+        by_route.setdefault(b.column(TO)[0].as_py(), []).append(b)
+    assert set(by_route) <= set(routes) and len(by_route) > 1
+    where = {}
+    for route, batches in by_route.items():
+        rows = tasks.unpack(batches)
+        for r in rows.to_pylist():
+            where.setdefault((r["id"], r[SOURCE]), []).append((route, r["dt"], r[BUCKET]))
+    assert sorted(k for k, s in where if s == Source.BATCH) == list(range(20, 60))
+    assert all(len(v) == 1 for v in where.values())
+    live = truth(table_path)
+    assert sorted(k for k, s in where if s == Source.TABLE) == sorted(k for k in live if k >= 20)
+    for (k, s), [(route, dt, bucket)] in where.items():
+        if s == Source.TABLE:
+            assert route == where[(k, Source.BATCH)][0][0] and ((dt,), bucket) == live[k]
