@@ -307,12 +307,13 @@ def writer_of(rows: pa.Table, schema: TableSchema, writers: int) -> np.ndarray:
 
 def pack(rows: pa.Table, schema: TableSchema, writer_routes: Sequence[int]) -> Iterator[pa.RecordBatch]:
     """Assigned rows as PACKED rows: per writer, its rows in Arrow IPC streams of PACKED_ROWS."""
-    if rows.num_rows:
-        yield from pack_to(rows, writer_of(rows, schema, len(writer_routes)), writer_routes)
+    yield from pack_to(rows, writer_of(rows, schema, len(writer_routes)), writer_routes)
 
 
 def pack_to(rows: pa.Table, target: np.ndarray, routes: Sequence[int]) -> Iterator[pa.RecordBatch]:
     """rows as PACKED rows: those of target t (an index into routes) with TO = routes[t]."""
+    if rows.num_rows == 0:
+        return
     order, runs = group_runs(target)
     for start, end in runs:  # one iteration per target task
         part = rows.take(pa.array(order[start:end]))
@@ -336,7 +337,7 @@ def assigner_of(rows: pa.Table, schema: TableSchema, assigners: int) -> np.ndarr
 
 
 def unpack(batches: Sequence[pa.RecordBatch]) -> pa.Table | None:
-    """The assigned rows of PACKED batches (None when there are none)."""
+    """The rows of PACKED batches (None when there are none)."""
     tables = [pa.ipc.open_stream(value.as_buffer()).read_all()
               for batch in batches for value in batch.column(1) if value.is_valid]
     return pa.concat_tables(tables) if tables else None

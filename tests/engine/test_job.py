@@ -177,3 +177,4 @@ def test_assigned_rows_cross_to_the_writers_packed_whole_buckets_each(monkeypatc
         for row in tasks.unpack(batches).select(["dt", BUCKET]).to_pylist():
             assert seen.setdefault((row["dt"], row[BUCKET]), route) == route  # whole buckets per writer
     assert tasks.unpack([]) is None and list(tasks.pack(assigned(0).slice(0, 0), schema, routes)) == []
+    assert list(tasks.pack_to(assigned(0).slice(0, 0), np.zeros(0, np.int64), routes)) == []
