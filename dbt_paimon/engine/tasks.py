@@ -279,10 +279,7 @@ def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_rout
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         assign_id, _ = _task_id()
         batches = list(batches)
-        if packed:
-            routed = unpack(batches)
-        else:
-            routed = pa.Table.from_batches(batches) if batches else None
+        routed = _rows_of(batches, packed)
         if routed is None or routed.num_rows == 0:
             return
         result = assign(stage, num_assigners, assign_id,
@@ -336,6 +333,13 @@ def assigner_of(rows: pa.Table, schema: TableSchema, assigners: int) -> np.ndarr
     return np.mod(hashes.astype(np.int64), assigners)
 
 
+def _rows_of(batches: list[pa.RecordBatch], packed: bool) -> pa.Table | None:
+    """A task's input rows, PACKED or as they are (None when there are none)."""
+    if packed:
+        return unpack(batches)
+    return pa.Table.from_batches(batches) if batches else None
+
+
 def unpack(batches: Sequence[pa.RecordBatch]) -> pa.Table | None:
     """The rows of PACKED batches (None when there are none)."""
     tables = [pa.ipc.open_stream(value.as_buffer()).read_all()
@@ -376,10 +380,7 @@ def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, 
         batches = list(batches)
         counts = AssignCounts()
         entries, new_index, recorded = [], {}, None
-        if packed:
-            table = unpack(batches)
-        else:
-            table = pa.Table.from_batches(batches) if batches else None
+        table = _rows_of(batches, packed)
         if table is not None and table.num_rows:
             data = add_summary(counts, table)
             entries, new_index = write_rows(path, schema, io, next_sequence, index_files, data, update_index)

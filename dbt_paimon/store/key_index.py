@@ -166,6 +166,9 @@ class KeyIndex:
         self.bytes_read = 0
         self._partition_columns: dict[bytes, dict[str, pa.Array]] = {}
         self._partition_values: dict[bytes, list] = {}  # a partition's binary row, decoded
+        # runs opened for lookups: a route task looks its rows up chunk by chunk, and would map
+        # (on an object store: fetch) each touched run again per chunk
+        self._opened: dict[str, tuple] = {}
 
     # ---- the index's own files ---------------------------------------------------------------
 
@@ -271,11 +274,16 @@ class KeyIndex:
         """A run's reader, and on a local disk the memory map under it. For a lookup
         (`random_access`) the map reads no more than the pages asked for (no read-ahead: a lookup
         touches a page here and there, and read-ahead around each would read most of the file)."""
+        if random_access and name in self._opened:  # runs never change: a task's later chunks reuse it
+            return self._opened[name]
         path = f"{self.dir}/{name}"
         if self.io.is_object_store:  # no memory map: the run is fetched whole (bounded by a shard)
             data = self.io.read_bytes(path)
             self.bytes_read += len(data)
-            return pa.ipc.open_file(pa.BufferReader(data)), None
+            opened = pa.ipc.open_file(pa.BufferReader(data)), None
+            if random_access:
+                self._opened[name] = opened
+            return opened
         fd = os.open(local_path(path), os.O_RDONLY)
         try:
             mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
@@ -284,7 +292,10 @@ class KeyIndex:
         if random_access and hasattr(mapped, "madvise"):
             mapped.madvise(mmap.MADV_RANDOM)
         # zero-copy: Arrow's buffers point into the map, which lives as long as they do
-        return pa.ipc.open_file(pa.py_buffer(mapped)), mapped
+        opened = pa.ipc.open_file(pa.py_buffer(mapped)), mapped
+        if random_access:
+            self._opened[name] = opened
+        return opened
 
     def _read_run(self, name: str) -> pa.Table:
         """A run whole, in the entry schema (a merge)."""
@@ -316,13 +327,11 @@ class KeyIndex:
         at = pa.array(loc[:, 0])
         cols = {H: rows.column(H)}
         word = 4
-        for k in self.keys:
-            if k in run_schema.names:
+        for k, words in zip(self.keys, self.key_words or [0] * len(self.keys)):
+            if k in run_schema.names:  # a run with key columns (any key of format 4, a string key)
                 cols[k] = rows.column(k)
-            else:  # the key's words in _loc (a run of fixed-width keys)
-                t = self.entry_schema.field(k).type
-                words = _words_of(t)
-                cols[k] = _from_words(loc[:, word:word + words], t)
+            else:  # the key's words in _loc
+                cols[k] = _from_words(loc[:, word:word + words], self.entry_schema.field(k).type)
                 word += words
         for name, column in self._partitions(run_schema.metadata[b"partitions"]).items():
             cols[name] = column.take(at)
