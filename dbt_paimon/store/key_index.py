@@ -60,12 +60,12 @@ from .schema import TableSchema
 
 log = logging.getLogger(__name__)
 
-FORMAT = 5  # 2: partition columns dictionary-encoded in runs; 3: runs carry fences; 4: one _loc column;
-#             5: fixed-width keys inside _loc
-READS_FORMATS = (4, 5)  # a 4's runs keep their key columns: each run's file says its layout
+FORMAT = 6  # 2: partition columns dictionary-encoded in runs; 3: runs carry fences; 4: one _loc column;
+#             5: fixed-width keys inside _loc; 6: fences on the page boundaries of the hashes
+READS_FORMATS = (4, 5, 6)  # each run's file says its layout (key columns, where its fences sit)
 BLOCK_ROWS = 1 << 20         # entries per record batch of a run (a lookup searches each in place)
-FENCE_ROWS = 256             # a fence every this many entries: 1 KB of hashes between two (a window
-                             # spans one 4 KB page mostly, two at times; 1024 spanned two mostly)
+PAGE_BYTES = 4096
+FENCE_ROWS = PAGE_BYTES // 4  # a fence on each page of (int32) hashes: a key's window is one page
 KEYS_PER_SHARD = 2_000_000   # a shard's runs merged are about this many keys (S = a power of two)
 MAX_RUNS = 6                 # more runs in a shard: its newer runs are merged (LSM, size-tiered)
 ORPHAN_AGE_MS = 3_600_000    # a run or manifest no manifest names is deleted after this long
@@ -258,16 +258,38 @@ class KeyIndex:
             + [pa.FixedSizeListArray.from_arrays(pa.array(loc.ravel()), type=self.file_schema.field(LOC).type)]
         encoded = pa.Table.from_arrays(columns, schema=self.file_schema).combine_chunks()
         batches = encoded.to_batches(max_chunksize=self.block_rows)
-        # the fences: every fence_rows-th hash of each record batch, so that a lookup finds the page
-        # of hashes a key's entries are on without touching the others
-        fences = np.concatenate([b.column(0).to_numpy()[::self.fence_rows] for b in batches]).astype(np.int32)
-        schema = self.file_schema.with_metadata({
-            b"fence_rows": str(self.fence_rows).encode(), b"fences": fences.tobytes(),
-            b"partitions": json.dumps([v.hex() for v in partitions.dictionary.to_pylist()]).encode()})
-        with self.io.output(f"{self.dir}/{name}") as out:
-            with pa.ipc.new_file(out, schema) as writer:
+        hashes = [b.column(0).to_numpy() for b in batches]
+        listed = json.dumps([v.hex() for v in partitions.dictionary.to_pylist()]).encode()
+        step = self.fence_rows
+
+        def file_bytes(firsts: np.ndarray) -> tuple[pa.Buffer, np.ndarray]:
+            """The run's file with its fences for these firsts, and where each batch's hashes
+            start in it (bytes)."""
+            fences = [h[np.minimum(_fence_positions(len(h), step, int(f)), len(h) - 1)] for h, f in zip(hashes, firsts)]
+            schema = self.file_schema.with_metadata({
+                b"fence_rows": str(step).encode(), b"fence_firsts": firsts.astype(np.int32).tobytes(),
+                b"fences": np.concatenate(fences).astype(np.int32).tobytes(), b"partitions": listed})
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_file(sink, schema) as writer:
                 for batch in batches:
                     writer.write_batch(batch)
+            data = sink.getvalue()
+            reader = pa.ipc.open_file(data)  # zero-copy: its buffers' addresses are inside data
+            return data, np.array([reader.get_batch(i).column(0).buffers()[1].address - data.address
+                                   for i in range(reader.num_record_batches)], np.int64)
+
+        # The fences sit where the hashes cross a page boundary of the file, so that the window
+        # between two is one page of hashes (at a fixed step, 1 KB windows straddled two pages a
+        # quarter of the time). Where the hashes start is known once the file is laid out; the
+        # fences' count is the same whatever their firsts, so the second layout is the first's.
+        data, starts = file_bytes(np.zeros(len(batches), np.int64))
+        firsts = (-(starts // 4)) % step
+        if firsts.any():
+            data, again = file_bytes(firsts)
+            if not np.array_equal(again, starts):
+                raise AssertionError("a key index run's layout moved with its fences")
+        with self.io.output(f"{self.dir}/{name}") as out:
+            out.write(data)
         return seq, name
 
     def _open_run(self, name: str, random_access: bool = False) -> tuple[pa.ipc.RecordBatchFileReader, "mmap.mmap | None"]:
@@ -366,17 +388,23 @@ class KeyIndex:
             raise ValueError("a key index run without fences")
         step = int(meta[b"fence_rows"])
         fences = np.frombuffer(meta[b"fences"], dtype=np.int32)
+        # format 6 says where each batch's fences start; before, every step-th entry from the first
+        firsts = np.frombuffer(meta[b"fence_firsts"], np.int32) if b"fence_firsts" in meta else None
         out, at = [], 0
         for i in range(reader.num_record_batches):
             batch = reader.get_batch(i)
             n = batch.num_rows
-            fence = fences[at:at + -(-n // step)]
-            at += len(fence)
-            # fence[lb] < h <= ... : the first entry >= h is after lb's fence; fence[rb] > h: the
-            # last entry <= h is before rb's fence
+            if n == 0:
+                continue
+            positions = _fence_positions(n, step, None if firsts is None else int(firsts[i]))
+            fence = fences[at:at + len(positions)]
+            at += len(positions)
+            # fence[lb] < h <= ... : the first entry >= h is at or after lb's position; fence[rb] >
+            # h: the last entry <= h is before rb's (a position past the batch's end counts as n)
             lb = np.maximum(np.searchsorted(fence, hashes, side="left") - 1, 0)
             rb = np.searchsorted(fence, hashes, side="right")
-            out.append((batch, lb * step, np.minimum(rb * step, n)))
+            ends = np.append(np.minimum(positions, n), n)
+            out.append((batch, positions[lb], ends[rb]))
         return out
 
     def _candidates(self, runs: list[tuple[int, str, np.ndarray]]) -> list[pa.Table]:
@@ -990,6 +1018,16 @@ def _firsts(table: pa.Table, columns: Sequence[str]) -> pa.Array:
             differs |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
         first[1:] = differs
     return pa.array(first)
+
+
+def _fence_positions(n: int, step: int, first: int | None) -> np.ndarray:
+    """Where a record batch of n entries has its fences. first None (formats 3-5): every step-th
+    entry. Else (format 6) entry 0, then first, first + step, ... : ceil(n / step) + 1 of them
+    whatever first is (0 <= first < step), so that the file's layout does not depend on it. A
+    position past the last entry holds the last hash."""
+    if first is None or n == 0:
+        return np.arange(0, n, step, dtype=np.int64)
+    return np.concatenate([[0], first + step * np.arange(-(-n // step), dtype=np.int64)])
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

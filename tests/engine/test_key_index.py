@@ -349,11 +349,30 @@ def test_a_key_sharing_a_hash_with_a_live_key_is_not_taken_for_it(spark, table_p
     assert set(truth(table_path)) == {0, live, other}
 
 
+def _as_fixed_step_run(index, name):
+    """Rewrite a run as formats 3-5 laid it out: a fence on every fence_rows-th entry of each
+    record batch from its first, no `fence_firsts`."""
+    import numpy as np
+
+    reader = pa.ipc.open_file(pa.py_buffer(index.io.read_bytes(f"{index.dir}/{name}")))  # not mapped: rewritten
+    batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+    meta = dict(reader.schema.metadata)
+    step = int(meta.pop(b"fence_rows"))
+    del meta[b"fence_firsts"]
+    meta[b"fence_rows"] = str(step).encode()
+    meta[b"fences"] = np.concatenate([b.column(0).to_numpy()[::step] for b in batches]).astype(np.int32).tobytes()
+    with index.io.output(f"{index.dir}/{name}") as out, pa.ipc.new_file(out, reader.schema.with_metadata(meta)) as w:
+        for b in batches:
+            w.write_batch(b)
+
+
+@pytest.mark.parametrize("layout", ["page-aligned", "fixed-step"])
 @pytest.mark.parametrize("block_rows, fence_rows", [(1 << 20, 1024), (64, 1), (64, 3), (50, 7), (7, 64)])
-def test_a_lookup_finds_every_entry_of_its_hashes_from_the_fences(spark, table_path, block_rows, fence_rows):
+def test_a_lookup_finds_every_entry_of_its_hashes_from_the_fences(spark, table_path, block_rows, fence_rows, layout):
     """A run's lookup reads the pages its fences point at, not the run: for hashes drawn to sit on
     fences, between them, before and after every entry and shared by many entries across fences
-    and record batches, it returns exactly the entries a scan of the run would."""
+    and record batches, it returns exactly the entries a scan of the run would; in the layout
+    runs have now (fences where the hashes cross a page) and in the one of formats 3-5."""
     import numpy as np
 
     _upsert(spark, table_path, [(0, "2024-01-01", "seed")])
@@ -367,12 +386,46 @@ def test_a_lookup_finds_every_entry_of_its_hashes_from_the_fences(spark, table_p
                         ki.P: [binary_row.serialize(["2024-01-01"], table.schema.partition_types)] * n, ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32),
                         ki.LIVE: np.ones(n, bool)})
     _, name = index._write_run(None, entries, seq=5)
+    if layout == "fixed-step":
+        _as_fixed_step_run(index, name)
     for wanted in (np.array([7], np.int32), np.arange(-60, 60, dtype=np.int32),
                    np.unique(rng.integers(-55, 55, 20)).astype(np.int32), np.array([-1000, 1000], np.int32)):
         found = index._candidates([(5, name, wanted)])
         got = sorted(i for t in found for i in t.column("id").to_pylist())
         assert got == sorted(np.flatnonzero(np.isin(hashes, wanted)).tolist()), wanted
         assert all(set(t.column(ki.SEQ).to_pylist()) == {5} for t in found)
+
+
+def test_a_keys_window_of_hashes_is_one_page(spark, table_path):
+    """In a run's file the fences sit where its hashes cross a page boundary (format 6), so that
+    a lookup reads one page of hashes per key and run, not two a quarter of the time: every window
+    the fences give lies on one page, in each of the run's record batches."""
+    import mmap
+
+    import numpy as np
+
+    _upsert(spark, table_path, [(0, "2024-01-01", "seed")])
+    table = FileStoreTable.open(table_path)
+    index = KeyIndex(table.io, table.path, table.schema, block_rows=40_000)
+    n = 100_000
+    hashes = np.sort(np.random.default_rng(3).choice(np.arange(-2**31, 2**31 - 1, 9973), n, replace=False)).astype(np.int32)
+    entries = pa.table({ki.H: hashes, "id": np.arange(n, dtype=np.int64), "dt": ["2024-01-01"] * n,
+                        ki.P: [binary_row.serialize(["2024-01-01"], table.schema.partition_types)] * n,
+                        ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32), ki.LIVE: np.ones(n, bool)})
+    _, name = index._write_run(None, entries, seq=1)
+    reader, mapped = index._open_run(name, random_access=True)
+    base = pa.py_buffer(mapped).address
+    wanted = hashes + 1  # none on a fence: each is strictly inside a window
+    windows = index._windows(reader, wanted)
+    assert len(windows) == 3
+    for batch, lo, hi in windows:
+        h = batch.column(0).to_numpy()
+        own = (wanted > h[0]) & (wanted < h[-1])  # those of this batch's entries
+        assert own.sum() == batch.num_rows - 1 and (hi > lo)[own].all()
+        at = batch.column(0).buffers()[1].address - base
+        some = hi > lo
+        assert (hi - lo <= ki.FENCE_ROWS).all()
+        assert ((at + 4 * lo[some]) // mmap.PAGESIZE == (at + 4 * hi[some] - 1) // mmap.PAGESIZE).all()
 
 
 @pytest.mark.parametrize("max_runs, rewrites", [(3, 300), (6, 12)])
