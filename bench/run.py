@@ -108,10 +108,13 @@ def run_phase(phase: str, system: str, case_dir: str, work_dir: str, timeout: fl
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def set_up(system: str, case_dir: str, work_dir: str, args, env: dict) -> dict:
+def set_up(system: str, case: data.Case, case_dir: str, work_dir: str, args, env: dict) -> dict:
     """The setup phase into work_dir; with --reuse-setup, a copy of the one kept from an earlier run
     (made now if there is none): W3-100M's base takes most of an hour to write. The kept tables are
     in the format of the commit that wrote them: delete bench/.work/setups after a format change."""
+    lender = peers.get(system).borrows_setup.get(case.name)
+    if lender:   # the lender's setup phase writes this system's table (a copy of its kept one)
+        return dict(set_up(lender, case, case_dir, work_dir, args, env), borrowed_from=lender)
     if not args.reuse_setup:
         return run_phase("setup", system, case_dir, work_dir, args.timeout, env)
     kept = os.path.join(WORK_ROOT, "setups", os.path.basename(case_dir), system)
@@ -156,11 +159,12 @@ def run_system(system: str, case: data.Case, case_dir: str, run_dir: str, args, 
 
     work_dir = os.path.join(run_dir, case.name, system)
     print(f"  {case.name:<7} {system:<14} setup ...", end="", flush=True)
-    setup = set_up(system, case_dir, work_dir, args, env)
+    setup = set_up(system, case, case_dir, work_dir, args, env)
     if "error" in setup:
         print(" error")
         return dict(row, status="error", reason=setup["error"])
-    print(f" {setup['setup_seconds']:.1f} s, upsert ...", end="", flush=True)
+    print(f" {setup['setup_seconds']:.1f} s{' (by ' + setup['borrowed_from'] + ')' if 'borrowed_from' in setup else ''}"
+          f", upsert ...", end="", flush=True)
     if args.cold:
         evict_from_page_cache(work_dir)
     res = run_phase("upsert", system, case_dir, work_dir, args.timeout, env)
@@ -174,6 +178,7 @@ def run_system(system: str, case: data.Case, case_dir: str, run_dir: str, args, 
     return dict(row, status=status, reason=res["problem"], seconds=res["seconds"],
                 rows_per_s=case.batch_rows / res["seconds"], peak_rss_mb=res["peak_rss_mb"],
                 startup_seconds=res["startup_seconds"], setup_seconds=setup["setup_seconds"],
+                setup_by=setup.get("borrowed_from", system),
                 read_seconds=res["read_seconds"], check={"got": res["got"], "expected": res["expected"]},
                 info=res["info"], versions=res["versions"], profile=res.get("profile"),
                 cross_read=res.get("cross_read"))

@@ -19,6 +19,9 @@ class Peer:
     label = "?"               # the name in the report
     model = "cross"           # which expected table its read-back is checked against (model.MODELS)
     workloads = None          # None: every workload; else the set it takes part in
+    # case name -> the system whose set-up table this one upserts into, for a case whose base this
+    # one cannot write itself (run.py's set_up)
+    borrows_setup: dict = {}
     note = ""                 # one line in the report on what exactly is measured
 
     def available(self) -> str | None:
