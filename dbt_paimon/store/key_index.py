@@ -63,7 +63,9 @@ log = logging.getLogger(__name__)
 FORMAT = 6  # 2: partition columns dictionary-encoded in runs; 3: runs carry fences; 4: one _loc column;
 #             5: fixed-width keys inside _loc; 6: fences on the page boundaries of the hashes
 READS_FORMATS = (4, 5, 6)  # each run's file says its layout (key columns, where its fences sit)
-BLOCK_ROWS = 1 << 20         # entries per record batch of a run (a lookup searches each in place)
+BLOCK_ROWS = 1 << 22         # entries per record batch of a run (a lookup searches each in place;
+                             # a shard's run is one batch, whose header a cold lookup reads first)
+HEAD_BYTES = 64 << 10        # a lookup asks for each run's first and last this many bytes at once
 PAGE_BYTES = 4096
 FENCE_ROWS = PAGE_BYTES // 4  # a fence on each page of (int32) hashes: a key's window is one page
 KEYS_PER_SHARD = 2_000_000   # a shard's runs merged are about this many keys (S = a power of two)
@@ -306,18 +308,41 @@ class KeyIndex:
             if random_access:
                 self._opened[name] = opened
             return opened
-        fd = os.open(local_path(path), os.O_RDONLY)
+        mapped = self._map(name, random_access)
+        # zero-copy: Arrow's buffers point into the map, which lives as long as they do
+        opened = pa.ipc.open_file(pa.py_buffer(mapped)), mapped
+        if random_access:
+            self._opened[name] = opened
+        return opened
+
+    def _map(self, name: str, random_access: bool) -> mmap.mmap:
+        fd = os.open(local_path(f"{self.dir}/{name}"), os.O_RDONLY)
         try:
             mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
         if random_access and hasattr(mapped, "madvise"):
             mapped.madvise(mmap.MADV_RANDOM)
-        # zero-copy: Arrow's buffers point into the map, which lives as long as they do
-        opened = pa.ipc.open_file(pa.py_buffer(mapped)), mapped
-        if random_access:
-            self._opened[name] = opened
-        return opened
+        return mapped
+
+    def _open_runs(self, names: Iterable[str]) -> None:
+        """Open a lookup's runs together: each run's head and tail (its schema and fences, its first
+        batch's header, the footer) asked for from the kernel at once before any is parsed, so
+        that a cold lookup reads them in parallel, not a few faults per run one after the other."""
+        todo = [n for n in dict.fromkeys(names) if n not in self._opened]
+        if self.io.is_object_store or not todo:
+            return
+        maps = {}
+        for name in todo:
+            mapped = maps[name] = self._map(name, random_access=True)
+            if hasattr(mapped, "madvise"):
+                size = len(mapped)
+                tail = max(0, size - HEAD_BYTES) // mmap.PAGESIZE * mmap.PAGESIZE
+                mapped.madvise(mmap.MADV_WILLNEED, 0, min(size, HEAD_BYTES))
+                mapped.madvise(mmap.MADV_WILLNEED, tail, size - tail)
+                self.bytes_read += min(size, HEAD_BYTES) + (size - tail)
+        for name, mapped in maps.items():
+            self._opened[name] = pa.ipc.open_file(pa.py_buffer(mapped)), mapped
 
     def _read_run(self, name: str) -> pa.Table:
         """A run whole, in the entry schema (a merge)."""
@@ -414,6 +439,7 @@ class KeyIndex:
         binary search of each hash in its window and the pages of the matching rows asked for; (3)
         those rows taken. A lookup reads a page or two per key and run, not the runs."""
         searches = []
+        self._open_runs(name for _, name, _ in runs)
         for seq, name, hashes in runs:
             reader, mapped = self._open_run(name, random_access=True)
             base = pa.py_buffer(mapped).address if mapped is not None else 0
