@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import BUCKET, DIGEST, HASH, PACKED, PAYLOAD, ROUTE, SOURCE, TO, Source, StageRows, conform
-from ..store import key_index
+from ..store import key_hash, key_index
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import bloom, deploy, index_build, jobs, key_lookup, local, tasks
@@ -130,16 +130,18 @@ def _one_run_per_shard(spark: SparkSession, table: FileStoreTable, stage: StageR
     return [(runs, {})] + [([], deltas) for _, deltas in recorded], replaced
 
 
-def _routes(spark: SparkSession, n: int) -> dict[int, int]:
-    """For each assigner id, an int whose Spark hash partitioning (pmod(murmur3, n)) sends it there."""
-    found: dict[int, int] = {}
+def _routes(n: int) -> dict[int, int]:
+    """For each task id below n, an int that Spark's hash partitioning (pmod(murmur3, n)) sends
+    there. Spark's murmur3 of an int is Murmur3 of one 4-byte word, seed 42: store/key_hash's,
+    so no Spark job per shuffle asks Spark for it."""
     span = 16 * n
-    while len(found) < n:
-        rows = spark.range(0, span).selectExpr("cast(id as int) as r", f"pmod(hash(cast(id as int)), {n}) as p")
-        for r in rows.collect():  # a few dozen ints
-            found.setdefault(r.p, r.r)
+    while True:
+        ints = np.arange(span, dtype=np.int64)
+        to = np.mod(key_hash.hash_words(ints.astype(np.uint32)[:, None]).astype(np.int64), n)
+        tasks_hit, first = np.unique(to, return_index=True)
+        if len(tasks_hit) == n:
+            return dict(zip(tasks_hit.tolist(), ints[first].tolist()))
         span *= 4
-    return found
 
 
 def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, stage: StageRows,
@@ -179,7 +181,7 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     # owner by a chosen ROUTE value: one count row per bucket (cross-partition), the index
     # entries of its buckets (HASH_DYNAMIC, Paimon's PartitionIndex.loadIndex bucketFilter).
     counted = bool(splits) and not hashed
-    routes = _routes(spark, num_assigners) if counted or boot_index else None
+    routes = _routes(num_assigners) if counted or boot_index else None
     route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
     rows = rows.withColumn(ROUTE, route_of_row)
     routed = None  # the key-index bootstrap's rows, packed per assigner
@@ -224,7 +226,7 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         rows = rows.unionByName(indexed, allowMissingColumns=True).unionByName(to_owner, allowMissingColumns=True)
     # the assigners send each writer its buckets' rows packed (PACKED): whole buckets per writer,
     # as a shuffle by (partition, bucket) would, in a few large values
-    writer_routes = _routes(spark, num_writers)
+    writer_routes = _routes(num_writers)
     to_writers = [writer_routes[i] for i in range(num_writers)]
     if routed is not None:
         assigned = routed.repartition(num_assigners, F.col(TO)).mapInArrow(

@@ -178,3 +178,17 @@ def test_assigned_rows_cross_to_the_writers_packed_whole_buckets_each(monkeypatc
             assert seen.setdefault((row["dt"], row[BUCKET]), route) == route  # whole buckets per writer
     assert tasks.unpack([]) is None and list(tasks.pack(assigned(0).slice(0, 0), schema, routes)) == []
     assert list(tasks.pack_to(assigned(0).slice(0, 0), np.zeros(0, np.int64), routes)) == []
+
+
+def test_route_ints_land_where_sparks_hash_partitioning_sends_them(spark):
+    """The shuffles address a task by an int that Spark's repartition(n, col) sends there; the ints
+    are found with store/key_hash's Murmur3 instead of a Spark job per shuffle, so they must agree
+    with Spark's own partitioning: each of the n ints lands in its task, for every n."""
+    from dbt_paimon.engine import distributed
+
+    for n in (1, 2, 3, 7, 16, 61, 200):
+        routes = distributed._routes(n)
+        assert sorted(routes) == list(range(n))
+        df = spark.createDataFrame([(t, r) for t, r in routes.items()], "task int, r int")
+        landed = df.repartition(n, F.col("r")).withColumn("at", F.spark_partition_id()).collect()
+        assert {row.task: row.at for row in landed} == {t: t for t in range(n)}
