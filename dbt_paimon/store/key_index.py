@@ -285,7 +285,9 @@ class KeyIndex:
         # quarter of the time). Where the hashes start is known once the file is laid out; the
         # fences' count is the same whatever their firsts, so the second layout is the first's.
         data, starts = file_bytes(np.zeros(len(batches), np.int64))
-        firsts = (-(starts // 4)) % step
+        # (a batch of a page of hashes or less is left as it is: a commit's small runs, one per
+        # touched shard, are written once)
+        firsts = np.where(np.array([len(h) for h in hashes]) > step, (-(starts // 4)) % step, 0)
         if firsts.any():
             data, again = file_bytes(firsts)
             if not np.array_equal(again, starts):
