@@ -65,7 +65,8 @@ FORMAT = 6  # 2: partition columns dictionary-encoded in runs; 3: runs carry fen
 READS_FORMATS = (4, 5, 6)  # each run's file says its layout (key columns, where its fences sit)
 BLOCK_ROWS = 1 << 22         # entries per record batch of a run (a lookup searches each in place;
                              # a shard's run is one batch, whose header a cold lookup reads first)
-HEAD_BYTES = 64 << 10        # a lookup asks for each run's first and last this many bytes at once
+HEAD_BYTES = 16 << 10        # a lookup asks for each run's first and last this many bytes at once
+                             # (a 2M-entry run: 8 KB of fences, its partitions, a batch header)
 PAGE_BYTES = 4096
 FENCE_ROWS = PAGE_BYTES // 4  # a fence on each page of (int32) hashes: a key's window is one page
 KEYS_PER_SHARD = 2_000_000   # a shard's runs merged are about this many keys (S = a power of two)
