@@ -180,14 +180,16 @@ class FileIO(ABC):
 
 
 class LocalFileIO(FileIO):
+    """Local (and mounted shared) filesystems; `file:` URIs are accepted."""
+
     def copy_file(self, source: str, target: str) -> None:
         """A hard link: no data is copied, and a later delete of either name keeps the other."""
+        source, target = local_path(source), local_path(target)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         try:
             os.link(source, target)
         except OSError:  # another file system, or links not allowed: copy the bytes
             shutil.copyfile(source, target)
-    """Local (and mounted shared) filesystems; `file:` URIs are accepted."""
 
     def exists(self, path: str) -> bool:
         return os.path.exists(local_path(path))

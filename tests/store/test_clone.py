@@ -56,3 +56,20 @@ def test_a_clone_on_an_object_store_copies_on_the_server(s3_warehouse):
     assert result.snapshot_id == 1 and _rows(target) == _rows(source)
     _write(FileStoreTable.open(target), [{"id": 1, "dt": "b", "v": 100}])
     assert (1, "b", 100) in _rows(target) and (1, "b", 1) in _rows(source)
+
+
+def test_a_clone_between_file_uris_shares_files(tmp_path):
+    """`file:` URIs are local paths too (FileIO.get): the clone links the files, not a directory
+    named `file:` in the working directory."""
+    from dbt_paimon.store.fileio import local_path
+
+    source, target = f"file:{tmp_path}/db.db/src", f"file://{tmp_path}/dev.db/src"
+    table = FileStoreTable.create(source, ARROW, ["id", "dt"], ["dt"], {"bucket": "2"})
+    _write(table, [{"id": i, "dt": "ab"[i % 2], "v": i} for i in range(6)])
+    clone_table(FileIO.get(source), source, target)
+    assert _rows(target) == _rows(source)
+    clone = FileStoreTable.open(target)
+    split = clone.plan().splits[0]
+    data = local_path(f"{clone.bucket_path(split.partition_values, split.bucket)}/{split.files[0].file_name}")
+    assert os.stat(data).st_nlink == 2
+    assert not os.path.exists("file:")
