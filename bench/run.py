@@ -111,7 +111,8 @@ def run_phase(phase: str, system: str, case_dir: str, work_dir: str, timeout: fl
 def set_up(system: str, case: data.Case, case_dir: str, work_dir: str, args, env: dict) -> dict:
     """The setup phase into work_dir; with --reuse-setup, a copy of the one kept from an earlier run
     (made now if there is none): W3-100M's base takes most of an hour to write. The kept tables are
-    in the format of the commit that wrote them: delete bench/.work/setups after a format change."""
+    in the format of the commit that wrote them: delete bench/.work/setups after a format change.
+    A system that borrows a case's setup (Peer.borrows_setup) gets the lender's table instead."""
     lender = peers.get(system).borrows_setup.get(case.name)
     if lender:   # the lender's setup phase writes this system's table (a copy of its kept one)
         return dict(set_up(lender, case, case_dir, work_dir, args, env), borrowed_from=lender)

@@ -12,11 +12,14 @@ writers, expiration and orphan-file removal never list it; our catalog skips hid
     manifest-<uuid>.json      shards, each shard's runs newest first, and per (partition, bucket)
                               the data files the index reflects, its generation and live-key count
     run-<seq>-<uuid>.arrow    one sorted run of one shard: Arrow IPC, uncompressed, entries
-                              sorted by (hash, key), every FENCE_ROWS-th hash in its metadata
-                              ("fences"); memory-mapped, and a lookup reads only the pages it needs.
-                              Columns: _h, the key columns, _loc (per entry 4 int32s: the index of
-                              its partition among the run's, in the metadata, bucket, generation,
-                              live): a key found costs a page of its key and one of _loc
+                              sorted by (hash, key), in its metadata the hash at each page boundary
+                              of the file's hashes ("fences"); memory-mapped, and a lookup reads
+                              only the pages it needs.
+                              Columns: _h, _loc (per entry int32s: the index of its partition
+                              among the run's, in the metadata, bucket, generation, live, then a
+                              fixed-width key's 32-bit words), and the key columns only for a key
+                              with a string column: a key found costs a page of _loc (two with
+                              key columns)
 
 An entry is (hash, key, partition, bucket, generation, live). A (partition, bucket)'s generation
 changes whenever the index cannot carry a change of its files forward (files removed or rewritten by
@@ -290,6 +293,7 @@ class KeyIndex:
         # touched shard, are written once)
         firsts = np.where(np.array([len(h) for h in hashes]) > step, (-(starts // 4)) % step, 0)
         if firsts.any():
+            del data  # one layout in memory at a time (a bulk load's shard run is ~50 MB)
             data, again = file_bytes(firsts)
             if not np.array_equal(again, starts):
                 raise AssertionError("a key index run's layout moved with its fences")
