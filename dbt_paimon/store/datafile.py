@@ -99,7 +99,9 @@ class KeyValueFileWriter:
         # Keys and sequence numbers are unique per file: dictionary encoding them is wasted work.
         unique = {key_column(k) for k in self.schema.trimmed_primary_keys} | {SEQUENCE_NUMBER}
         unique |= set(self.schema.trimmed_primary_keys)
-        self._dictionary = [n for n in kv_arrow_schema(self.schema).names if n not in unique]
+        names = [key_column(k) for k in self.schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] \
+            + self.schema.field_names  # kv_arrow_schema's names, without building it (a writer per bucket)
+        self._dictionary = [n for n in names if n not in unique]
         self._stats = DataFileStatsCollector(self.schema)  # metadata.stats-mode and friends
 
     def write(self, rows: pa.Table, row_kinds: pa.Array | np.ndarray | None, start_sequence: int) -> list[DataFileMeta]:
@@ -135,7 +137,9 @@ class KeyValueFileWriter:
                     sink, kv.schema, compression=self._compression, compression_level=self._level_opt,
                     store_decimal_as_integer=True, use_dictionary=dictionary) as w:
                 while end < n and size < self._target_size:
-                    if end == start:  # guess from the in-memory size; compressed is smaller
+                    if n - end <= _MIN_CHUNK:  # the rest in one chunk whatever its size (as below)
+                        take = n - end
+                    elif end == start:  # guess from the in-memory size; compressed is smaller
                         take = min(_FIRST_CHUNK, int(self._target_size / max(kv.nbytes / n, 1)) + 1)
                     else:
                         per_row = max(size / (end - start), 1e-3)
