@@ -130,8 +130,8 @@ def _one_run_per_shard(spark: SparkSession, table: FileStoreTable, stage: StageR
     return [(runs, {})] + [([], deltas) for _, deltas in recorded], replaced
 
 
-def _routes(n: int) -> dict[int, int]:
-    """For each task id below n, an int that Spark's hash partitioning (pmod(murmur3, n)) sends
+def _routes(n: int) -> list[int]:
+    """Per task id below n, an int that Spark's hash partitioning (pmod(murmur3, n)) sends
     there. Spark's murmur3 of an int is Murmur3 of one 4-byte word, seed 42: store/key_hash's,
     so no Spark job per shuffle asks Spark for it."""
     span = 16 * n
@@ -139,8 +139,8 @@ def _routes(n: int) -> dict[int, int]:
         ints = np.arange(span, dtype=np.int64)
         to = np.mod(key_hash.hash_words(ints.astype(np.uint32)[:, None]).astype(np.int64), n)
         tasks_hit, first = np.unique(to, return_index=True)
-        if len(tasks_hit) == n:
-            return dict(zip(tasks_hit.tolist(), ints[first].tolist()))
+        if len(tasks_hit) == n:  # tasks_hit is 0..n-1, in order
+            return ints[first].tolist()
         span *= 4
 
 
@@ -189,16 +189,15 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         # One pass over the batch: each task looks its rows' keys up in the index and sends rows
         # and found keys, packed, to their assigners (key_lookup.route_task); the bucket counts
         # go to their owners (b % assigners) packed by the driver
-        assigner_routes = [routes[i] for i in range(num_assigners)]
         source = batch
         if source.rdd.getNumPartitions() > parallelism:  # each task maps the runs it touches: few, big
             source = source.coalesce(parallelism)        # tasks, which stream their rows in chunks
         routed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage, lookup.state,
-                                                        dict(key_lookup.INDEX_TUNING), assigner_routes),
+                                                        dict(key_lookup.INDEX_TUNING), routes),
                                   struct_of(PACKED))
         counts = conform(lookup.counts(), stage.routed(True))
         owners = np.asarray(counts.column(BUCKET).to_numpy(zero_copy_only=False), dtype=np.int64) % num_assigners
-        packed_counts = list(tasks.pack_to(counts, owners, assigner_routes))
+        packed_counts = list(tasks.pack_to(counts, owners, routes))
         if packed_counts:
             routed = routed.unionByName(spark.createDataFrame(pa.Table.from_batches(packed_counts),
                                                               schema=struct_of(PACKED)))
@@ -221,13 +220,12 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         # no batch row of theirs reaches it).
         router = F.pmod(F.hash(F.col(ROUTE)), F.lit(num_assigners))
         owner = F.pmod(F.col(BUCKET), F.lit(num_assigners))
-        owner_route = F.element_at(F.array(*[F.lit(routes[i]) for i in range(num_assigners)]), owner + 1)
+        owner_route = F.element_at(F.array(*[F.lit(r) for r in routes]), owner + 1)
         to_owner = indexed.where(router != owner).withColumn(ROUTE, owner_route)
         rows = rows.unionByName(indexed, allowMissingColumns=True).unionByName(to_owner, allowMissingColumns=True)
     # the assigners send each writer its buckets' rows packed (PACKED): whole buckets per writer,
     # as a shuffle by (partition, bucket) would, in a few large values
-    writer_routes = _routes(num_writers)
-    to_writers = [writer_routes[i] for i in range(num_writers)]
+    to_writers = _routes(num_writers)
     if routed is not None:
         assigned = routed.repartition(num_assigners, F.col(TO)).mapInArrow(
             tasks.assign_task(stage, num_assigners, counted, to_writers, packed=True), struct_of(PACKED))

@@ -224,5 +224,3 @@ def route_task(path: str, io, stage: StageRows, state: IndexState, tuning: dict,
         if pending:
             yield from route(index, pa.Table.from_batches(pending))
     return run
-
-

@@ -134,7 +134,7 @@ def _live_keys(table: FileStoreTable, stage: StageRows, batch: pa.Table, plan, s
     if bloom.supports(schema):
         bits = np.zeros(bloom.size_bits(plan.snapshot.total_record_count) // 8, dtype=np.uint8)
         bloom.add(bits, batch, list(schema.primary_keys), schema)
-    routes = {0: 0} if not stage.hashed else None  # one assigner: every count row goes to it
+    routes = [0] if not stage.hashed else None  # one assigner: every count row goes to it
     reader = TableRead(table.io, table.path, schema, tasks.live_key_projection(stage))
     with ThreadPoolExecutor(driver_threads()) as pool:
         found = [t for t in pool.map(lambda s: tasks.live_keys(reader, s, stage, bits, routes), splits) if t.num_rows]

@@ -143,11 +143,11 @@ def with_key_hash(table: pa.Table, schema: TableSchema) -> pa.Table:
 
 
 def live_keys(reader: TableRead, split: DataSplit, stage: StageRows, bloom_bits: np.ndarray | None = None,
-              routes: dict[int, int] | None = None) -> pa.Table:
+              routes: Sequence[int] | None = None) -> pa.Table:
     """One split's live keys in the stage.live_key layout: (key, the partition it lives in, bucket
     [, stored sequence_by][, HASH]).
 
-    With routes (assigner id -> a ROUTE value the shuffle sends to it), a bucket-count row (the
+    With routes (per assigner id, a ROUTE value the shuffle sends to it), a bucket-count row (the
     split's live rows) goes to the assigner that owns the bucket, which must know how full every
     bucket it owns is whichever assigners its keys hash to; with bloom_bits (the batch's keys) only
     the keys the batch may touch are kept."""
@@ -188,7 +188,7 @@ def live_key_projection(stage: StageRows) -> list[str]:
 
 
 def live_keys_task(path: str, io: FileIO, stage: StageRows, bloom_bits: np.ndarray | None = None,
-                   routes: dict[int, int] | None = None):
+                   routes: Sequence[int] | None = None):
     """Rows of pickled split lists -> their live keys (live_keys)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         reader = TableRead(io, path, stage.schema, live_key_projection(stage))

@@ -38,6 +38,12 @@ def key_column(name: str) -> str:
     return KEY_PREFIX + name
 
 
+def kv_column_names(schema: TableSchema) -> list[str]:
+    """The columns of a KeyValue data file: _KEY_* (trimmed key), sequence number, value kind, the
+    table's columns (what kv_arrow_schema names, without building it: a writer per bucket)."""
+    return [key_column(k) for k in schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
+
+
 def kv_arrow_schema(schema: TableSchema, value_columns: Sequence[str] | None = None) -> pa.Schema:
     """Arrow schema of a KeyValue data file (or of the projection of one)."""
     fields = [pa.field(key_column(k), schema.field(k).type.to_arrow(), False) for k in schema.trimmed_primary_keys]
@@ -99,9 +105,7 @@ class KeyValueFileWriter:
         # Keys and sequence numbers are unique per file: dictionary encoding them is wasted work.
         unique = {key_column(k) for k in self.schema.trimmed_primary_keys} | {SEQUENCE_NUMBER}
         unique |= set(self.schema.trimmed_primary_keys)
-        names = [key_column(k) for k in self.schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] \
-            + self.schema.field_names  # kv_arrow_schema's names, without building it (a writer per bucket)
-        self._dictionary = [n for n in names if n not in unique]
+        self._dictionary = [n for n in kv_column_names(self.schema) if n not in unique]
         self._stats = DataFileStatsCollector(self.schema)  # metadata.stats-mode and friends
 
     def write(self, rows: pa.Table, row_kinds: pa.Array | np.ndarray | None, start_sequence: int) -> list[DataFileMeta]:

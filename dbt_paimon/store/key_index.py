@@ -305,8 +305,10 @@ class KeyIndex:
         """A run's reader, and on a local disk the memory map under it. For a lookup
         (`random_access`) the map reads no more than the pages asked for (no read-ahead: a lookup
         touches a page here and there, and read-ahead around each would read most of the file)."""
-        if random_access and name in self._opened:  # runs never change: a task's later chunks reuse it
-            return self._opened[name]
+        if random_access:  # runs never change: a task's later chunks reuse it
+            self._open_runs([name])
+            if name in self._opened:
+                return self._opened[name]
         path = f"{self.dir}/{name}"
         if self.io.is_object_store:  # no memory map: the run is fetched whole (bounded by a shard)
             data = self.io.read_bytes(path)
@@ -315,12 +317,9 @@ class KeyIndex:
             if random_access:
                 self._opened[name] = opened
             return opened
-        mapped = self._map(name, random_access)
+        mapped = self._map(name, random_access=False)
         # zero-copy: Arrow's buffers point into the map, which lives as long as they do
-        opened = pa.ipc.open_file(pa.py_buffer(mapped)), mapped
-        if random_access:
-            self._opened[name] = opened
-        return opened
+        return pa.ipc.open_file(pa.py_buffer(mapped)), mapped
 
     def _map(self, name: str, random_access: bool) -> mmap.mmap:
         fd = os.open(local_path(f"{self.dir}/{name}"), os.O_RDONLY)
@@ -335,7 +334,8 @@ class KeyIndex:
     def _open_runs(self, names: Iterable[str]) -> None:
         """Open a lookup's runs together: each run's head and tail (its schema and fences, its first
         batch's header, the footer) asked for from the kernel at once before any is parsed, so
-        that a cold lookup reads them in parallel, not a few faults per run one after the other."""
+        that a cold lookup reads them in parallel, not a few faults per run one after the other.
+        (On an object store each is fetched whole when first asked for: _open_run.)"""
         todo = [n for n in dict.fromkeys(names) if n not in self._opened]
         if self.io.is_object_store or not todo:
             return
@@ -348,7 +348,7 @@ class KeyIndex:
                 mapped.madvise(mmap.MADV_WILLNEED, 0, min(size, HEAD_BYTES))
                 mapped.madvise(mmap.MADV_WILLNEED, tail, size - tail)
                 self.bytes_read += min(size, HEAD_BYTES) + (size - tail)
-        for name, mapped in maps.items():
+        for name, mapped in maps.items():  # zero-copy: Arrow's buffers point into the maps
             self._opened[name] = pa.ipc.open_file(pa.py_buffer(mapped)), mapped
 
     def _read_run(self, name: str) -> pa.Table:
