@@ -74,7 +74,8 @@ PAGE_BYTES = 4096
 FENCE_ROWS = PAGE_BYTES // 4  # a fence on each page of (int32) hashes: a key's window is one page
 KEYS_PER_SHARD = 2_000_000   # a shard's runs merged are about this many keys (S = a power of two)
 MAX_RUNS = 6                 # more runs in a shard: its newer runs are merged (LSM, size-tiered)
-ORPHAN_AGE_MS = 3_600_000    # a run or manifest no manifest names is deleted after this long
+ORPHAN_AGE_MS = 3_600_000    # a run or manifest no version names is deleted this long after it
+                             # stopped being named (retired), or after it was written
 BUILD_FLUSH_ROWS = 4_000_000  # a build writes its entries as runs every this many keys
 BUILD_THREADS = 4
 
@@ -123,6 +124,14 @@ class IndexState:
     snapshot_id: int | None = None
     schema_id: int = 0
     stats: dict = field(default_factory=dict)   # what the last refresh/lookup did (bench, logs)
+    # the manifest this version was loaded from or last saved as, and the runs it named: what a save
+    # un-names (retires) when it swaps the pointer away from it
+    manifest: str | None = None
+    manifest_runs: frozenset = frozenset()
+    retired: dict = field(default_factory=dict)  # run or manifest name -> when it was retired (ms)
+
+    def run_names(self) -> frozenset:
+        return frozenset(n for shard in self.runs for _, n in shard)
 
     def new_gen(self) -> int:
         self.next_gen += 1
@@ -192,31 +201,66 @@ class KeyIndex:
             buckets = {(bytes.fromhex(b["p"]), b["b"]): BucketState(frozenset(b["files"]), b["gen"], b["count"])
                        for b in doc["buckets"]}
             runs = [[(s, n) for s, n in shard] for shard in doc["runs"]]
-            return IndexState(doc["shards"], runs, buckets, doc["next_seq"], doc["next_gen"], doc.get("snapshot"),
-                              doc.get("schema_id", 0))
+            state = IndexState(doc["shards"], runs, buckets, doc["next_seq"], doc["next_gen"], doc.get("snapshot"),
+                               doc.get("schema_id", 0), retired={n: int(t) for n, t in doc.get("retired", {}).items()})
+            state.manifest, state.manifest_runs = json.loads(pointer)["manifest"], state.run_names()
+            return state
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.warning("key index of %s is unreadable (%s): rebuilt", self.table_path, e)
             return None
 
-    def save(self, state: IndexState) -> None:
-        """Write the manifest of `state` (its runs are written), then swap the pointer to it."""
+    def save(self, state: IndexState, now_ms: int | None = None) -> None:
+        """Write the manifest of `state` (its runs are written), then swap the pointer to it.
+
+        The manifest lists what this swap retires, with when: the version it was loaded from and
+        the runs that version named and this one does not (merged away, or a rebuild's). A reader
+        that loaded the old version may still be reading them: clean() keeps them for
+        ORPHAN_AGE_MS from now, whenever they were written (a table idle for a day then merged:
+        its runs' files are a day old, yet were named a moment ago)."""
+        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        if state.manifest is None:  # a new version (a build): it replaces whatever is current
+            state.manifest, state.manifest_runs, current_retired = self._current()
+            state.retired = {**current_retired, **state.retired}
+        named = state.run_names()
+        retired = {n: t for n, t in state.retired.items() if now_ms - t < ORPHAN_AGE_MS and n not in named}
+        retired.update((n, now_ms) for n in state.manifest_runs - named)
+        if state.manifest is not None:
+            retired[state.manifest] = now_ms
         doc = {"format": FORMAT,
                "key": [f"{k}:{t.sql()}" for k, t in zip(self.keys, self.key_types)],
                "partition": [f"{p}:{t.sql()}" for p, t in zip(self.parts, self.part_types)],
                "shards": state.shards, "runs": state.runs, "next_seq": state.next_seq, "next_gen": state.next_gen,
                "snapshot": state.snapshot_id, "schema_id": state.schema_id,
                "buckets": [{"p": p.hex(), "b": b, "gen": s.gen, "count": s.count, "files": sorted(s.files)}
-                           for (p, b), s in state.buckets.items()]}
+                           for (p, b), s in state.buckets.items()],
+               "retired": retired}
         name = f"manifest-{uuid.uuid4().hex}.json"
         self.io.mkdirs(self.dir)
         self.io.write_bytes(f"{self.dir}/{name}", json.dumps(doc).encode())
         self.io.overwrite_text(f"{self.dir}/{LATEST}", json.dumps({"manifest": name}))
+        state.manifest, state.manifest_runs, state.retired = name, named, retired
+
+    def _current(self) -> tuple[str | None, frozenset, dict]:
+        """(manifest, the runs it names, what it retired) of the current version, as far as it
+        can be read: a build replaces it whole."""
+        try:
+            name = json.loads(self.io.read_text(f"{self.dir}/{LATEST}"))["manifest"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, frozenset(), {}
+        try:
+            doc = json.loads(self.io.read_text(f"{self.dir}/{name}"))
+            runs = frozenset(n for shard in doc["runs"] for _, n in shard)
+            return name, runs, {n: int(t) for n, t in doc.get("retired", {}).items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            return name, frozenset(), {}
 
     def clean(self, state: IndexState, now_ms: int | None = None) -> int:
         """Delete runs and manifests the current version does not name, once old enough that no
-        reader that loaded an older version can still be reading them."""
+        reader that loaded an older version can still be reading them: ORPHAN_AGE_MS after they
+        were retired (the state's `retired`, no file stat needed), else after they were written
+        (what a crashed or a concurrent writer left, which no version we saw named)."""
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-        named = {n for shard in state.runs for _, n in shard}
+        named = state.run_names()
         try:
             current = json.loads(self.io.read_text(f"{self.dir}/{LATEST}"))["manifest"]
         except (OSError, ValueError, KeyError):
@@ -227,6 +271,9 @@ class KeyIndex:
                 continue
             if not (name.startswith("run-") or name.startswith("manifest-")):
                 continue
+            retired_at = state.retired.get(name)
+            if retired_at is not None and now_ms - retired_at < ORPHAN_AGE_MS:
+                continue  # a reader may hold the version that named it
             path = f"{self.dir}/{name}"
             try:
                 if now_ms - self.io.mtime_ms(path) >= ORPHAN_AGE_MS:

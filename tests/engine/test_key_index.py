@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 
 import pyarrow as pa
 import pytest
@@ -307,6 +308,42 @@ def test_orphan_file_removal_leaves_the_index_alone(spark, table_path):
     FileStoreTable.open(table_path).remove_orphan_files(older_than="0 s")
     assert sorted(os.listdir(d)) == before
     assert_index_right(table_path)
+
+
+def test_a_version_a_reader_loaded_keeps_its_files_for_the_orphan_age_after_it_is_replaced(spark, table_path):
+    """A table idle for hours, then upserts whose records merge runs away and replace the manifest:
+    a reader that loaded the version before them still finds its manifest and runs (their files
+    were written hours ago, but retired only now), and gets the same answer; they go once retired
+    for ORPHAN_AGE_MS, at the first clean after that, and not before."""
+    rng = random.Random(12)
+    for i in range(3):
+        _upsert(spark, table_path, _rows(rng, range(i * 10, i * 10 + 20), tag=f"r{i}"))
+    d = ki.index_dir(table_path)
+    hours_ago = os.path.getmtime(d) - 3 * 3600
+    for name in os.listdir(d):
+        os.utime(f"{d}/{name}", (hours_ago, hours_ago))
+    table = FileStoreTable.open(table_path)
+    reader = KeyIndex(table.io, table.path, table.schema, **TUNING)
+    held = reader.load()
+    keys = pa.table({"id": pa.array(range(40), pa.int64())})
+    before = reader.lookup(held, keys).sort_by("id")
+    held_files = {held.manifest} | held.run_names()
+    for i in range(4):  # enough commits (max_runs 3) that every shard's older runs are merged away
+        _upsert(spark, table_path, _rows(rng, rng.sample(range(40), 12), tag=f"w{i}"))
+    table = FileStoreTable.open(table_path)
+    writer = KeyIndex(table.io, table.path, table.schema, **TUNING)
+    current = writer.load()
+    gone_from_current = held_files - current.run_names() - {current.manifest}
+    assert held.manifest in gone_from_current and gone_from_current & held.run_names()
+    assert gone_from_current <= set(os.listdir(d))  # retired moments ago: kept
+    assert reader.lookup(held, keys).sort_by("id").equals(before)
+    now_ms = int(time.time() * 1000)
+    assert writer.clean(current, now_ms + ki.ORPHAN_AGE_MS - 60_000) == 0
+    assert gone_from_current <= set(os.listdir(d))
+    assert writer.clean(current, now_ms + ki.ORPHAN_AGE_MS + 1000) >= len(gone_from_current)
+    assert not gone_from_current & set(os.listdir(d))
+    assert {current.manifest} | current.run_names() <= set(os.listdir(d))
+    assert_index_right(table_path, range(40))
 
 
 def test_a_commit_into_the_null_partition_is_recorded_without_a_catch_up(spark, table_path):
