@@ -246,6 +246,9 @@ def footnotes(results: list[dict]) -> list[str]:
             notes.append(f"{r['label']} [{r['case']}] bootstrap from the {boot.get('source')}: "
                          f"{boot.get('seconds', 0):.3f} s, {boot.get('bytes', 0) / 1e6:.1f} MB read"
                          + (f", {boot['keys_found']:,} keys found" if "keys_found" in boot else ""))
+        phases = (r.get("info") or {}).get("phases")
+        if isinstance(phases, dict) and phases:  # the engine's own account (UpsertResult.phases)
+            notes.append(f"{r['label']} [{r['case']}] phases: " + ", ".join(f"{k} {v:.3f}" for k, v in phases.items()))
     if any(r["system"] == "pypaimon" and "seconds" in r for r in results):
         notes.append("* pypaimon's table is keyed on (id, dt): moved keys stay in their old partition too; "
                      "checked against that model (`id_dt`), not the cross-partition one")

@@ -82,6 +82,7 @@ class PaimonAdapterResponse(AdapterResponse):
     extra_snapshots: Optional[List[int]] = None  # e.g. a compaction committed right after the upsert
     execution: Optional[str] = None  # where the engine ran the job: local (the driver) or distributed
     bootstrap: Optional[str] = None  # where the job learnt where keys live: "key index" or "table"
+    phases: Optional[Dict[str, float]] = None  # seconds by phase of the upsert (UpsertResult.phases)
 
 
 class PaimonAdapter(SparkAdapter):
@@ -341,14 +342,16 @@ class PaimonAdapter(SparkAdapter):
         if target != path:
             _swap(target, path)
         self._resync(relation, path)
+        phases = ", ".join(f"{k} {v:.3f}s" for k, v in (result.phases or {}).items())
         log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id}, "
-                  f"{result.attempts} attempt(s))")
+                  f"{result.attempts} attempt(s); {phases})")
         return PaimonAdapterResponse(
             _message=result.summary(), code="UPSERT", rows_affected=result.rows_affected,
             snapshot_id=result.snapshot_id, **result.as_dict(), rows_written=result.rows_written, table_path=path,
             schema_id=self._schema_id(path),
             extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,
-            execution=result.execution, bootstrap=(result.bootstrap or {}).get("source"))
+            execution=result.execution, bootstrap=(result.bootstrap or {}).get("source"),
+            phases=dict(result.phases) or None)
 
     @available
     def paimon_clone(self, relation: BaseRelation, source: BaseRelation, replace: bool = False) -> AdapterResponse:

@@ -36,6 +36,9 @@ class JobOutput:
     # how the bootstrap went (driver-local): "source" (key index / table), "seconds", "bytes" (the
     # index's blocks and catch-up files, or the data files read), for logs and the bench
     bootstrap: dict = field(default_factory=dict)
+    # seconds of the job's own stages where the executor times them (driver-local: bootstrap,
+    # assign, write); upsert.py adds its phases around them (UpsertResult.phases)
+    phases: dict = field(default_factory=dict)
 
 
 class Executor(Protocol):

@@ -106,11 +106,13 @@ class LocalExecutor:
             live, counts = _live_keys(table, stage, batch, plan, splits) if splits else (None, None)
             boot = {"source": "table", "bytes": sum(f.file_size for s in splits for f in s.files)}
         boot["seconds"] = round(time.perf_counter() - started, 4)
+        assigning = time.perf_counter()  # the HASH index's read (HASH_DYNAMIC) counts as assigning
         index = None
         if boot_index:
             files = HashIndexFile(table.io, table.path)
             index = pa.concat_tables([tasks.index_entries(files, stage, e) for e in boot_index.values()])
         result = tasks.assign(stage, 1, 0, batch, live, counts, index)
+        writing = time.perf_counter()
         groups = _writer_groups(result.rows, stage, driver_threads())
         with ThreadPoolExecutor(driver_threads()) as pool:
             written = list(pool.map(lambda part: tasks.write_rows(table.path, schema, table.io, next_sequence,
@@ -119,9 +121,11 @@ class LocalExecutor:
         for part_entries, part_index in written:
             entries += part_entries
             index_changes.update(part_index)
+        done = time.perf_counter()
         described = f"driver-local ({len(groups)} writer threads{', key index' if lookup else ''})"
         record = lookup.recorder(result.rows, entries) if lookup is not None else None
-        return JobOutput(entries, result.counts, index_changes, described, record, boot)
+        phases = {"bootstrap": boot["seconds"], "assign": writing - assigning, "write": done - writing}
+        return JobOutput(entries, result.counts, index_changes, described, record, boot, phases)
 
 
 def _live_keys(table: FileStoreTable, stage: StageRows, batch: pa.Table, plan, splits):

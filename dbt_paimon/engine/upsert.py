@@ -59,6 +59,17 @@ class UpsertResult(AssignCounts):
     plan: str = ""  # Spark's executed physical plan of the job (or the driver-local plan), for logs and tests
     execution: str = ""  # "distributed" (the Spark job) or "local" (its topology inside the driver)
     bootstrap: dict = field(default_factory=dict)  # driver-local: key index or table, seconds, bytes
+    # where the time went, in seconds (PHASES, in order; a phase an upsert did not go through is
+    # absent; retried attempts add up)
+    phases: dict = field(default_factory=dict)
+
+
+# prepare: the table's schema, the batch's projection, Spark's size estimate, the executor chosen;
+# collect: the batch into the driver (driver-local); plan: the snapshot's files; job: the executor's
+# job (driver-local also as bootstrap, assign, write); commit; post_commit: compaction, expiration;
+# index_record: the commit carried into the key index
+PHASES = ("prepare", "collect", "plan", "job", "bootstrap", "assign", "write", "commit", "post_commit",
+          "index_record")
 
 
 class TableMismatchError(SchemaError):
@@ -210,28 +221,37 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         table_rows = 0  # the driver-local job then holds the batch's keys only, never the table's
     try:
         mode = local.choose(spark, batch, settings.execution, table_rows, size)
+        phases = {"prepare": time.time() - started}
         if mode == Execution.LOCAL:  # the batch is read once, into the driver
+            collecting = time.perf_counter()
             executor: Executor = LocalExecutor(local.collect(spark, batch), settings.key_index)
+            phases["collect"] = time.perf_counter() - collecting
         else:
             # the Spark job reads the batch twice when the table has keys (its Bloom filter, then
             # the job): keep it
             if not cached and exists and schema.bucket_mode != BucketMode.HASH_DYNAMIC:
                 batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
             executor = DistributedExecutor(spark, batch, settings, path, size)
-        return _attempts(spark, executor, io, path, schema, exists, stage, started)
+        return _attempts(spark, executor, io, path, schema, exists, stage, started, phases)
     finally:
         if cached:
             batch.unpersist()
 
 
 def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSchema, exists: bool,
-              stage: StageRows, started: float) -> UpsertResult:
-    """Plan, run the job on the executor, commit; on a commit conflict, again on the new snapshot."""
+              stage: StageRows, started: float, phases: dict) -> UpsertResult:
+    """Plan, run the job on the executor, commit; on a commit conflict, again on the new snapshot.
+    phases: the seconds spent so far by phase, added to."""
+    clock = _PhaseClock(phases)
     for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
         snapshot_id = plan.snapshot.id if plan and plan.snapshot else None
+        clock.lap("plan")
         job = executor.run_job(table, plan, stage)
+        clock.lap("job")
+        for name, seconds in job.phases.items():
+            phases[name] = phases.get(name, 0.0) + seconds
         if _before_commit is not None:
             _before_commit(attempt)
         commit = table.new_commit()
@@ -261,6 +281,7 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         try:
             result = commit.commit(job.entries, APPEND, expected_latest=snapshot_id, index_manifest=index_manifest)
         except CommitConflictError as e:
+            clock.lap("commit")
             abandon()
             if attempt == MAX_JOB_ATTEMPTS:
                 raise CommitConflictError(f"{e}; gave up after {attempt} attempts of the upsert job") from None
@@ -270,15 +291,31 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         except BaseException:
             abandon()
             raise
+        clock.lap("commit")
         extra = after_commit(spark, path, io, executor.execution) if result is not None else []
+        clock.lap("post_commit")
         if job.record is not None and result is not None:
             try:
                 job.record(result.snapshot.id, extra)
             except Exception as e:  # noqa: BLE001 - the index catches up next time; the upsert is done
                 log.warning("the key index of %s was not updated (%s); the next upsert catches it up", path, e)
+            clock.lap("index_record")
         return UpsertResult(**job.counts.as_dict(), table_path=path,
                             snapshot_id=result.snapshot.id if result else snapshot_id,
                             rows_written=sum(e.file.row_count for e in job.entries), attempts=attempt,
                             extra_snapshots=extra, seconds=time.time() - started, plan=job.plan,
-                            execution=executor.execution.value, bootstrap=job.bootstrap)
+                            execution=executor.execution.value, bootstrap=job.bootstrap,
+                            phases={name: round(phases[name], 4) for name in PHASES if name in phases})
     raise AssertionError("unreachable")
+
+
+class _PhaseClock:
+    """Adds the time since its last lap to a phase's total."""
+
+    def __init__(self, phases: dict):
+        self.phases, self.last = phases, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self.last
+        self.last = now

@@ -112,6 +112,9 @@ class TestPaimonUpsertModel:
         assert second["adapter_response"]["rows_affected"] == 4
         assert second["adapter_response"]["moved"] == 2
         assert second["adapter_response"]["bootstrap"] == "key index"  # a cross-partition table (bucket -1)
+        phases = second["adapter_response"]["phases"]  # where the upsert's time went
+        assert {"prepare", "collect", "plan", "job", "commit", "index_record"} <= set(phases)
+        assert all(isinstance(v, float) and v >= 0 for v in phases.values())
         # is_incremental() was true and {{ this }} gave the stored values
         assert _rows(project, "customers") == [
             (1, "c", "ann", 11, "+I", 10, True), (2, "b", "bob", 21, "+I", 20, True),

@@ -45,6 +45,28 @@ def test_a_commit_racing_the_job_makes_it_rerun_on_the_new_snapshot(spark, store
     assert data_files(path) == live
 
 
+def test_an_upsert_says_where_its_time_went(spark, warehouse, execution):
+    """UpsertResult.phases: each phase the upsert went through, in the pipeline's order, adding up to
+    no more than its time; driver-local also the batch's collect and the job's own stages, and the
+    key index's record of a cross-partition table's commit."""
+    path = f"{warehouse}/db.db/phases"
+    upsert(frame(spark, [{**ROW, "id": i} for i in range(10)]), path, primary_keys="id", partition_keys="dt")
+    result = upsert(frame(spark, [{**ROW, "id": i, "dt": "b"} for i in range(5, 15)]), path, primary_keys="id",
+                    partition_keys="dt", execution=execution)
+    phases = result.phases
+    mod = importlib.import_module("dbt_paimon.engine.upsert")
+    assert list(phases) == [p for p in mod.PHASES if p in phases]
+    assert all(v >= 0 for v in phases.values())
+    outer = ["prepare", "plan", "job", "commit", "post_commit"]
+    assert set(outer) <= set(phases)
+    assert sum(phases[p] for p in outer + ["collect", "index_record"] if p in phases) <= result.seconds + 1e-3
+    if execution == "local":
+        assert {"collect", "bootstrap", "assign", "write", "index_record"} <= set(phases)
+        assert phases["bootstrap"] + phases["assign"] + phases["write"] <= phases["job"] + 1e-3
+    else:
+        assert not {"collect", "bootstrap", "assign", "write"} & set(phases)
+
+
 def _rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
