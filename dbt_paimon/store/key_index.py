@@ -450,6 +450,12 @@ class KeyIndex:
         keep = ends > starts
         if not keep.any():
             return
+        first = (int(starts[keep].min()) - base) // mmap.PAGESIZE
+        span = (int(ends[keep].max()) - 1 - base) // mmap.PAGESIZE + 1 - first
+        if np.count_nonzero(keep) >= span:  # a range per page or more: the pages they span, at once
+            mapped.madvise(mmap.MADV_WILLNEED, first * mmap.PAGESIZE, span * mmap.PAGESIZE)
+            self.bytes_read += span * mmap.PAGESIZE
+            return
         pages = np.unique(_ranges((starts[keep] - base) // mmap.PAGESIZE, (ends[keep] - 1 - base) // mmap.PAGESIZE + 1))
         # one madvise per span of consecutive pages: a system call each, not one per key
         breaks = np.flatnonzero(np.diff(pages) != 1) + 1
@@ -504,8 +510,14 @@ class KeyIndex:
         takes = []
         for seq, mapped, base, batch, hashes, lo, hi in searches:
             h = batch.column(0).to_numpy(zero_copy_only=True)
-            left = _search(h, lo, hi, hashes, right=False)
-            right = _search(h, lo, hi, hashes, right=True)
+            if len(hashes) * self.fence_rows >= len(h):
+                # a key per fence window or more (a big batch into a small shard): every page of
+                # hashes is read anyway, and one search of the whole batch beats windowed steps
+                # (the lookup of 200K keys into 1M: 0.21 -> 0.12 s); the same positions either way
+                left, right = np.searchsorted(h, hashes, "left"), np.searchsorted(h, hashes, "right")
+            else:
+                left = _search(h, lo, hi, hashes, right=False)
+                right = _search(h, lo, hi, hashes, right=True)
             hits = right > left
             if not hits.any():
                 continue
@@ -573,7 +585,7 @@ class KeyIndex:
         mask = pc.fill_null(same, False)
         cand = cand.filter(mask)
         rows = rows[mask.to_numpy(zero_copy_only=False)]
-        if len(np.unique(rows)) != len(rows):
+        if len(rows) and np.bincount(rows).max() > 1:  # a key with two candidates
             return self._located(self._newest_valid(state, cand))
         valid = self._valid(state, cand)
         return self._located(valid.filter(valid.column(LIVE)))
