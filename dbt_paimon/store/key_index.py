@@ -9,8 +9,9 @@ Layout, at `<warehouse>/<db>.db/.<table>.dbt-key-index/` (beside the table: Paim
 writers, expiration and orphan-file removal never list it; our catalog skips hidden names):
 
     LATEST                    {"manifest": name}: replaced atomically, last
-    manifest-<uuid>.json      shards, each shard's runs newest first, and per (partition, bucket)
-                              the data files the index reflects, its generation and live-key count
+    manifest-<uuid>.json      shards, each shard's runs newest first, per (partition, bucket)
+                              the data files the index reflects, its generation and live-key count,
+                              and the runs and manifests it retired (no longer names), with when
     run-<seq>-<uuid>.arrow    one sorted run of one shard: Arrow IPC, uncompressed, entries
                               sorted by (hash, key), in its metadata the hash at each page boundary
                               of the file's hashes ("fences"); memory-mapped, and a lookup reads
@@ -209,7 +210,7 @@ class KeyIndex:
             log.warning("key index of %s is unreadable (%s): rebuilt", self.table_path, e)
             return None
 
-    def save(self, state: IndexState, now_ms: int | None = None) -> None:
+    def save(self, state: IndexState) -> None:
         """Write the manifest of `state` (its runs are written), then swap the pointer to it.
 
         The manifest lists what this swap retires, with when: the version it was loaded from and
@@ -217,7 +218,7 @@ class KeyIndex:
         that loaded the old version may still be reading them: clean() keeps them for
         ORPHAN_AGE_MS from now, whenever they were written (a table idle for a day then merged:
         its runs' files are a day old, yet were named a moment ago)."""
-        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        now_ms = int(time.time() * 1000)
         if state.manifest is None:  # a new version (a build): it replaces whatever is current
             state.manifest, state.manifest_runs, current_retired = self._current()
             state.retired = {**current_retired, **state.retired}
