@@ -191,10 +191,10 @@ class KeyIndex:
     def load(self) -> IndexState | None:
         """The current version; None when there is none or it is unreadable or not this table's."""
         try:
-            pointer = self.io.read_text(f"{self.dir}/{LATEST}") if self.io.exists(f"{self.dir}/{LATEST}") else None
-            if pointer is None:
+            name = self._pointer()
+            if name is None:
                 return None
-            doc = json.loads(self.io.read_text(f"{self.dir}/{json.loads(pointer)['manifest']}"))
+            doc = self._manifest(name)
             if doc.get("format") not in READS_FORMATS or doc["key"] != [f"{k}:{t.sql()}" for k, t in zip(self.keys, self.key_types)] \
                     or doc["partition"] != [f"{p}:{t.sql()}" for p, t in zip(self.parts, self.part_types)]:
                 log.info("key index of %s is for another key or partition: rebuilt", self.table_path)
@@ -203,8 +203,8 @@ class KeyIndex:
                        for b in doc["buckets"]}
             runs = [[(s, n) for s, n in shard] for shard in doc["runs"]]
             state = IndexState(doc["shards"], runs, buckets, doc["next_seq"], doc["next_gen"], doc.get("snapshot"),
-                               doc.get("schema_id", 0), retired={n: int(t) for n, t in doc.get("retired", {}).items()})
-            state.manifest, state.manifest_runs = json.loads(pointer)["manifest"], state.run_names()
+                               doc.get("schema_id", 0), retired=_retired_in(doc))
+            state.manifest, state.manifest_runs = name, state.run_names()
             return state
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.warning("key index of %s is unreadable (%s): rebuilt", self.table_path, e)
@@ -241,17 +241,29 @@ class KeyIndex:
         self.io.overwrite_text(f"{self.dir}/{LATEST}", json.dumps({"manifest": name}))
         state.manifest, state.manifest_runs, state.retired = name, named, retired
 
+    def _pointer(self) -> str | None:
+        """The current manifest's name; None when there is no index (one read: no exists() first)."""
+        try:
+            text = self.io.read_text(f"{self.dir}/{LATEST}")
+        except FileNotFoundError:
+            return None
+        return json.loads(text)["manifest"]
+
+    def _manifest(self, name: str) -> dict:
+        return json.loads(self.io.read_text(f"{self.dir}/{name}"))
+
     def _current(self) -> tuple[str | None, frozenset, dict]:
         """(manifest, the runs it names, what it retired) of the current version, as far as it
         can be read: a build replaces it whole."""
         try:
-            name = json.loads(self.io.read_text(f"{self.dir}/{LATEST}"))["manifest"]
+            name = self._pointer()
         except (OSError, ValueError, KeyError, TypeError):
             return None, frozenset(), {}
+        if name is None:
+            return None, frozenset(), {}
         try:
-            doc = json.loads(self.io.read_text(f"{self.dir}/{name}"))
-            runs = frozenset(n for shard in doc["runs"] for _, n in shard)
-            return name, runs, {n: int(t) for n, t in doc.get("retired", {}).items()}
+            doc = self._manifest(name)
+            return name, frozenset(n for shard in doc["runs"] for _, n in shard), _retired_in(doc)
         except (OSError, ValueError, KeyError, TypeError):
             return name, frozenset(), {}
 
@@ -263,8 +275,10 @@ class KeyIndex:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
         named = state.run_names()
         try:
-            current = json.loads(self.io.read_text(f"{self.dir}/{LATEST}"))["manifest"]
+            current = self._pointer()
         except (OSError, ValueError, KeyError):
+            return 0
+        if current is None:
             return 0
         deleted = 0
         for name in self.io.list_names(self.dir):
@@ -1121,6 +1135,11 @@ def _fence_positions(n: int, step: int, first: int | None) -> np.ndarray:
     if first is None or n == 0:
         return np.arange(0, n, step, dtype=np.int64)
     return np.concatenate([[0], first + step * np.arange(-(-n // step), dtype=np.int64)])
+
+
+def _retired_in(doc: dict) -> dict:
+    """A manifest's retired runs and manifests (name -> ms); none in one older code wrote."""
+    return {n: int(t) for n, t in doc.get("retired", {}).items()}
 
 
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
