@@ -119,8 +119,11 @@ PAYLOAD = pa.schema([pa.field("payload", pa.binary())])  # a writer's result: pi
 # A shuffle of packed rows: the rows bound for one task (an assigner: StageRows.routed; a writer:
 # StageRows.assigned) as Arrow IPC streams, each in a row with the value of TO that sends it to that
 # task. Spark then moves a few large values instead of converting every row to its rows and back.
+# A row with RECORD instead of rows carries an assigner's key-index record of the commit (its runs
+# and count changes, pickled) to a writer, whose payload brings it to the driver exactly once.
 TO = "_to"
-PACKED = pa.schema([pa.field(TO, pa.int32()), pa.field("rows", pa.binary())])
+RECORD = "record"
+PACKED = pa.schema([pa.field(TO, pa.int32()), pa.field("rows", pa.binary()), pa.field(RECORD, pa.binary())])
 # what one task of the batch tells the bootstrap: a partial Bloom filter of its keys, its partitions
 DIGEST = pa.schema([pa.field("bits", pa.binary()), pa.field("partitions", pa.binary())])
 

@@ -8,8 +8,8 @@ A cross-partition table with a key index (store/key_index.py) bootstraps from it
 driver catches the index up to the job's snapshot; one stage over the batch looks its keys up and
 sends rows and found keys to their assigners packed (key_lookup.route_task), replacing the
 bootstrap tasks, the Bloom-filter pass over the batch and the row-by-row shuffle; each bucket's
-count comes from the index, and each writer task records its rows in the index (runs the driver
-then names in it).
+count comes from the index, and each assigner writes its keys' share of the commit's record in
+the index (runs the driver then names in it; it holds each of its keys' old and new places).
 
     the batch ─► route (look up its keys, pack per assigner) ─┐
     bucket counts (driver, packed) ───────────────────────────┴─ shuffle by TO ─► assign ─► ... ─► write
@@ -100,11 +100,13 @@ def _batch_digest(spark: SparkSession, batch: DataFrame, schema: TableSchema, pl
 
 def _one_run_per_shard(spark: SparkSession, table: FileStoreTable, stage: StageRows, commit,
                        recorded: list) -> tuple[list, frozenset]:
-    """The writer tasks' (runs, count changes), with the runs of each shard that got several (one
-    per writer task touching it) merged into one by a Spark task per shard: the index's LSM gets
-    one run per commit, as from a driver-local commit, whatever the number of writers. (Left as
-    they were, 25 writers over 9 commits made 225 runs per shard, and a lookup of 10K keys into
-    100M searched them all.) When the commit is a bulk load (key_index.full_merge_due), the same
+    """The assigners' (runs, count changes), with the runs of each shard that got several (one per
+    assigner touching it) merged into one by a Spark task per shard: the index's LSM gets one run
+    per commit, as from a driver-local commit, whatever the number of assigners. (Left as they
+    were, 25 tasks over 9 commits made 225 runs per shard, and a lookup of 10K keys into 100M
+    searched them all.) A key's assigner is its hash mod the assigners and its shard its hash's
+    low bits, so with a power of two of assigners up to the shards' number every shard gets one
+    run and no task runs here. When the commit is a bulk load (key_index.full_merge_due), the same
     tasks merge each touched shard's older runs in as well: the shards it names are returned, their
     runs replaced by the merged one. The runs merged away are named nowhere: clean() sweeps them."""
     by_shard: dict[int, list[str]] = {}
@@ -158,13 +160,13 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         # The bootstrap from the key index: built first by a Spark job when the table has none
         # (index_build.py: the table's keys never reach the driver), else caught up by the driver
         # to this snapshot; the tasks look their batch keys up in it. No pass over the batch for a
-        # Bloom filter, no read of the table's keys; each writer task writes its rows' share of
+        # Bloom filter, no read of the table's keys; each assigner writes its keys' share of
         # the index's record, the driver adds the runs' names and the counts.
         started = time.perf_counter()
         lookup = KeyLookup(table, plan, stage)
         lookup.refresh(lambda at: index_build.build(spark, table, at, bootstrap_tasks))
         boot = {"source": "key index", **lookup.stats(), "seconds": round(time.perf_counter() - started, 4)}
-        commit = lookup.job_commit()  # the writer tasks record their rows in the index themselves
+        commit = lookup.job_commit()  # the assigners record their keys in the index themselves
         boot_index = {}
     else:
         boot = {"source": "table"} if splits else {}
@@ -228,22 +230,21 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     to_writers = _routes(num_writers)
     if routed is not None:
         assigned = routed.repartition(num_assigners, F.col(TO)).mapInArrow(
-            tasks.assign_task(stage, num_assigners, counted, to_writers, packed=True), struct_of(PACKED))
+            tasks.assign_task(stage, num_assigners, counted, to_writers, packed=True, record=commit.write),
+            struct_of(PACKED))
     else:
         rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
         assigned = rows.repartition(num_assigners, F.col(ROUTE)).mapInArrow(
             tasks.assign_task(stage, num_assigners, counted, to_writers), struct_of(PACKED))
     written = assigned.repartition(num_writers, F.col(TO)).mapInArrow(
-        tasks.write_task(table.path, schema, table.io, next_sequence, index_files,
-                         record=commit.write if commit is not None else None, packed=True),
+        tasks.write_task(table.path, schema, table.io, next_sequence, index_files, packed=True),
         struct_of(PAYLOAD))
     entries, counts, index_changes, recorded = [], AssignCounts(), {}, []
     for part_entries, part_counts, part_index, part_recorded in jobs.collect_payloads(spark, written):
         entries += part_entries
         counts += part_counts
         index_changes.update(part_index)
-        if part_recorded is not None:
-            recorded.append(part_recorded)
+        recorded += part_recorded
     if commit is not None:
         recorded, replaced = _one_run_per_shard(spark, table, stage, commit, recorded)
     record = lookup.job_recorder(commit, recorded, entries, replaced) if commit is not None else None

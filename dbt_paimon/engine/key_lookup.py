@@ -1,13 +1,17 @@
-"""The bootstrap of a cross-partition upsert from the key index (store/key_index.py), driver-local.
+"""The bootstrap of a cross-partition upsert from the key index (store/key_index.py), and the
+commit's record in it.
 
     refresh the index to the job's snapshot ─► look up the batch's keys ─► live keys + bucket counts
-    (the rows the full bootstrap would send the assigner) ─► job ─► commit ─► the job's placements
-    and -D rows, and our compactions' files, recorded in the index (no data file read)
+    (the rows the full bootstrap would send the assigners) ─► assign ─► write; beside the writers,
+    the job's placements and -D rows as runs (JobCommit.write) ─► commit ─► the runs and our
+    compactions' files named in a new version of the index (no data file read)
 
-Used by the driver-local executor when the table is cross-partition (KEY_DYNAMIC), the key can be
-indexed and the run has no sequence_by (the index does not keep stored sequence values). The Spark
-job keeps the full bootstrap; the index then catches up from the files that job added, next time.
-A failure to record the commit is logged and costs a catch-up, never a wrong answer.
+Used when the table is cross-partition (KEY_DYNAMIC), the key can be indexed and the run has no
+sequence_by (the index does not keep stored sequence values). Driver-local, the driver looks the
+batch up (KeyLookup.bootstrap) and one thread writes the runs while others write the data files;
+on Spark, the driver catches the index up, the batch's tasks look keys up (route_task) and each
+assigner writes its keys' share of the runs. The runs of a commit that did not happen are orphans
+clean() sweeps; a failure to record a commit is logged and costs a catch-up, never a wrong answer.
 """
 
 from __future__ import annotations
@@ -81,19 +85,21 @@ class KeyLookup:
         return {**(self.state.stats if self.state else {}), "keys_found": found}
 
     def job_commit(self) -> "JobCommit":
-        """For the Spark job: what its writer tasks need to write their share of the commit's
-        record (the state the lookup tasks used, this commit's run seq and new buckets'
-        generation, both drawn from the state here, in the driver)."""
+        """What writes the job's share of the commit's record in the index before the
+        commit (the state the lookup used, this commit's run seq and new buckets' generation, both
+        drawn from the state here, in the driver): Spark's assigner tasks, or a driver-local job's
+        thread beside its writers."""
         return JobCommit(self.table.path, self.table.io, self.stage, self.state, dict(INDEX_TUNING),
                          self.state.new_seq(), self.state.new_gen())
 
     def job_recorder(self, commit: "JobCommit", written: list, entries: list,
                      merged: frozenset = frozenset()) -> Callable[[int | None, list[int]], None]:
-        """For the Spark job: the recorder of its commit from its writer tasks' (runs, count
-        changes) (JobCommit.write); `merged`: the shards whose older runs the job merged in."""
+        """What records the commit in the index once it is done, called with (our snapshot, our
+        compactions'): the (runs, count changes) of JobCommit.write named in a new
+        version; `merged`: the shards whose older runs a Spark job merged in."""
         def record(snapshot_id: int | None, compactions: list[int]) -> None:
             runs = [r for part_runs, _ in written for r in part_runs]
-            self.index.record_job_commit(self.state, runs, [d for _, d in written], entries,
+            self.index.record_commit(self.state, runs, [d for _, d in written], entries,
                                          self._compacted(compactions),
                                          compactions[-1] if compactions else snapshot_id, commit.gen, commit.seq,
                                          merged)
@@ -109,18 +115,9 @@ class KeyLookup:
             compacted.append([e for m in metas for e in scan.manifests.read(m.file_name, m.file_size)])
         return compacted
 
-    def recorder(self, assigned: pa.Table, entries: list) -> Callable[[int | None, list[int]], None]:
-        """What records the commit in the index, once it is done: (our snapshot, our compactions')."""
-        def record(snapshot_id: int | None, compactions: list[int]) -> None:
-            placed, removed = placements(self.index, self.stage, assigned, self.located)
-            self.index.record_commit(self.state, placed, removed, entries, self._compacted(compactions),
-                                     compactions[-1] if compactions else snapshot_id)
-        return record
-
-
 @dataclass(frozen=True)
 class JobCommit:
-    """What a Spark writer task needs to record its rows in the key index (pickled into the task)."""
+    """What a writer needs to record its rows in the key index (pickled into a Spark task)."""
 
     path: str
     io: object
@@ -130,14 +127,13 @@ class JobCommit:
     seq: int  # the runs of this commit, whichever task writes them
     gen: int  # the generation of the buckets this commit creates
 
-    def write(self, assigned: pa.Table) -> tuple[list[tuple[int, str]], dict]:
-        """In a writer task: its rows' entries as runs (one per shard), and each of its buckets'
-        count change. Where a written key lived before is looked up at the job's state: a writer
-        holds whole buckets, so its +I rows and their old places are its own to compare."""
+    def write(self, assigned: pa.Table, live: pa.Table | None) -> tuple[list[tuple[int, str]], dict]:
+        """In an assigner: its rows' entries as runs (one per shard), and each of their buckets'
+        count change. `live`: where the assigner's keys lived at the job's state (the live-key
+        rows the lookup gave it; None: none did); an assigner holds every row of its keys, so
+        their old and new places are its own to compare."""
         index = KeyIndex(self.io, self.path, self.stage.schema, **self.tuning)
-        inserted = assigned.filter(pc.equal(assigned.column(KIND), INSERT))
-        located = index.lookup(self.state, inserted.select(index.keys))
-        placed, removed = placements(index, self.stage, assigned, located)
+        placed, removed = placements(index, self.stage, assigned, live)
         entries, deltas = index.commit_entries(self.state, placed, removed, self.gen)
         return index.write_runs(entries, self.state.shards, self.seq), deltas
 
@@ -153,9 +149,11 @@ def merge_runs_task(path: str, io, stage: StageRows, tuning: dict, seq: int, sta
     return run
 
 
-def placements(index: KeyIndex, stage: StageRows, assigned: pa.Table, located: pa.Table) -> tuple[pa.Table, pa.Table]:
+def placements(index: KeyIndex, stage: StageRows, assigned: pa.Table,
+               live: pa.Table | None) -> tuple[pa.Table, pa.Table]:
     """(keys written live: key, partition, P, BUCKET, "_new"; keys retracted: key, P, BUCKET), from
-    assigned rows (+I and -D, their BUCKET) and where their keys lived before (`located`)."""
+    assigned rows (+I and -D, their BUCKET) and where their keys lived before (`live`: live-key
+    rows, or None)."""
     keys, parts = index.keys, index.parts_only
     kinds = assigned.column(KIND)
     placed = assigned.filter(pc.equal(kinds, INSERT)).select(keys + parts + [BUCKET])
@@ -163,7 +161,10 @@ def placements(index: KeyIndex, stage: StageRows, assigned: pa.Table, located: p
     placed, removed = _with_partition_bytes(index, stage, placed), _with_partition_bytes(index, stage, removed)
     placed = placed.rename_columns([ki.BUCKET if c == BUCKET else c for c in placed.column_names])
     removed = removed.rename_columns([ki.BUCKET if c == BUCKET else c for c in removed.column_names])
-    before = located.select(keys + [ki.P, ki.BUCKET]).rename_columns(keys + ["_old_p", "_old_b"])
+    if live is None or live.num_rows == 0:  # no key lived anywhere: each is new to its bucket
+        return placed.append_column("_new", pa.array(np.ones(placed.num_rows, np.bool_))), removed
+    before = _with_partition_bytes(index, stage, live.select(keys + parts + [BUCKET]))
+    before = before.select(keys + [ki.P, BUCKET]).rename_columns(keys + ["_old_p", "_old_b"])
     joined = placed.join(before, keys, join_type="left outer", use_threads=False)
     same = pc.and_(pc.equal(joined.column(ki.P), joined.column("_old_p")),
                    pc.equal(joined.column(ki.BUCKET), joined.column("_old_b")))

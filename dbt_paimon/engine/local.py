@@ -15,6 +15,7 @@ buckets. `execution="distributed"` forces the Spark job; a non-local master alwa
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -31,6 +32,8 @@ from . import bloom, deploy, jobs, key_lookup, tasks
 from .executor import JobOutput, driver_threads
 from .key_lookup import KeyLookup
 from .settings import Execution
+
+log = logging.getLogger(__name__)
 
 # Above these the job runs on Spark even on a local master: the batch (Spark's estimate of its
 # size) and the table's keys would be held by the driver process.
@@ -114,18 +117,33 @@ class LocalExecutor:
         result = tasks.assign(stage, 1, 0, batch, live, counts, index)
         writing = time.perf_counter()
         groups = _writer_groups(result.rows, stage, driver_threads())
-        with ThreadPoolExecutor(driver_threads()) as pool:
+        commit = lookup.job_commit() if lookup is not None else None
+        with ThreadPoolExecutor(driver_threads() + (commit is not None)) as pool:
+            # the key index's runs of this commit are written beside the data files, not after the
+            # commit in the driver's one thread (record_commit then only names them)
+            runs = pool.submit(_index_runs, commit, result.rows, live) if commit is not None else None
             written = list(pool.map(lambda part: tasks.write_rows(table.path, schema, table.io, next_sequence,
                                                                   index_files, part), groups))
+            recorded = runs.result() if runs is not None else None
         entries, index_changes = [], {}
         for part_entries, part_index in written:
             entries += part_entries
             index_changes.update(part_index)
         done = time.perf_counter()
-        described = f"driver-local ({len(groups)} writer threads{', key index' if lookup else ''})"
-        record = lookup.recorder(result.rows, entries) if lookup is not None else None
+        described = f"driver-local ({len(groups)} writer threads{', key index' if lookup is not None else ''})"
+        record = lookup.job_recorder(commit, [recorded], entries) if recorded is not None else None
         phases = {"bootstrap": boot["seconds"], "assign": writing - assigning, "write": done - writing}
         return JobOutput(entries, result.counts, index_changes, described, record, boot, phases)
+
+
+def _index_runs(commit: key_lookup.JobCommit, assigned: pa.Table, live: pa.Table | None):
+    """The commit's runs in the key index and its buckets' count changes (JobCommit.write), or None
+    when they could not be written: the commit goes on, and the index catches up next time."""
+    try:
+        return commit.write(assigned, live)
+    except Exception as e:  # noqa: BLE001 - the index is a cache of the table's keys
+        log.warning("the key index of %s was not updated (%s); the next upsert catches it up", commit.path, e)
+        return None
 
 
 def _live_keys(table: FileStoreTable, stage: StageRows, batch: pa.Table, plan, splits):

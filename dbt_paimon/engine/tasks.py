@@ -268,12 +268,15 @@ PACKED_ROWS = 1 << 17  # rows per packed value (~13 MB at 100 B a row; Spark hol
 
 
 def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_routes: Sequence[int],
-                packed: bool = False):
+                packed: bool = False, record=None):
     """One assigner per Spark partition of the shuffle by ROUTE: its id is the partition id.
     counted: the bootstrap was filtered by the batch's keys and sends bucket counts.
     writer_routes: per writer, the value of TO the shuffle to the writers sends to it; the
     assigned rows leave packed (PACKED), whole buckets to one writer.
-    packed: the routed rows come as PACKED (the key-index bootstrap: route_task), else as rows."""
+    packed: the routed rows come as PACKED (the key-index bootstrap: route_task), else as rows.
+    record: a picklable callable (key_lookup.JobCommit.write) of (assigned rows, where their keys
+    lived): the assigner holds each of its keys' old and new places, so it writes their share of
+    the key index's record of the commit; what it returns goes to the first writer (RECORD)."""
     layout = stage.assigned()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -282,13 +285,16 @@ def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_rout
         routed = _rows_of(batches, packed)
         if routed is None or routed.num_rows == 0:
             return
+        live = of_source(routed, Source.TABLE)
         result = assign(stage, num_assigners, assign_id,
                         batch=conform(of_source(routed, Source.BATCH), stage.batch()),
-                        live=of_source(routed, Source.TABLE),
+                        live=live,
                         counts=of_source(routed, Source.COUNT) if counted else None,
                         index=of_source(routed, Source.INDEX) if stage.hashed else None)
         rows = pa.concat_tables([conform(result.rows, layout), conform(summary_rows(result.counts), layout)])
         yield from pack(rows, stage.schema, writer_routes)
+        if record is not None:
+            yield record_packet(record(result.rows, live), writer_routes[0])
     return run
 
 
@@ -322,7 +328,19 @@ def pack_to(rows: pa.Table, target: np.ndarray, routes: Sequence[int]) -> Iterat
                 out.write_table(chunk)
             data = sink.getvalue()  # one binary value over the stream's buffer, not a copy of it
             value = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, data.size], np.int32)), data])
-            yield pa.RecordBatch.from_arrays([pa.array([route], pa.int32()), value], schema=PACKED)
+            yield pa.RecordBatch.from_arrays([pa.array([route], pa.int32()), value, pa.nulls(1, pa.binary())],
+                                             schema=PACKED)
+
+
+def record_packet(record, route: int) -> pa.RecordBatch:
+    """A PACKED row carrying `record` (pickled, RECORD) to the task of `route`, no rows."""
+    return pa.RecordBatch.from_arrays([pa.array([route], pa.int32()), pa.nulls(1, pa.binary()),
+                                       pa.array([pickle.dumps(record)], pa.binary())], schema=PACKED)
+
+
+def records_of(batches: Sequence[pa.RecordBatch]) -> list:
+    """The records (record_packet) among PACKED batches, unpickled."""
+    return [pickle.loads(v.as_py()) for batch in batches for v in batch.column(2) if v.is_valid]
 
 
 def assigner_of(rows: pa.Table, schema: TableSchema, assigners: int) -> np.ndarray:
@@ -368,25 +386,22 @@ def add_summary(counts: AssignCounts, assigned: pa.Table) -> pa.Table:
 # ---- stage: write ------------------------------------------------------------------------------------
 
 def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, index_files: dict | None = None,
-               update_index: bool = True, record=None, packed: bool = False):
+               update_index: bool = True, packed: bool = False):
     """Writes the buckets of one Spark partition of the shuffle by (partition, bucket); returns one
     row (PAYLOAD): the pickled manifest entries, counts, (HASH_DYNAMIC) rewritten index files and
-    what `record` (a picklable callable: key_lookup.JobCommit.write) returns for its rows, the key
-    index's share of the commit written by this task.
+    the assigners' key-index records that came to it (record_packet), for the driver.
 
     index_files: (partition bytes, bucket) -> the bucket's HASH index entry in the bootstrap snapshot.
     packed: the rows come as PACKED (from assign_task), else as rows (a delete's)."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(batches)
         counts = AssignCounts()
-        entries, new_index, recorded = [], {}, None
+        entries, new_index = [], {}
         table = _rows_of(batches, packed)
         if table is not None and table.num_rows:
             data = add_summary(counts, table)
             entries, new_index = write_rows(path, schema, io, next_sequence, index_files, data, update_index)
-            if record is not None and data.num_rows:
-                recorded = record(data)
-        yield payload((entries, counts, new_index, recorded))
+        yield payload((entries, counts, new_index, records_of(batches) if packed else []))
     return run
 
 

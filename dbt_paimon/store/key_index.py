@@ -886,30 +886,18 @@ class KeyIndex:
 
     # ---- after our own commit -------------------------------------------------------------------
 
-    def record_commit(self, state: IndexState, placed: pa.Table, removed: pa.Table,
+    def record_commit(self, state: IndexState, runs: Iterable[tuple[int, str]], deltas: Iterable[dict],
                       added_files: Iterable[ManifestEntry], compactions: Sequence[Sequence[ManifestEntry]],
-                      snapshot_id: int | None) -> None:
-        """Carry our own commit into the index without reading a data file: `placed` (key
-        columns, P, BUCKET: where each written key now lives, new to that bucket or not: column
-        "_new" true when new to it) and `removed` (key columns, P, BUCKET: -D rows written for keys
-        that lived there); the data files our commit added; then the ADD/DELETE entries of each of
-        our compaction commits (a compaction keeps a bucket's keys, so only its files change; one
-        that consumed a file the index does not know drops the bucket, to be read again)."""
-        self._add_files(state, added_files, None)
-        entries, deltas = self.commit_entries(state, placed, removed)
-        self._add_counts(state, deltas)
-        self._apply_compactions(state, compactions)
-        self._add_runs(state, entries)
-        self._save_at(state, snapshot_id)
-
-    def record_job_commit(self, state: IndexState, runs: Iterable[tuple[int, str]], deltas: Iterable[dict],
-                          added_files: Iterable[ManifestEntry], compactions: Sequence[Sequence[ManifestEntry]],
-                          snapshot_id: int | None, new_gen: int, seq: int, merged: Iterable[int] = ()) -> None:
-        """record_commit for a Spark job, in the driver: its writer tasks wrote the entries
-        (commit_entries, write_runs) and sent the runs' names and each bucket's count change; the
-        buckets new in the commit take `new_gen`, which the driver drew before the job. A shard in
-        `merged` had all its runs merged with the commit's by the job (full_merge_due): its run
-        replaces them."""
+                      snapshot_id: int | None, new_gen: int, seq: int, merged: Iterable[int] = ()) -> None:
+        """Carry our own commit into the index without reading a data file, once it is done. Its
+        writers wrote the entries of its placements and retractions before it (commit_entries,
+        write_runs: one run per shard a writer touched, all at the commit's `seq`) and give the
+        runs' names and each bucket's count change; the buckets new in the commit take `new_gen`,
+        drawn before the job. Then the data files our commit added, and the ADD/DELETE entries of
+        each of our compaction commits (a compaction keeps a bucket's keys, so only its files
+        change; one that consumed a file the index does not know drops the bucket, to be read
+        again). A shard in `merged` had all its runs merged with the commit's by a Spark job
+        (full_merge_due): its run replaces them."""
         self._add_files(state, added_files, new_gen)
         for part in deltas:
             self._add_counts(state, part)
@@ -921,17 +909,16 @@ class KeyIndex:
             state.runs[s].insert(0, (seq, name))
             added[s] = added.get(s, 0) + 1
         for s, n in sorted(added.items()):
-            # the LSM policy counts commits, as the driver-local record (one run per shard per
-            # commit) does: a commit's runs from several writer tasks count as one
+            # the LSM policy counts commits: a commit's runs from several tasks count as one
             if len(state.runs[s]) - (n - 1) > self.max_runs:
                 self._merge_shard(state, s)
         self._save_at(state, snapshot_id)
 
     def commit_entries(self, state: IndexState, placed: pa.Table | None, removed: pa.Table | None,
-                       new_gen: int | None = None) -> tuple[pa.Table | None, dict]:
+                       new_gen: int) -> tuple[pa.Table | None, dict]:
         """(entries, count change per (partition, bucket)) of a commit's placements and
         retractions, each entry at its bucket's generation; a bucket the state does not know is new
-        in the commit: `new_gen` (a Spark writer task's view), else the one _add_files gave it."""
+        in the commit: `new_gen`."""
         parts, deltas = [], {}
         for table, is_live in ((placed, True), (removed, False)):
             if table is None or table.num_rows == 0:
@@ -951,9 +938,9 @@ class KeyIndex:
         return (pa.concat_tables(parts) if parts else None), deltas
 
     def write_runs(self, entries: pa.Table | None, shards: int, seq: int) -> list[tuple[int, str]]:
-        """A Spark writer task's share of a commit: one run per shard its entries fall in, all at
+        """A task's share of a commit: one run per shard its entries fall in, all at
         the commit's `seq` (within a seq a key's live entry outranks its tombstone, whichever task
-        wrote them). Unreferenced until the driver's record_job_commit saves a manifest."""
+        wrote them). Unreferenced until the driver's record_commit saves a manifest."""
         if entries is None or entries.num_rows == 0:
             return []
         shard = self.shard_of(entries.column(H).to_numpy(), shards)
@@ -962,8 +949,8 @@ class KeyIndex:
 
     def merge_runs(self, names: Sequence[str], seq: int, older: Sequence[tuple[int, str]] = (),
                    state: IndexState | None = None, new_gen: int | None = None) -> str | None:
-        """One run of a shard's runs of one commit at `seq` (a Spark job's writer tasks' runs of that
-        shard): the shard's LSM gets one run per commit, whatever the number of writer tasks.
+        """One run of a shard's runs of one commit at `seq` (a Spark job's assigners' runs of that
+        shard): the shard's LSM gets one run per commit, whatever the number of assigners.
         Within a seq a key's live entry outranks its tombstone, in one run as across. With `older`
         (every run the shard had in the job's `state`: full_merge_due) they are merged in too: the
         newest valid entry per key kept (the buckets the commit creates valid at `new_gen`),

@@ -112,7 +112,7 @@ def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
     # from the driver are the index's counts per bucket, packed for their owners (one scan)
     assert second.bootstrap["source"] == "key index" and second.bootstrap["built"] and second.bootstrap["by"] == "spark"
     local = [line for line in plan.splitlines() if "LocalTableScan" in line]
-    assert len(local) == 1 and re.search(r"LocalTableScan \[_to#\d+, rows#\d+\]", local[0]), plan
+    assert len(local) == 1 and re.search(r"LocalTableScan \[_to#\d+, rows#\d+, record#\d+\]", local[0]), plan
 
 
 def test_auto_runs_jobs_that_fit_in_the_driver_there_and_others_on_spark(spark, warehouse, monkeypatch):

@@ -34,10 +34,10 @@ def small_index(monkeypatch):
     monkeypatch.setattr(key_lookup, "INDEX_TUNING", TUNING)
 
 
-def _upsert(spark, path, rows, *, index=True, execution="local"):
+def _upsert(spark, path, rows, *, index=True, execution="local", assigners=None):
     df = spark.createDataFrame(rows, "id bigint, dt string, v string")
     return upsert(df, path, primary_keys="id", partition_keys="dt", options=dict(OPTIONS),
-                  settings=RunSettings(execution=execution, key_index=index))
+                  settings=RunSettings(execution=execution, key_index=index, assigner_parallelism=assigners))
 
 
 def truth(path) -> dict:
@@ -71,7 +71,7 @@ def assert_index_right(path, keys=range(0, 60)):
     for split in table.plan().splits:
         live[(split.partition, split.bucket)] = table.new_read(["id"]).read_split(split).num_rows
     assert {k: v for k, v in counts.items() if v} == {k: v for k, v in live.items() if v}
-    # one run per shard per commit (a Spark job's writer tasks' runs of a shard are merged)
+    # one run per shard per commit (a Spark job's assigners' runs of a shard are merged)
     assert all(len({seq for seq, _ in runs}) == len(runs) for runs in state.runs), state.runs
     return state
 
@@ -229,6 +229,33 @@ def test_a_bulk_load_by_spark_merges_the_shards_it_touches_whole(spark, table_pa
     _upsert(spark, table_path, _rows(rng, [1, 3], tag="t"), execution="distributed")
     state = assert_index_right(table_path, range(200))
     assert sorted(len(runs) for runs in state.runs if runs)[-1] == 2
+    assert max(live_places(table_path).values()) == 1
+
+
+@pytest.mark.parametrize("assigners", [2, 3])
+def test_the_assigners_of_a_spark_job_record_its_keys_one_run_per_shard(spark, table_path, monkeypatch, assigners):
+    """A Spark job's assigners write the commit's runs in the index: each holds its keys' old and
+    new places. A key's assigner is its hash mod the assigners and its shard the hash's low bits:
+    with 2 assigners each shard's keys meet in one assigner, one run each and no merge task; with
+    3, shards get runs from several assigners, merged into one by a Spark task per shard. Either
+    way the commit adds one run to each shard it touches, and the index answers as the table."""
+    rng = random.Random(21)
+    _upsert(spark, table_path, _rows(rng, range(0, 200, 2)))
+    before = index_answer(table_path, [])[1]
+    merges = []
+    merge_task = key_lookup.merge_runs_task
+    monkeypatch.setattr(key_lookup, "merge_runs_task", lambda *a, **k: (merges.append(a), merge_task(*a, **k))[1])
+    # every key updated, two moved, two new: not a bulk load (full_merge_due: new places for a
+    # sixteenth of the keys), which merges whole anyway
+    where = truth(table_path)
+    rows = [(k, where[k][0][0], f"u{k}") for k in range(4, 200, 2)] + [(k, "d", f"m{k}") for k in (0, 2)] \
+        + _rows(rng, [1, 3])
+    result = _upsert(spark, table_path, rows, execution="distributed", assigners=assigners)
+    assert result.execution == "distributed" and result.bootstrap["source"] == "key index"
+    assert before.shards >= 4 and bool(merges) == (assigners == 3)
+    state = assert_index_right(table_path, range(200))
+    added = [len(state.runs[s]) - len(before.runs[s]) for s in range(state.shards)]
+    assert set(added) == {1}, added  # 100 keys in 16 shards: each touched, one run more
     assert max(live_places(table_path).values()) == 1
 
 
