@@ -16,11 +16,23 @@ def group_codes(table: pa.Table, columns: Sequence[str]) -> tuple[np.ndarray, li
     if not columns:
         return np.zeros(n, dtype=np.int64), [()]
     code = np.zeros(n, dtype=np.int64)
+    span = 1
     for c in columns:
         enc = pc.dictionary_encode(table.column(c).combine_chunks(), null_encoding="encode")
         width = max(len(enc.dictionary), 1)
         code = code * width + enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    uniq, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+        span *= width
+    if span <= 4 * n + 1024:
+        # few combinations (partitions x buckets): count them in a table of all of them instead of
+        # sorting the rows' codes (np.unique), a third of the time; any row of a group represents it
+        present = np.zeros(span, np.bool_)
+        present[code] = True
+        number = np.cumsum(present) - 1
+        rep = np.empty(span, np.int64)
+        rep[code] = np.arange(n, dtype=np.int64)
+        inverse, first = number[code], rep[present]
+    else:
+        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
     reps = table.select(list(columns)).take(pa.array(first)).to_pylist()
     return inverse.astype(np.int64), [tuple(r[c] for c in columns) for r in reps]
 
