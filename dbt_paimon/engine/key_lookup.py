@@ -99,10 +99,8 @@ class KeyLookup:
         version; `merged`: the shards whose older runs a Spark job merged in."""
         def record(snapshot_id: int | None, compactions: list[int]) -> None:
             runs = [r for part_runs, _ in written for r in part_runs]
-            self.index.record_commit(self.state, runs, [d for _, d in written], entries,
-                                         self._compacted(compactions),
-                                         compactions[-1] if compactions else snapshot_id, commit.gen, commit.seq,
-                                         merged)
+            self.index.record_commit(self.state, runs, [d for _, d in written], entries, self._compacted(compactions),
+                                     compactions[-1] if compactions else snapshot_id, commit.gen, commit.seq, merged)
         return record
 
     def _compacted(self, compactions: list[int]) -> list[list]:
@@ -117,7 +115,8 @@ class KeyLookup:
 
 @dataclass(frozen=True)
 class JobCommit:
-    """What a writer needs to record its rows in the key index (pickled into a Spark task)."""
+    """What writes a job's share of its commit's record in the key index (pickled into a Spark
+    assigner task, or called by the driver-local job's thread beside its writers)."""
 
     path: str
     io: object

@@ -24,8 +24,8 @@ import pyarrow.compute as pc
 
 from ..assign.global_index_assigner import COUNT_KINDS, AssignCounts, AssignResult, GlobalIndexAssigner
 from ..assign.groups import group_codes, group_runs
-from ..assign.rows import (BUCKET, COUNT, DIGEST, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, PACKED, PAYLOAD, ROUTE, SOURCE,
-                           SUMMARY_BUCKET, Source, StageRows, conform, of_source, old_column)
+from ..assign.rows import (BUCKET, COUNT, DIGEST, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, PACKED, PAYLOAD, RECORD, ROUTE,
+                           SOURCE, SUMMARY_BUCKET, Source, StageRows, conform, of_source, old_column)
 from ..store import binary_row
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestEntry, read_hash_index
@@ -340,7 +340,7 @@ def record_packet(record, route: int) -> pa.RecordBatch:
 
 def records_of(batches: Sequence[pa.RecordBatch]) -> list:
     """The records (record_packet) among PACKED batches, unpickled."""
-    return [pickle.loads(v.as_py()) for batch in batches for v in batch.column(2) if v.is_valid]
+    return [pickle.loads(v.as_py()) for batch in batches for v in batch.column(RECORD) if v.is_valid]
 
 
 def assigner_of(rows: pa.Table, schema: TableSchema, assigners: int) -> np.ndarray:
