@@ -5,9 +5,10 @@ round trip through a Python worker; for a batch of a few hundred MB the stages' 
 dominate the upsert (see BENCHMARKS.md). When the batch and the table's key index fit in the driver,
 the same stage functions (tasks.py) run here on Arrow tables:
 
-    live keys (thread pool over splits) ─► assign (one assigner owning every bucket)
-    ─► write (thread pool over groups of whole buckets) ─► commit (upsert.py)
-    ─► post-commit compaction (compaction.py, LOCAL: thread pool over buckets)
+    live keys (thread pool over splits, or the key index) ─► assign (one assigner owning every bucket)
+    ─► write (thread pool over groups of whole buckets; the key index's runs of the commit in one
+       more thread) ─► commit (upsert.py) ─► post-commit compaction (compaction.py, LOCAL: thread
+       pool over buckets) ─► the key index names the runs (key_lookup.py)
 
 The shuffles have nothing to do: one assigner sees every key, and each writer thread gets whole
 buckets. `execution="distributed"` forces the Spark job; a non-local master always runs it.
