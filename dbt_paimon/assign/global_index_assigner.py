@@ -40,7 +40,7 @@ from ..store.schema import TableSchema
 from .bucket_assigner import BucketAssigner
 from .delete_existing_processor import DeleteExistingProcessor
 from .existing_processor import ExistingProcessor, Moves
-from .groups import group_codes, group_runs
+from ..store.groups import group_codes, group_runs
 from .partition_index import PartitionIndex
 from .rows import BUCKET, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, old_column
 from .skip_new_existing_processor import SkipNewExistingProcessor

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from ..store.schema import TableSchema
 from .bucket_assigner import BucketAssigner
-from .groups import group_codes, group_runs
+from ..store.groups import group_codes, group_runs
 from .rows import HASH, OLD_BUCKET, old_column
 
 _ROW = "__row"

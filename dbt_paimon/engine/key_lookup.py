@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..assign.groups import group_codes
+from ..store.groups import group_codes
 from ..assign.rows import BUCKET, COUNT, KIND, SOURCE, Source, StageRows, conform
 from ..store import binary_row
 from ..store import key_index as ki
@@ -61,8 +61,7 @@ class KeyLookup:
             while shards * self.index.keys_per_shard < rows:
                 shards *= 2
             self.state = IndexState(shards, [[] for _ in range(shards)], {}, schema_id=self.stage.schema.id)
-            self.located = self.index.lookup(self.state, batch.select(self.index.keys))
-            return None, None
+            return None, None  # a new table: no key lives anywhere yet
         self.state, self.located = self.index.locate(self.plan, batch.select(self.index.keys))
         return live_rows(self.located, self.stage), self.counts()
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from ..assign.groups import group_codes
+from ..store.groups import group_codes
 from ..assign.rows import BUCKET, Source, StageRows, conform, of_source
 from ..store.index import HashIndexFile
 from ..store.read import TableRead

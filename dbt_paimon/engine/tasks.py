@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..assign.global_index_assigner import COUNT_KINDS, AssignCounts, AssignResult, GlobalIndexAssigner
-from ..assign.groups import group_codes, group_runs
+from ..store.groups import group_codes, group_runs
 from ..assign.rows import (BUCKET, COUNT, DIGEST, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, PACKED, PAYLOAD, RECORD, ROUTE,
                            SOURCE, SUMMARY_BUCKET, Source, StageRows, conform, of_source, old_column)
 from ..store import binary_row

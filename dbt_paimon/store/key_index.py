@@ -55,6 +55,7 @@ import pyarrow.compute as pc
 
 from . import binary_row
 from .fileio import FileIO, local_path
+from .groups import group_codes
 from .key_hash import key_hashes
 from .manifest import ADD, ManifestEntry
 from .options import BucketMode
@@ -925,19 +926,15 @@ class KeyIndex:
                 continue
             # per (partition, bucket): its count moves by the keys new to it (or retracted from
             # it), and its entries take its generation. Grouped by a code per row, not joined.
-            table = table.combine_chunks()
-            partition = pc.dictionary_encode(table.column(P)).chunk(0)
-            p_of, bucket = partition.indices.to_numpy().astype(np.int64), table.column(BUCKET).to_numpy().astype(np.int64)
-            code = p_of * (int(bucket.max()) + 1) + bucket  # a bucket number is never negative
-            _, first, group = np.unique(code, return_index=True, return_inverse=True)
-            changed = np.bincount(group, None if not is_live else table.column("_new").to_numpy(zero_copy_only=False))
-            pbytes = partition.dictionary.to_pylist()
-            gens = np.empty(len(first), np.int32)
-            for g, (p, b, n) in enumerate(zip(p_of[first].tolist(), bucket[first].tolist(), changed.tolist())):  # per bucket
-                known = state.buckets.get((pbytes[p], b))
+            group, buckets = group_codes(table, [P, BUCKET])
+            changed = np.bincount(group, table.column("_new").to_numpy(zero_copy_only=False) if is_live else None,
+                                  minlength=len(buckets))
+            gens = np.empty(len(buckets), np.int32)
+            for g, (key, n) in enumerate(zip(buckets, changed.tolist())):  # per bucket
+                known = state.buckets.get(key)
                 gens[g] = known.gen if known is not None else new_gen
-                deltas[(pbytes[p], b)] = deltas.get((pbytes[p], b), 0) + (int(n) if is_live else -int(n))
-            parts.append(self._entries_of(table.append_column(GEN, pa.array(gens[group.ravel()])), is_live))
+                deltas[key] = deltas.get(key, 0) + (int(n) if is_live else -int(n))
+            parts.append(self._entries_of(table.append_column(GEN, pa.array(gens[group])), is_live))
         return (pa.concat_tables(parts) if parts else None), deltas
 
     def write_runs(self, entries: pa.Table | None, shards: int, seq: int) -> list[tuple[int, str]]:
