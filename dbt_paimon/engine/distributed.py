@@ -1,18 +1,21 @@
-"""The distributed executor: the upsert job as one Spark job (mapInArrow stages and two shuffles).
+"""The distributed executor: the upsert job as one Spark job (mapInArrow stages and shuffles).
 
     live keys (bootstrap tasks) ─┐
     HASH index entries ──────────┼─ shuffle by ROUTE ─► assign ─► shuffle by writer (packed rows) ─► write
     the batch, cast to the table ┘
 
-A cross-partition table with a key index (store/key_index.py) bootstraps from it instead: the
-driver catches the index up to the job's snapshot; one stage over the batch looks its keys up and
-sends rows and found keys to their assigners packed (key_lookup.route_task), replacing the
-bootstrap tasks, the Bloom-filter pass over the batch and the row-by-row shuffle; each bucket's
-count comes from the index, and each assigner writes its keys' share of the commit's record in
-the index (runs the driver then names in it; it holds each of its keys' old and new places).
+A cross-partition table (KEY_DYNAMIC) has no writer stage: its assigners write the rows they
+assign (tasks.assign_write_task), one shuffle in all; `sink.parallelism` asks for writers of their
+own. A cross-partition table with a key index (store/key_index.py) bootstraps from it instead of
+the bootstrap tasks: the driver catches the index up to the job's snapshot; one stage over the
+batch looks its keys up and sends rows and found keys to their assigners packed
+(key_lookup.route_task), replacing the bootstrap tasks, the Bloom-filter pass over the batch and
+the row-by-row shuffle; each bucket's count comes from the index, and each assigner writes its
+keys' share of the commit's record in the index (runs the driver then names in it; it holds each
+of its keys' old and new places).
 
     the batch ─► route (look up its keys, pack per assigner) ─┐
-    bucket counts (driver, packed) ───────────────────────────┴─ shuffle by TO ─► assign ─► ... ─► write
+    bucket counts (driver, packed) ───────────────────────────┴─ shuffle by TO ─► assign and write
 
 The driver only plans (reads manifests), collects the small per-task results (manifest entries and
 counts) and commits (upsert.py). Every stage runs the functions of tasks.py; the rows between
@@ -32,6 +35,7 @@ from pyspark.sql import functions as F
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import BUCKET, DIGEST, HASH, PACKED, PAYLOAD, ROUTE, SOURCE, TO, Source, StageRows, conform
 from ..store import key_hash, key_index
+from ..store.options import BucketMode
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import bloom, deploy, index_build, jobs, key_lookup, local, tasks
@@ -156,7 +160,8 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     splits, next_sequence, index_files = tasks.bucket_state(table, plan)
     hashed = stage.hashed
     lookup, commit, boot = None, None, {}
-    if splits and settings.key_index and key_lookup.usable(stage):
+    keyed = settings.key_index and key_lookup.usable(stage)  # cross-partition: rows routed by Paimon's key hash
+    if splits and keyed:
         # The bootstrap from the key index: built first by a Spark job when the table has none
         # (index_build.py: the table's keys never reach the driver), else caught up by the driver
         # to this snapshot; the tasks look their batch keys up in it. No pass over the batch for a
@@ -183,20 +188,26 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     # owner by a chosen ROUTE value: one count row per bucket (cross-partition), the index
     # entries of its buckets (HASH_DYNAMIC, Paimon's PartitionIndex.loadIndex bucketFilter).
     counted = bool(splits) and not hashed
-    routes = _routes(num_assigners) if counted or boot_index else None
+    routes = _routes(num_assigners) if counted or boot_index or keyed else None
     route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
     rows = rows.withColumn(ROUTE, route_of_row)
-    routed = None  # the key-index bootstrap's rows, packed per assigner
-    if lookup is not None:
+    routed = None  # rows routed by Paimon's key hash (and the live keys found), packed per assigner
+    if keyed and (lookup is not None or not splits):
         # One pass over the batch: each task looks its rows' keys up in the index and sends rows
         # and found keys, packed, to their assigners (key_lookup.route_task); the bucket counts
-        # go to their owners (b % assigners) packed by the driver
+        # go to their owners (b % assigners) packed by the driver. A new table's first load is
+        # routed the same way, by Paimon's key hash, with nothing to look up: its assigners open
+        # the buckets of the keys that reach them in the next runs too (tasks.assign_write_task).
         source = batch
-        if source.rdd.getNumPartitions() > parallelism:  # each task maps the runs it touches: few, big
-            source = source.coalesce(parallelism)        # tasks, which stream their rows in chunks
-        routed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage, lookup.state,
+        # a task that looks keys up maps the index runs it touches: few, big tasks, which stream
+        # their rows in chunks
+        if lookup is not None and source.rdd.getNumPartitions() > parallelism:
+            source = source.coalesce(parallelism)
+        routed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage,
+                                                        lookup.state if lookup is not None else None,
                                                         dict(key_lookup.INDEX_TUNING), routes),
                                   struct_of(PACKED))
+    if lookup is not None:
         counts = conform(lookup.counts(), stage.routed(True))
         owners = np.asarray(counts.column(BUCKET).to_numpy(zero_copy_only=False), dtype=np.int64) % num_assigners
         packed_counts = list(tasks.pack_to(counts, owners, routes))
@@ -225,22 +236,37 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         owner_route = F.element_at(F.array(*[F.lit(r) for r in routes]), owner + 1)
         to_owner = indexed.where(router != owner).withColumn(ROUTE, owner_route)
         rows = rows.unionByName(indexed, allowMissingColumns=True).unionByName(to_owner, allowMissingColumns=True)
-    # the assigners send each writer its buckets' rows packed (PACKED): whole buckets per writer,
-    # as a shuffle by (partition, bucket) would, in a few large values
-    to_writers = _routes(num_writers)
     if routed is not None:
-        assigned = routed.repartition(num_assigners, F.col(TO)).mapInArrow(
-            tasks.assign_task(stage, num_assigners, counted, to_writers, packed=True, record=commit.write),
-            struct_of(PACKED))
+        to_assigners = routed.repartition(num_assigners, F.col(TO))
     else:
         rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
-        assigned = rows.repartition(num_assigners, F.col(ROUTE)).mapInArrow(
-            tasks.assign_task(stage, num_assigners, counted, to_writers), struct_of(PACKED))
-    written = assigned.repartition(num_writers, F.col(TO)).mapInArrow(
-        tasks.write_task(table.path, schema, table.io, next_sequence, index_files, packed=True),
-        struct_of(PAYLOAD))
+        to_assigners = rows.repartition(num_assigners, F.col(ROUTE))
+    recording = commit.write if commit is not None else None  # each assigner's share of the index's record
+    if schema.bucket_mode == BucketMode.KEY_DYNAMIC and not settings.sink_parallelism:
+        # a cross-partition table's assigners write their rows themselves (tasks.assign_write_task):
+        # one stage and one shuffle less; sink.parallelism asks for writers of their own
+        written = to_assigners.mapInArrow(
+            tasks.assign_write_task(stage, num_assigners, counted, table.path, table.io, next_sequence,
+                                    packed=routed is not None, record=recording),
+            struct_of(PAYLOAD))
+    else:
+        # the assigners send each writer its buckets' rows packed (PACKED): whole buckets per
+        # writer, as a shuffle by (partition, bucket) would, in a few large values
+        to_writers = _routes(num_writers)
+        assigned = to_assigners.mapInArrow(
+            tasks.assign_task(stage, num_assigners, counted, to_writers, packed=routed is not None,
+                              record=recording),
+            struct_of(PACKED))
+        written = assigned.repartition(num_writers, F.col(TO)).mapInArrow(
+            tasks.write_task(table.path, schema, table.io, next_sequence, index_files, packed=True),
+            struct_of(PAYLOAD))
+    payloads = jobs.collect_payloads(spark, written)
+    refused = [p.error for p in payloads if isinstance(p, tasks.Refused)]
+    if refused:  # an assigner refused its rows after the others wrote theirs: nothing stays behind
+        table.new_commit().abort([e for p in payloads if not isinstance(p, tasks.Refused) for e in p[0]])
+        raise refused[0]
     entries, counts, index_changes, recorded = [], AssignCounts(), {}, []
-    for part_entries, part_counts, part_index, part_recorded in jobs.collect_payloads(spark, written):
+    for part_entries, part_counts, part_index, part_recorded in payloads:
         entries += part_entries
         counts += part_counts
         index_changes.update(part_index)

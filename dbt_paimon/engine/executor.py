@@ -4,7 +4,8 @@
 
 upsert.py plans, commits and retries; an executor runs one job between plan and commit:
 - LocalExecutor (local.py): inside the driver, on an Arrow batch, in threads; no Spark job;
-- DistributedExecutor (distributed.py): one Spark job, mapInArrow stages and two shuffles.
+- DistributedExecutor (distributed.py): one Spark job, mapInArrow stages and two shuffles (one for a
+  cross-partition table, whose assigners write their rows).
 Both run the stage functions of tasks.py on the rows of assign/rows.py. Post-commit work (compaction)
 runs where the job ran: post_commit.py takes the executor's `execution`.
 """

@@ -198,19 +198,22 @@ def live_rows(located: pa.Table, stage: StageRows) -> pa.Table:
 ROUTE_ROWS = 1 << 17  # batch rows looked up and packed at a time by a route task
 
 
-def route_task(path: str, io, stage: StageRows, state: IndexState, tuning: dict, assigner_routes: list[int],
+def route_task(path: str, io, stage: StageRows, state: IndexState | None, tuning: dict, assigner_routes: list[int],
                chunk_rows: int = ROUTE_ROWS):
     """Spark task over the batch (the key-index bootstrap): its rows and the live keys the index
     has for them, packed per assigner (tasks.pack_to; a key's assigner: tasks.assigner_of), so
     that the batch is read once and crosses the shuffle to the assigners in a few large values.
-    Looks up chunk_rows keys at a time: a task holds that many rows, whatever its share."""
+    Looks up chunk_rows keys at a time: a task holds that many rows, whatever its share.
+    state None: a new table's first load, rows only (routed by the key hash all the same, so that
+    the buckets its assigners open are owned by the assigners of their keys in the next runs)."""
     layout = stage.routed(True)
     keys = list(stage.schema.primary_keys)
 
     def route(index: KeyIndex, rows: pa.Table):
-        live = live_rows(index.lookup(state, rows.select(keys)), stage)
         rows = rows.append_column(SOURCE, pa.array(np.full(rows.num_rows, Source.BATCH, np.int8)))
-        routed = pa.concat_tables([conform(rows, layout), conform(live, layout)])
+        routed = conform(rows, layout)
+        if state is not None:
+            routed = pa.concat_tables([routed, conform(live_rows(index.lookup(state, rows.select(keys)), stage), layout)])
         yield from tasks.pack_to(routed, tasks.assigner_of(routed, stage.schema, len(assigner_routes)),
                                  assigner_routes)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import pickle
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -27,6 +28,7 @@ from ..store.groups import group_codes, group_runs
 from ..assign.rows import (BUCKET, COUNT, DIGEST, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, PACKED, PAYLOAD, RECORD, ROUTE,
                            SOURCE, SUMMARY_BUCKET, Source, StageRows, conform, of_source, old_column)
 from ..store import binary_row
+from ..store.errors import PaimonError
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestEntry, read_hash_index
 from ..store.key_hash import key_hashes
@@ -280,22 +282,70 @@ def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_rout
     layout = stage.assigned()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        assign_id, _ = _task_id()
-        batches = list(batches)
-        routed = _rows_of(batches, packed)
-        if routed is None or routed.num_rows == 0:
+        share = _assigned_share(stage, num_assigners, counted, list(batches), packed)
+        if share is None:
             return
-        live = of_source(routed, Source.TABLE)
-        result = assign(stage, num_assigners, assign_id,
-                        batch=conform(of_source(routed, Source.BATCH), stage.batch()),
-                        live=live,
-                        counts=of_source(routed, Source.COUNT) if counted else None,
-                        index=of_source(routed, Source.INDEX) if stage.hashed else None)
+        result, live = share
         rows = pa.concat_tables([conform(result.rows, layout), conform(summary_rows(result.counts), layout)])
         yield from pack(rows, stage.schema, writer_routes)
         if record is not None:
             yield record_packet(record(result.rows, live), writer_routes[0])
     return run
+
+
+def assign_write_task(stage: StageRows, num_assigners: int, counted: bool, path: str, io: FileIO,
+                      next_sequence: dict, packed: bool = False, record=None):
+    """assign_task and write_task in one task, for a cross-partition table (KEY_DYNAMIC): the
+    assigner writes the rows it assigned itself, and returns write_task's PAYLOAD row. No second
+    shuffle. A key's rows all reach one assigner, so two assigners that write one bucket in a
+    commit write disjoint keys; in a steady state even that does not happen, since an assigner
+    opens only buckets b with b % assigners == its id and a key's existing bucket was opened by its
+    assigner. Paimon allows several files with overlapping sequence numbers in one bucket's level 0
+    (Levels orders such files by name: "two or more jobs writing the same merge tree"); a reader
+    merges a key's records by sequence number among themselves only. Not for HASH_DYNAMIC (one
+    index file per bucket, rewritten whole by its one writer) nor fixed buckets (every assigner
+    would write every bucket).
+    An assigner that refuses its rows (a duplicate or null key: DataError) returns Refused instead
+    of failing the task: the other assigners finish and write, and the driver deletes their files
+    before it raises the error. (A failed task would fail the job while others still write.)"""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            share = _assigned_share(stage, num_assigners, counted, list(batches), packed)
+        except PaimonError as e:
+            yield payload(Refused(e))
+            return
+        if share is None:
+            yield payload(([], AssignCounts(), {}, []))
+            return
+        result, live = share
+        recorded = [record(result.rows, live)] if record is not None else []
+        entries, _ = write_rows(path, stage.schema, io, next_sequence, None, result.rows)
+        yield payload((entries, result.counts, {}, recorded))
+    return run
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A task's payload in place of its result: the rows it got break a rule (the error says which)."""
+
+    error: PaimonError
+
+
+def _assigned_share(stage: StageRows, num_assigners: int, counted: bool, batches: list[pa.RecordBatch],
+                    packed: bool) -> tuple[AssignResult, pa.Table | None] | None:
+    """The assign stage of one assigner (its id: the task's partition id) over its input batches:
+    (its result, the live keys it got), None when it got no rows."""
+    assign_id, _ = _task_id()
+    routed = _rows_of(batches, packed)
+    if routed is None or routed.num_rows == 0:
+        return None
+    live = of_source(routed, Source.TABLE)
+    result = assign(stage, num_assigners, assign_id,
+                    batch=conform(of_source(routed, Source.BATCH), stage.batch()),
+                    live=live,
+                    counts=of_source(routed, Source.COUNT) if counted else None,
+                    index=of_source(routed, Source.INDEX) if stage.hashed else None)
+    return result, live
 
 
 def writer_of(rows: pa.Table, schema: TableSchema, writers: int) -> np.ndarray:

@@ -7,6 +7,7 @@ import os
 import re
 import threading
 import time
+from collections import Counter
 
 import pytest
 from pyspark.sql import functions as F
@@ -76,7 +77,8 @@ def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
     """~150 MB of rows generated on the executors, upserted twice (the second run builds the key
     index of 300K keys and bootstraps from it). The Python driver's memory must not grow by
     anything near that, and the plan must be the two shuffles of the topology, no broadcast or
-    collect of data."""
+    collect of data: a cross-partition table's assigners write their rows themselves, so one
+    shuffle to the assigners (and none of the batch rows: they cross it packed)."""
     path = f"{warehouse}/db.db/big"
     n = 300_000
 
@@ -106,7 +108,7 @@ def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
     growth = max(peak) - base
     assert growth < 60, f"driver memory grew by {growth:.0f} MB"
     plan = second.plan.split("== Initial Plan ==")[0]  # AQE prints the final plan first
-    assert plan.count("Exchange hashpartitioning") == 2, plan
+    assert plan.count("Exchange hashpartitioning") == 1, plan
     assert "Broadcast" not in plan and "CollectLimit" not in plan, plan
     # the second run built the key index in Spark tasks and bootstrapped from it: the only rows
     # from the driver are the index's counts per bucket, packed for their owners (one scan)
@@ -151,11 +153,43 @@ def test_the_job_cuts_a_large_batch_into_tasks_by_its_size(spark, warehouse, mon
     assert wanted > 2 * spark.sparkContext.defaultParallelism
     plan = result.plan.split("== Initial Plan ==")[-1]
     counts = [int(n) for n in re.findall(r"hashpartitioning\(.*?, (\d+)\)", plan)]
-    assert counts == [wanted, wanted], plan  # the shuffle to the assigners, then to the writers
+    assert counts == [wanted], plan  # the shuffle to the assigners, who write (assign_write_task)
     assert (result.inserted, result.moved) == (20, 20)
     rows = {r["id"]: (r["dt"], r["v"]) for r in spark_rows(spark, path)}
     assert len(rows) == 60 and all(rows[i] == ("b", i) for i in range(20, 60))
     assert all(n == 1 for n in live_places(path).values())
+
+
+@pytest.mark.parametrize("sink", [None, 3])
+def test_cross_partition_assigners_write_their_rows_unless_sink_parallelism_asks_for_writers(spark, warehouse, sink):
+    """A cross-partition table on Spark: the assigners write the rows they assigned (one shuffle,
+    no write stage); with sink.parallelism, the assigners send them to that many writers (a second
+    shuffle). The table is the same either way. Two assigners over a table a driver-local run laid
+    out (its one assigner opened every bucket): buckets get a file from each assigner in one
+    commit, disjoint keys, which every reader merges as one bucket."""
+    path = f"{warehouse}/db.db/writers_{sink}"
+    opts = {"bucket": "-1", "dynamic-bucket.target-row-num": "5"}
+    rows = [{**ROW, "id": i, "dt": "ab"[i % 2], "v": i} for i in range(60)]
+    upsert(frame(spark, rows), path, primary_keys="id", partition_keys="dt", options=opts, execution="local")
+    moved = [{**r, "dt": "ab"[(r["id"] + 1) % 2], "v": -r["id"]} for r in rows[:20]]
+    changed = [{**r, "v": 1000 + r["id"]} for r in rows[20:]] + [{**ROW, "id": 100 + i, "dt": "c", "v": i} for i in range(10)]
+    settings = {"dynamic-bucket.assigner-parallelism": "2", **({"sink.parallelism": str(sink)} if sink else {})}
+    result = upsert(frame(spark, moved + changed), path, primary_keys="id", partition_keys="dt",
+                    options={**opts, **settings}, execution="distributed")
+    plan = result.plan.split("== Initial Plan ==")[-1]
+    shuffles = [int(n) for n in re.findall(r"hashpartitioning\(.*?, (\d+)\)", plan)]  # the last one first
+    assert shuffles == ([2] if sink is None else [sink, 2]), plan
+    assert (result.inserted, result.moved, result.updated) == (10, 20, 40)
+    want = {r["id"]: (r["dt"], r["v"]) for r in rows[20:]}
+    want.update({r["id"]: (r["dt"], r["v"]) for r in moved + changed})
+    assert {r["id"]: (r["dt"], r["v"]) for r in spark_rows(spark, path)} == want
+    assert all(n == 1 for n in live_places(path).values())
+    table = FileStoreTable.open(path)
+    before = {f.file_name for s in table.plan(snapshot_id=result.snapshot_id - 1).splits for f in s.files}
+    added = Counter((s.partition, s.bucket) for s in table.plan(snapshot_id=result.snapshot_id).splits
+                    for f in s.files if f.file_name not in before)
+    # an assigner each wrote into one bucket in this commit; sink.parallelism's writers own whole buckets
+    assert max(added.values()) == (2 if sink is None else 1), added
 
 
 def test_assigned_rows_cross_to_the_writers_packed_whole_buckets_each(monkeypatch):
