@@ -178,8 +178,10 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         bloom_bits, partitions = _batch_digest(spark, batch, schema, plan) if splits else (None, None)
         splits, boot_index = tasks.prune(splits, index_files, partitions, schema)
 
+    packed = keyed and (lookup is not None or not splits)  # the batch crosses to the assigners packed
     rows = batch.mapInArrow(tasks.hash_task(stage), struct_of(stage.batch())) if hashed else batch
-    rows = rows.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(SOURCE, F.lit(int(Source.BATCH)).cast("tinyint"))
+    if not packed:  # (each column added is a round of Spark's analyzer in the driver)
+        rows = rows.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(SOURCE, F.lit(int(Source.BATCH)).cast("tinyint"))
     key_cols = [F.col(f"`{k}`") for k in schema.primary_keys]
     part_key_cols = [F.col(f"`{p}`") for p in schema.partition_keys]
     # Every row reaches its assigner through ROUTE (a value the shuffle hashes): a row by its key
@@ -190,38 +192,37 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     counted = bool(splits) and not hashed
     routes = _routes(num_assigners) if counted or boot_index or keyed else None
     route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
-    rows = rows.withColumn(ROUTE, route_of_row)
     routed = None  # rows routed by Paimon's key hash (and the live keys found), packed per assigner
-    if keyed and (lookup is not None or not splits):
+    if packed:
         # One pass over the batch: each task looks its rows' keys up in the index and sends rows
         # and found keys, packed, to their assigners (key_lookup.route_task); the bucket counts
         # go to their owners (b % assigners) packed by the driver. A new table's first load is
         # routed the same way, by Paimon's key hash, with nothing to look up: its assigners open
         # the buckets of the keys that reach them in the next runs too (tasks.assign_write_task).
-        source = batch
-        # a task that looks keys up maps the index runs it touches: few, big tasks, which stream
-        # their rows in chunks
-        if lookup is not None and source.rdd.getNumPartitions() > parallelism:
-            source = source.coalesce(parallelism)
+        # A task that looks keys up maps the index runs it touches: few, big tasks, which stream
+        # their rows in chunks (coalesce never adds partitions; asking costs a round of planning)
+        source = batch.coalesce(parallelism) if lookup is not None else batch
         routed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage,
                                                         lookup.state if lookup is not None else None,
                                                         dict(key_lookup.INDEX_TUNING), routes),
                                   struct_of(PACKED))
-    if lookup is not None:
-        counts = conform(lookup.counts(), stage.routed(True))
-        owners = np.asarray(counts.column(BUCKET).to_numpy(zero_copy_only=False), dtype=np.int64) % num_assigners
-        packed_counts = list(tasks.pack_to(counts, owners, routes))
-        if packed_counts:
-            routed = routed.unionByName(spark.createDataFrame(pa.Table.from_batches(packed_counts),
-                                                              schema=struct_of(PACKED)))
-    elif splits:
-        groups = tasks.chunk_splits(splits, bootstrap_tasks)
-        live = jobs.descriptors(spark, groups).mapInArrow(
-            tasks.live_keys_task(table.path, table.io, stage, bloom_bits, routes if counted else None),
-            struct_of(stage.live_key(counted)))
-        # a count row carries its owner's ROUTE; a live key is routed as the batch rows are
-        live = live.withColumn(ROUTE, F.coalesce(F.col(ROUTE), route_of_row) if counted else route_of_row)
-        rows = rows.unionByName(live, allowMissingColumns=True)
+        if lookup is not None:
+            counts = conform(lookup.counts(), stage.routed(True))
+            owners = np.asarray(counts.column(BUCKET).to_numpy(zero_copy_only=False), dtype=np.int64) % num_assigners
+            packed_counts = list(tasks.pack_to(counts, owners, routes))
+            if packed_counts:
+                routed = routed.unionByName(spark.createDataFrame(pa.Table.from_batches(packed_counts),
+                                                                  schema=struct_of(PACKED)))
+    else:
+        rows = rows.withColumn(ROUTE, route_of_row)
+        if splits:
+            groups = tasks.chunk_splits(splits, bootstrap_tasks)
+            live = jobs.descriptors(spark, groups).mapInArrow(
+                tasks.live_keys_task(table.path, table.io, stage, bloom_bits, routes if counted else None),
+                struct_of(stage.live_key(counted)))
+            # a count row carries its owner's ROUTE; a live key is routed as the batch rows are
+            live = live.withColumn(ROUTE, F.coalesce(F.col(ROUTE), route_of_row) if counted else route_of_row)
+            rows = rows.unionByName(live, allowMissingColumns=True)
     if boot_index:
         entries = list(boot_index.values())
         step = max(1, len(entries) // bootstrap_tasks + 1)

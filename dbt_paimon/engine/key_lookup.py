@@ -206,16 +206,21 @@ def route_task(path: str, io, stage: StageRows, state: IndexState | None, tuning
     Looks up chunk_rows keys at a time: a task holds that many rows, whatever its share.
     state None: a new table's first load, rows only (routed by the key hash all the same, so that
     the buckets its assigners open are owned by the assigners of their keys in the next runs)."""
-    layout = stage.routed(True)
+    # batch rows and live keys travel in streams of their own columns (tasks.unpack unites them):
+    # in the routed layout, each would carry the other's columns as nulls (~23% of W2's bytes)
+    routed = stage.routed(True)
+    batch_layout = pa.schema(list(stage.batch()) + [routed.field(SOURCE)])
+    live_layout = pa.schema([routed.field(f.name) for f in stage.live_key(False)])
     keys = list(stage.schema.primary_keys)
+
+    def pack(rows: pa.Table):
+        yield from tasks.pack_to(rows, tasks.assigner_of(rows, stage.schema, len(assigner_routes)), assigner_routes)
 
     def route(index: KeyIndex, rows: pa.Table):
         rows = rows.append_column(SOURCE, pa.array(np.full(rows.num_rows, Source.BATCH, np.int8)))
-        routed = conform(rows, layout)
+        yield from pack(conform(rows, batch_layout))
         if state is not None:
-            routed = pa.concat_tables([routed, conform(live_rows(index.lookup(state, rows.select(keys)), stage), layout)])
-        yield from tasks.pack_to(routed, tasks.assigner_of(routed, stage.schema, len(assigner_routes)),
-                                 assigner_routes)
+            yield from pack(conform(live_rows(index.lookup(state, rows.select(keys)), stage), live_layout))
 
     def run(batches):
         index = KeyIndex(io, path, stage.schema, **tuning)

@@ -339,6 +339,8 @@ def _assigned_share(stage: StageRows, num_assigners: int, counted: bool, batches
     routed = _rows_of(batches, packed)
     if routed is None or routed.num_rows == 0:
         return None
+    if packed:  # the kinds of rows came in streams of their own columns (route_task)
+        routed = conform(routed, stage.routed(True))
     live = of_source(routed, Source.TABLE)
     result = assign(stage, num_assigners, assign_id,
                     batch=conform(of_source(routed, Source.BATCH), stage.batch()),
@@ -409,10 +411,11 @@ def _rows_of(batches: list[pa.RecordBatch], packed: bool) -> pa.Table | None:
 
 
 def unpack(batches: Sequence[pa.RecordBatch]) -> pa.Table | None:
-    """The rows of PACKED batches (None when there are none)."""
+    """The rows of PACKED batches (None when there are none); streams of fewer columns than
+    others (e.g. live keys beside batch rows) get the others' columns as nulls."""
     tables = [pa.ipc.open_stream(value.as_buffer()).read_all()
               for batch in batches for value in batch.column(1) if value.is_valid]
-    return pa.concat_tables(tables) if tables else None
+    return pa.concat_tables(tables, promote_options="default") if tables else None
 
 
 def summary_rows(counts: AssignCounts) -> pa.Table:
