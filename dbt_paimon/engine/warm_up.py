@@ -10,9 +10,9 @@ in background threads:
   JVM planning between; on their own they start the create and plan daemons at once (the JVM still
   starts one daemon at a time, but back to back);
 - a one-task mapInArrow job (the task daemon, which also reads a Paimon table's rows; its worker
-  stays alive for reuse with the `paimon` source's modules imported); for commands that upsert,
-  one task per core at once (up to MAX_WARM_WORKERS), whose workers also import the upsert's
-  stage modules, so that none of an upsert's Spark stages starts one;
+  stays alive for reuse with the `paimon` source's modules imported; for commands that upsert,
+  also the upsert's stage modules and pandas, which pyarrow imports on its first array of Python
+  values: ~0.3 s inside the first Spark stage otherwise);
 - for commands that upsert, a conversion of 20K rows of the common column types to Arrow, so that
   the first upsert's hand-over of its batch (toArrow) does not run the JVM's Arrow writers cold,
   and the import of the Arrow modules the driver-local upsert joins with.
@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 
 NAME = "dbt_paimon_warm_up"
 WARM_ROWS = 20_000  # rows converted to Arrow once, so that the JIT compiles the column writers
-MAX_WARM_WORKERS = 16  # a cluster's further cores start their workers with its first job
 JOIN_AT_EXIT_SECONDS = 15.0
 
 
@@ -109,12 +108,11 @@ def _task(spark) -> None:
     spark.range(1, numPartitions=1).mapInArrow(_import_reader, "id long").collect()
 
 
-def _tasks(spark) -> None:
-    # A worker serves one task at a time: an upsert's Spark stages run a task per core at once, and
-    # each core's first one started its worker and imported the engine (~1 s of CPU) while the
-    # others ran. One task per core here, all at once, leaves a warm worker for each.
-    n = min(max(spark.sparkContext.defaultParallelism, 1), MAX_WARM_WORKERS)
-    spark.range(n, numPartitions=n).mapInArrow(_import_upserts, "id long").collect()
+def _upsert_task(spark) -> None:
+    # One task, as for reads: a task per core would leave a warm worker for each core, but it holds
+    # every core while the workers import (~1 s), and a dbt run's first model waits for them
+    # (paimon-1 in bench/startup_bench.py: 12.2 s -> 13.0 s)
+    spark.range(1, numPartitions=1).mapInArrow(_import_upserts, "id long").collect()
 
 
 def _arrow(spark) -> None:
@@ -155,7 +153,7 @@ def start(spark, upserts: bool = True) -> list[threading.Thread]:
         except Exception as e:  # noqa: BLE001 - a warm-up: the first real read starts what it needs
             log.debug("Python worker warm-up (%s) failed: %s", step.__name__, e)
 
-    steps = [_create, _plan] + ([_tasks, _arrow] if upserts else [_task])
+    steps = [_create, _plan] + ([_upsert_task, _arrow] if upserts else [_task])
     threads = [threading.Thread(target=run, args=(step,), name=f"dbt-paimon-warm-up{step.__name__}", daemon=True)
                for step in steps]
     if upserts:

@@ -47,3 +47,23 @@ def test_the_planner_steps_start_the_daemons_a_real_read_then_uses(spark, table_
     assert spark.read.format("paimon").load(table_path).count() == 1
     daemons = _daemons(spark)
     assert [daemons.get(module) for module in PLANNER_MODULES] == [1, 1], daemons
+
+
+def test_an_upsert_commands_warm_worker_holds_what_the_stages_import():
+    """What the warm worker of a command that upserts runs (_import_upserts), in a fresh
+    interpreter: afterwards the stage modules and pandas (which pyarrow's first array of Python
+    values imports, ~0.3 s, inside the first Spark stage of the first upsert otherwise) are in;
+    pandas was not before."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from dbt_paimon.engine import warm_up\n"
+        "before = 'pandas' in sys.modules\n"
+        "assert list(warm_up._import_upserts(iter([1]))) == [1]\n"
+        "wanted = ['dbt_paimon.engine.key_lookup', 'dbt_paimon.engine.tasks', 'pandas']\n"
+        "print(before, [m in sys.modules for m in wanted])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False [True, True, True]", out
