@@ -178,9 +178,8 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         bloom_bits, partitions = _batch_digest(spark, batch, schema, plan) if splits else (None, None)
         splits, boot_index = tasks.prune(splits, index_files, partitions, schema)
 
-    packed = keyed and (lookup is not None or not splits)  # the batch crosses to the assigners packed
     rows = batch.mapInArrow(tasks.hash_task(stage), struct_of(stage.batch())) if hashed else batch
-    if not packed:  # (each column added is a round of Spark's analyzer in the driver)
+    if not keyed:  # packed instead (each column added is a round of Spark's analyzer in the driver)
         rows = rows.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(SOURCE, F.lit(int(Source.BATCH)).cast("tinyint"))
     key_cols = [F.col(f"`{k}`") for k in schema.primary_keys]
     part_key_cols = [F.col(f"`{p}`") for p in schema.partition_keys]
@@ -193,7 +192,7 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     routes = _routes(num_assigners) if counted or boot_index or keyed else None
     route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
     routed = None  # rows routed by Paimon's key hash (and the live keys found), packed per assigner
-    if packed:
+    if keyed:  # with splits, the lookup above is set
         # One pass over the batch: each task looks its rows' keys up in the index and sends rows
         # and found keys, packed, to their assigners (key_lookup.route_task); the bucket counts
         # go to their owners (b % assigners) packed by the driver. A new table's first load is
