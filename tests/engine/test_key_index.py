@@ -610,11 +610,17 @@ def test_fixed_width_keys_ride_in_the_location_column(spark, table_path, kind, o
         for row in reader.read_split(split).to_pylist():
             want[tuple(row[k] for k in names)] = (split.partition_values, split.bucket)
     probe = spark.createDataFrame(_key_rows(rng, kind, range(70), "p"), f"{columns}, dt string, v string")
-    keys = pa.Table.from_pandas(probe.select(*names).toPandas(), preserve_index=False)
-    keys = keys.cast(pa.schema([index.entry_schema.field(k) for k in names]))
+    raw = pa.Table.from_pandas(probe.select(*names).toPandas(), preserve_index=False)
+    keys = raw.cast(pa.schema([index.entry_schema.field(k) for k in names]))
     found = index.lookup(state, keys)
     got = {tuple(r[k] for k in names): ((r["dt"],), r["_bucket"]) for r in found.to_pylist()}
     assert got == want
+    # given the keys' hashes (a route task has them), the same answer; with_hash, each key's H
+    hashed = index.lookup(state, keys, index.hashes(keys), with_hash=True)
+    assert hashed.drop_columns([ki.H]).equals(found)
+    assert hashed.column(ki.H).to_pylist() == index.hashes(hashed).tolist()
+    if raw.schema.types != keys.schema.types:  # keys cast to the index's types are hashed again
+        assert index.lookup(state, raw, index.hashes(raw) * 0).equals(found)
     assert max(live_places(table_path).values()) == 1
 
 
