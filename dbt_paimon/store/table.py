@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 from . import binary_row, key_order
 from . import options as opts
 from .commit import CommitResult, FileStoreCommit
-from .datafile import VALUE_KIND, KeyValueFileWriter, check_unique, group_file_stats, int_array, kv_table
+from .datafile import (VALUE_KIND, KeyValueFileWriter, check_unique, dictionary_columns, group_file_stats, int_array,
+                       kv_table)
 from .errors import DataError, SchemaError
 from .expire import ExpireConfig, ExpireResult, SnapshotExpiration, expire_tags
 from .file_deletion import FileDeletion
@@ -290,9 +291,11 @@ class TableWrite:
         kv = kv_table(self.schema, tagged, sequence)
         stats = (group_file_stats(kv, DataFileStatsCollector(self.schema), offsets) if len(sizes) > 1
                  else [None])
+        # which columns a dictionary pays for, judged once over all the groups' rows
+        dictionary = dictionary_columns(kv, writers[0].dictionary_candidates) if len(sizes) > 1 else None
         written: list[ManifestEntry] = []
         for (pbytes, bucket), writer, start, size, file_stats in zip(slots, writers, offsets, sizes, stats):
-            metas = writer.write_kv(kv.slice(int(start), int(size)), file_stats)
+            metas = writer.write_kv(kv.slice(int(start), int(size)), file_stats, dictionary)
             written += [ManifestEntry(ADD, pbytes, bucket, self.table.total_buckets, m) for m in metas]
         self.entries += written
         return written
