@@ -181,8 +181,6 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     rows = batch.mapInArrow(tasks.hash_task(stage), struct_of(stage.batch())) if hashed else batch
     if not keyed:  # packed instead (each column added is a round of Spark's analyzer in the driver)
         rows = rows.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(SOURCE, F.lit(int(Source.BATCH)).cast("tinyint"))
-    key_cols = [F.col(f"`{k}`") for k in schema.primary_keys]
-    part_key_cols = [F.col(f"`{p}`") for p in schema.partition_keys]
     # Every row reaches its assigner through ROUTE (a value the shuffle hashes): a row by its key
     # (cross-partition) or by (partition, key hash) (HASH_DYNAMIC), as Paimon routes them; and
     # what an assigner must count for the buckets it owns (b % assigners == its id) goes to the
@@ -190,7 +188,10 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     # entries of its buckets (HASH_DYNAMIC, Paimon's PartitionIndex.loadIndex bucketFilter).
     counted = bool(splits) and not hashed
     routes = _routes(num_assigners) if counted or boot_index or keyed else None
-    route_of_row = F.hash(*part_key_cols, F.col(HASH)) if hashed else F.hash(*key_cols)
+    route_of_row = None  # a keyed job's tasks route their rows themselves (route_task)
+    if not keyed:
+        route_of_row = (F.hash(*[F.col(f"`{p}`") for p in schema.partition_keys], F.col(HASH)) if hashed
+                        else F.hash(*[F.col(f"`{k}`") for k in schema.primary_keys]))
     routed = None  # rows routed by Paimon's key hash (and the live keys found), packed per assigner
     if keyed:  # with splits, the lookup above is set
         # One pass over the batch: each task looks its rows' keys up in the index and sends rows

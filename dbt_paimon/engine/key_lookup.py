@@ -219,7 +219,7 @@ def route_task(path: str, io, stage: StageRows, state: IndexState | None, tuning
     def route(index: KeyIndex, rows: pa.Table):
         # each key hashed once (~0.09 s per 1M keys): for its assigner, for the lookup, and a live
         # key's assigner is its index entry's hash
-        hashes = tasks.key_hashes_of(rows, stage.schema)
+        hashes = index.hashes(rows)
         rows = rows.append_column(SOURCE, pa.array(np.full(rows.num_rows, Source.BATCH, np.int8)))
         yield from pack(conform(rows, batch_layout), hashes)
         if state is not None:

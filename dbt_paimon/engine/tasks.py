@@ -401,15 +401,9 @@ def records_of(batches: Sequence[pa.RecordBatch]) -> list:
     return [pickle.loads(v.as_py()) for batch in batches for v in batch.column(RECORD) if v.is_valid]
 
 
-def key_hashes_of(rows: pa.Table, schema: TableSchema) -> np.ndarray:
-    """Per row, Paimon's hash of its primary key (int32; what the key index stores as its H)."""
-    keys = list(schema.primary_keys)
-    return key_hashes([rows.column(k) for k in keys], [schema.field(k).type for k in keys])
-
-
 def assigner_of(hashes: np.ndarray, assigners: int) -> np.ndarray:
-    """Per key hash (key_hashes_of), the assigner of its key (the hash mod the assigners): a batch
-    row and the live key found for it meet there."""
+    """Per key hash (Paimon's, as KeyIndex.hashes and the index's H), the assigner of its key (the
+    hash mod the assigners): a batch row and the live key found for it meet there."""
     return np.mod(np.asarray(hashes).astype(np.int64), assigners)
 
 
