@@ -151,6 +151,13 @@ def _col_stats(low: Any, high: Any, nulls: int, dtype: DataType, mode: StatsMode
     null count; min and max are None when every value is null."""
     if mode.kind == COUNTS or low is None:
         return ColStats(None, None, nulls)
+    if dtype.root in ("FLOAT", "DOUBLE"):
+        # -0.0 and 0.0 are equal to a min/max, which then keeps whichever zero it met first (a
+        # hash aggregation and a scan of the same rows differ); Paimon compares them apart
+        # (Double.compare). A zero bound is written as Parquet's writers write it: -0.0 as the
+        # min, 0.0 as the max, which holds whichever zeros the rows have.
+        low = -0.0 if low == 0 else low
+        high = 0.0 if high == 0 else high
     if mode.kind == TRUNCATE and dtype.root in ("STRING", "BYTES"):
         # cut to n code points (bytes for BYTES), as BinaryString.substring does
         n = mode.length
@@ -173,6 +180,13 @@ def collect(column: pa.Array | pa.ChunkedArray, dtype: DataType, mode: StatsMode
     return _col_stats(binary_row.scalar_value(mm["min"]), binary_row.scalar_value(mm["max"]), nulls, dtype, mode)
 
 
+# Up to this many groups, collect() of each group's slice: the groups are contiguous, and a hash
+# aggregation hashes every row for its group. 125K rows of W1 in 5 groups, 7 columns: 6.5 ms by
+# slices, 24 ms aggregated (each of ~35 slice calls costs ~15 us beyond its rows: even at 64 groups
+# the slices are the cheaper).
+FEW_GROUPS = 64
+
+
 def collect_groups(column: pa.Array | pa.ChunkedArray, dtype: DataType, mode: StatsMode,
                    groups: pa.Array, offsets: Sequence[int]) -> list[ColStats]:
     """collect() of each group of a column's rows, in one hash aggregation instead of one compute
@@ -181,6 +195,8 @@ def collect_groups(column: pa.Array | pa.ChunkedArray, dtype: DataType, mode: St
     count = len(offsets) - 1
     if mode.kind == NONE:
         return [COL_STATS_NONE] * count
+    if count <= FEW_GROUPS:
+        return [collect(column.slice(a, b - a), dtype, mode) for a, b in zip(offsets[:-1], offsets[1:])]
     aggregates = [("v", "count", pc.CountOptions("only_null"))]
     if mode.kind != COUNTS:
         aggregates.append(("v", "min_max"))
