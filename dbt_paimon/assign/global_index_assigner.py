@@ -46,7 +46,6 @@ from .rows import BUCKET, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, old_column
 from .skip_new_existing_processor import SkipNewExistingProcessor
 from .use_old_existing_processor import UseOldExistingProcessor
 
-_ROW = "__row"
 
 # Paimon's ExistingProcessor.create: the strategy by merge engine
 _EXISTING_PROCESSORS: dict[MergeEngine, type[ExistingProcessor]] = {
@@ -102,6 +101,9 @@ class AssignCounts:
 class AssignResult:
     rows: pa.Table  # the table's columns + BUCKET (int32) + KIND (int8)
     counts: AssignCounts = field(default_factory=AssignCounts)
+    # per row of `rows`: a +I written to the (partition, bucket) its key lived in (an update in
+    # place); the key index's record of the commit counts every other +I as new to its bucket
+    in_place: np.ndarray | None = None
 
 
 def _eq_null_aware(a, b) -> np.ndarray:
@@ -207,10 +209,7 @@ class GlobalIndexAssigner:
             self.assigner.bootstrap_table(bucket_counts, olds, OLD_BUCKET, "count")
         elif self.mode == BucketMode.KEY_DYNAMIC:
             self.assigner.bootstrap_table(existing, olds, OLD_BUCKET)
-        rows = rows.append_column(_ROW, pa.array(np.arange(n, dtype=np.int64)))
-        # Keys match as Paimon compares them (a NaN key finds the stored NaN, -0.0 never finds 0.0).
-        joined = key_order.join(rows, existing, self.keys, join_type="left outer")
-        joined = joined.take(pc.sort_indices(joined, sort_keys=[(_ROW, "ascending")])).drop_columns([_ROW])
+        joined = self._with_existing(rows, existing)
         matched = joined.column(OLD_BUCKET).is_valid().to_numpy(zero_copy_only=False)
         same = matched.copy()
         for p in self.partition_keys:  # a FLOAT/DOUBLE partition -0.0 is not partition 0.0
@@ -273,11 +272,13 @@ class GlobalIndexAssigner:
         out = out.append_column(BUCKET, pa.array(buckets, pa.int32()))
         out = out.append_column(KIND, pa.array(np.full(n, INSERT, dtype=np.int8)))
         out = out.filter(pa.array(active))
+        in_place = update[active]
         if deletes:
             # The batch carries Spark's session time zone on LTZ timestamps; the -D rows the
             # table's: same instants, so align the types before concatenating.
             out = pa.concat_tables([out] + [d.cast(out.schema) for d in deletes])
-        return AssignResult(out, counts)
+            in_place = np.concatenate([in_place, np.zeros(out.num_rows - len(in_place), np.bool_)])
+        return AssignResult(out, counts, in_place)
 
     # ---- pieces ----------------------------------------------------------------------------
     def _empty_existing(self) -> pa.Table:
@@ -288,8 +289,25 @@ class GlobalIndexAssigner:
             fields.append(pa.field(OLD_SEQUENCE, self.schema.field(self.sequence_by).type.to_arrow()))
         return pa.schema(fields).empty_table()
 
+    def _with_existing(self, rows: pa.Table, existing: pa.Table) -> pa.Table:
+        """rows, each with its key's existing columns (old partition, OLD_BUCKET, ...; nulls for a
+        key not found), in rows' order: the keys are matched (key_order.match: as Paimon compares
+        them, a NaN key finds the stored NaN, -0.0 never finds 0.0) and the old columns taken by
+        the match. Joining the rows whole and sorting them back into their order took four times
+        as long (W1's 200K rows against 100K keys: 0.06 s)."""
+        match = key_order.match(rows, existing, self.keys)
+        at = pa.array(match, mask=match < 0)
+        for name in existing.column_names:
+            if name not in self.keys:
+                rows = rows.append_column(existing.field(name), existing.column(name).take(at))
+        return rows
+
     def _unique_existing(self, existing: pa.Table) -> pa.Table:
-        """A key live in two places would be a broken table; keep one place deterministically."""
+        """A key live in two places would be a broken table; keep one place deterministically.
+        Their order does not matter to the join: checked by the keys alone first, as they come."""
+        by_key = existing.select(self.keys).take(key_order.sort_indices(existing, self.keys))
+        if not _adjacent_equal(by_key, self.keys).any():
+            return existing
         ordered = existing.take(key_order.sort_indices(existing, self.keys + [OLD_BUCKET]))
         dup = _adjacent_equal(ordered, self.keys)
         if not dup.any():
@@ -349,8 +367,7 @@ class GlobalIndexAssigner:
         if not new.any():
             return buckets
         idx = np.flatnonzero(new)
-        fresh = rows.take(pa.array(idx))
-        codes, parts = group_codes(fresh, self.partition_keys)
+        codes, parts = group_codes(rows.select(self.partition_keys).take(pa.array(idx)), self.partition_keys)
         # Rows arrive de-duplicated and sorted by key: a stable sort by partition keeps key order.
         order, runs = group_runs(codes)
         for start, end in runs:  # one iteration per partition

@@ -125,13 +125,12 @@ class JobCommit:
     seq: int  # the runs of this commit, whichever task writes them
     gen: int  # the generation of the buckets this commit creates
 
-    def write(self, assigned: pa.Table, live: pa.Table | None) -> tuple[list[tuple[int, str]], dict]:
+    def write(self, assigned: pa.Table, in_place: np.ndarray) -> tuple[list[tuple[int, str]], dict]:
         """In an assigner: its rows' entries as runs (one per shard), and each of their buckets'
-        count change. `live`: where the assigner's keys lived at the job's state (the live-key
-        rows the lookup gave it; None: none did); an assigner holds every row of its keys, so
-        their old and new places are its own to compare."""
+        count change. `in_place`: per assigned row, a +I written where its key lived
+        (AssignResult.in_place); an assigner holds every row of its keys, so it knows."""
         index = KeyIndex(self.io, self.path, self.stage.schema, **self.tuning)
-        placed, removed = placements(index, self.stage, assigned, live)
+        placed, removed = placements(index, self.stage, assigned, in_place)
         entries, deltas = index.commit_entries(self.state, placed, removed, self.gen)
         return index.write_runs(entries, self.state.shards, self.seq), deltas
 
@@ -148,31 +147,19 @@ def merge_runs_task(path: str, io, stage: StageRows, tuning: dict, seq: int, sta
 
 
 def placements(index: KeyIndex, stage: StageRows, assigned: pa.Table,
-               live: pa.Table | None) -> tuple[pa.Table, pa.Table]:
+               in_place: np.ndarray) -> tuple[pa.Table, pa.Table]:
     """(keys written live: key, partition, P, BUCKET, "_new"; keys retracted: key, P, BUCKET), from
-    assigned rows (+I and -D, their BUCKET) and where their keys lived before (`live`: live-key
-    rows, or None)."""
+    assigned rows (+I and -D, their BUCKET). A +I is new to its bucket unless it is an update in
+    place (`in_place`, from the assigner, which compared each key's old and new place already)."""
     keys, parts = index.keys, index.parts_only
     kinds = assigned.column(KIND)
-    placed = assigned.filter(pc.equal(kinds, INSERT)).select(keys + parts + [BUCKET])
+    inserts = pc.equal(kinds, INSERT).to_numpy(zero_copy_only=False)
+    placed = assigned.filter(pa.array(inserts)).select(keys + parts + [BUCKET])
     removed = assigned.filter(pc.equal(kinds, DELETE)).select(keys + parts + [BUCKET])
     placed, removed = _with_partition_bytes(index, stage, placed), _with_partition_bytes(index, stage, removed)
     placed = placed.rename_columns([ki.BUCKET if c == BUCKET else c for c in placed.column_names])
     removed = removed.rename_columns([ki.BUCKET if c == BUCKET else c for c in removed.column_names])
-    if live is None or live.num_rows == 0:  # no key lived anywhere: each is new to its bucket
-        return placed.append_column("_new", pa.array(np.ones(placed.num_rows, np.bool_))), removed
-    before = _with_partition_bytes(index, stage, live.select(keys + parts + [BUCKET]))
-    # the keys joined with row numbers only (the places compared after, by row): a join that
-    # carries the partition bytes along took twice as long
-    numbered = [t.select(keys).append_column(name, pa.array(np.arange(t.num_rows, dtype=np.int64)))
-                for t, name in ((placed, "_at"), (before, "_was"))]
-    pairs = numbered[0].join(numbered[1], keys, join_type="inner", use_threads=False)
-    at, was = pairs.column("_at"), pairs.column("_was")
-    same = pc.and_(pc.equal(placed.column(ki.P).take(at), before.column(ki.P).take(was)),
-                   pc.equal(placed.column(ki.BUCKET).take(at), before.column(BUCKET).take(was)))
-    new = np.ones(placed.num_rows, np.bool_)
-    new[at.to_numpy()[same.to_numpy(zero_copy_only=False)]] = False
-    return placed.append_column("_new", pa.array(new)), removed
+    return placed.append_column("_new", pa.array(~in_place[inserts])), removed
 
 
 def _with_partition_bytes(index: KeyIndex, stage: StageRows, rows: pa.Table) -> pa.Table:

@@ -122,7 +122,7 @@ class LocalExecutor:
         with ThreadPoolExecutor(driver_threads() + (commit is not None)) as pool:
             # the key index's runs of this commit are written beside the data files, not after the
             # commit in the driver's one thread (record_commit then only names them)
-            runs = pool.submit(_index_runs, commit, result.rows, live) if commit is not None else None
+            runs = pool.submit(_index_runs, commit, result.rows, result.in_place) if commit is not None else None
             written = list(pool.map(lambda part: tasks.write_rows(table.path, schema, table.io, next_sequence,
                                                                   index_files, part), groups))
             recorded = runs.result() if runs is not None else None
@@ -137,11 +137,11 @@ class LocalExecutor:
         return JobOutput(entries, result.counts, index_changes, described, record, boot, phases)
 
 
-def _index_runs(commit: key_lookup.JobCommit, assigned: pa.Table, live: pa.Table | None):
+def _index_runs(commit: key_lookup.JobCommit, assigned: pa.Table, in_place: np.ndarray):
     """The commit's runs in the key index and its buckets' count changes (JobCommit.write), or None
     when they could not be written: the commit goes on, and the index catches up next time."""
     try:
-        return commit.write(assigned, live)
+        return commit.write(assigned, in_place)
     except Exception as e:  # noqa: BLE001 - the index is a cache of the table's keys
         log.warning("the key index of %s was not updated (%s); the next upsert catches it up", commit.path, e)
         return None

@@ -282,20 +282,19 @@ def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_rout
     writer_routes: per writer, the value of TO the shuffle to the writers sends to it; the
     assigned rows leave packed (PACKED), whole buckets to one writer.
     packed: the routed rows come as PACKED (the key-index bootstrap: route_task), else as rows.
-    record: a picklable callable (key_lookup.JobCommit.write) of (assigned rows, where their keys
-    lived): the assigner holds each of its keys' old and new places, so it writes their share of
-    the key index's record of the commit; what it returns goes to the first writer (RECORD)."""
+    record: a picklable callable (key_lookup.JobCommit.write) of (assigned rows, which of them are
+    updates in place): the assigner holds each of its keys' old and new places, so it writes their
+    share of the key index's record of the commit; what it returns goes to the first writer (RECORD)."""
     layout = stage.assigned()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        share = _assigned_share(stage, num_assigners, counted, list(batches), packed)
-        if share is None:
+        result = _assigned_share(stage, num_assigners, counted, list(batches), packed)
+        if result is None:
             return
-        result, live = share
         rows = pa.concat_tables([conform(result.rows, layout), conform(summary_rows(result.counts), layout)])
         yield from pack(rows, stage.schema, writer_routes)
         if record is not None:
-            yield record_packet(record(result.rows, live), writer_routes[0])
+            yield record_packet(record(result.rows, result.in_place), writer_routes[0])
     return run
 
 
@@ -316,15 +315,14 @@ def assign_write_task(stage: StageRows, num_assigners: int, counted: bool, path:
     before it raises the error. (A failed task would fail the job while others still write.)"""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
-            share = _assigned_share(stage, num_assigners, counted, list(batches), packed)
+            result = _assigned_share(stage, num_assigners, counted, list(batches), packed)
         except PaimonError as e:
             yield payload(Refused(e))
             return
-        if share is None:
+        if result is None:
             yield payload(([], AssignCounts(), {}, []))
             return
-        result, live = share
-        recorded = [record(result.rows, live)] if record is not None else []
+        recorded = [record(result.rows, result.in_place)] if record is not None else []
         entries, _ = write_rows(path, stage.schema, io, next_sequence, None, result.rows)
         yield payload((entries, result.counts, {}, recorded))
     return run
@@ -338,22 +336,20 @@ class Refused:
 
 
 def _assigned_share(stage: StageRows, num_assigners: int, counted: bool, batches: list[pa.RecordBatch],
-                    packed: bool) -> tuple[AssignResult, pa.Table | None] | None:
+                    packed: bool) -> AssignResult | None:
     """The assign stage of one assigner (its id: the task's partition id) over its input batches:
-    (its result, the live keys it got), None when it got no rows."""
+    its result, None when it got no rows."""
     assign_id, _ = _task_id()
     routed = _rows_of(batches, packed)
     if routed is None or routed.num_rows == 0:
         return None
     if packed:  # the kinds of rows came in streams of their own columns (route_task)
         routed = conform(routed, stage.routed(True))
-    live = of_source(routed, Source.TABLE)
-    result = assign(stage, num_assigners, assign_id,
-                    batch=conform(of_source(routed, Source.BATCH), stage.batch()),
-                    live=live,
-                    counts=of_source(routed, Source.COUNT) if counted else None,
-                    index=of_source(routed, Source.INDEX) if stage.hashed else None)
-    return result, live
+    return assign(stage, num_assigners, assign_id,
+                  batch=conform(of_source(routed, Source.BATCH), stage.batch()),
+                  live=of_source(routed, Source.TABLE),
+                  counts=of_source(routed, Source.COUNT) if counted else None,
+                  index=of_source(routed, Source.INDEX) if stage.hashed else None)
 
 
 def writer_of(rows: pa.Table, schema: TableSchema, writers: int) -> np.ndarray:

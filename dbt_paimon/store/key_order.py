@@ -67,9 +67,38 @@ def comparable_key_columns(table: pa.Table, names: Sequence[str]) -> pa.Table:
     return pa.Table.from_arrays([order_surrogate(table.column(n)) for n in names], names=list(names))
 
 
+def _integers(col: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
+    """A column without nulls whose Arrow order is its values' order as integers (integers,
+    dates, times, timestamps; a FLOAT/DOUBLE order surrogate), as numpy integers; else None."""
+    t = col.type
+    integral = (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_time(t)
+                or pa.types.is_timestamp(t))
+    if col.null_count or not integral:
+        return None
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    return np.frombuffer(arr.buffers()[1], dtype=np.dtype(f"{'u' if pa.types.is_unsigned_integer(t) else 'i'}"
+                                                           f"{t.bit_width // 8}"))[arr.offset:arr.offset + len(arr)]
+
+
+def _stable_argsort(values: np.ndarray) -> np.ndarray:
+    """np.argsort(values, kind="stable"), from numpy's unstable sort (a third of the time for
+    200K int64 keys) with its few runs of equal values put back in their order."""
+    order = np.argsort(values)
+    ordered = values[order]
+    tied = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if tied.size:
+        at = np.union1d(tied, tied + 1)  # the runs of equal values, each contiguous, in value order
+        order[at] = order[at][np.lexsort((order[at], ordered[at]))]
+    return order
+
+
 def sort_indices(table: pa.Table, names: Sequence[str], null_placement: str = "at_end") -> pa.Array:
     """Indices that sort table ascending by `names` in Paimon's key order (ties keep input order)."""
     view = comparable_key_columns(table, names)
+    if len(names) == 1:  # one integer-ordered column: numpy's sort, 3x Arrow's for 200K int64 keys
+        values = _integers(view.column(0))
+        if values is not None:
+            return pa.array(_stable_argsort(values))
     if null_placement == "at_end":  # Arrow's default either way: no option, no deprecation warning
         return pc.sort_indices(view, sort_keys=[(n, "ascending") for n in names])
     if _NULL_PLACEMENT_PER_KEY:
@@ -90,3 +119,28 @@ def join(left: pa.Table, right: pa.Table, keys: Sequence[str], join_type: str = 
         right = right.append_column(_SURROGATE_PREFIX + k, order_surrogate(right.column(k))).drop_columns([k])
     out = left.join(right, on, join_type=join_type, use_threads=False)
     return out.drop_columns([_SURROGATE_PREFIX + k for k in floating])
+
+
+def match(left: pa.Table, right: pa.Table, keys: Sequence[str]) -> np.ndarray:
+    """For each row of left, the index of the row of right with an equal key (Paimon's equality, as
+    join), -1 for none; right's keys must be unique. One integer-ordered key column: right's keys
+    sorted and searched (W1: 200K keys in 100K, a quarter of a hash join's time); else a join of
+    the keys and row numbers."""
+    found = np.full(left.num_rows, -1, np.int64)
+    if left.num_rows == 0 or right.num_rows == 0:
+        return found
+    if len(keys) == 1:
+        ours, theirs = (_integers(order_surrogate(t.column(keys[0]))) for t in (left, right))
+        if ours is not None and theirs is not None and ours.dtype == theirs.dtype:
+            order = np.argsort(theirs)
+            ordered = theirs[order]
+            at = np.minimum(np.searchsorted(ordered, ours), len(ordered) - 1)
+            hit = ordered[at] == ours
+            found[hit] = order[at[hit]]
+            return found
+    row, other = _SURROGATE_PREFIX + "left", _SURROGATE_PREFIX + "right"
+    pairs = join(left.select(list(keys)).append_column(row, pa.array(np.arange(left.num_rows, dtype=np.int64))),
+                 right.select(list(keys)).append_column(other, pa.array(np.arange(right.num_rows, dtype=np.int64))),
+                 keys, join_type="inner")
+    found[pairs.column(row).to_numpy()] = pairs.column(other).to_numpy()
+    return found

@@ -91,6 +91,25 @@ def test_lookups_match_the_table_after_our_upserts_with_moves(spark, table_path)
     assert max(live_places(table_path).values()) == 1
 
 
+@pytest.mark.parametrize("engine", ["deduplicate", "partial-update", "first-row"])
+@pytest.mark.parametrize("execution", ["local", "distributed"])
+def test_each_merge_engines_moves_are_counted_where_they_land(spark, table_path, engine, execution):
+    """A key written where it lived is not new to its bucket; a moved key is new where it lands
+    (deduplicate: its new partition), stays (partial-update: its old partition takes the row) or
+    is skipped (first-row): every bucket's count in the index is its live keys after each step."""
+    rng = random.Random(11)
+    options = {**OPTIONS, "merge-engine": engine}
+    for step in range(4):
+        keys = range(30) if step == 0 else rng.sample(range(40), 15)
+        df = spark.createDataFrame(_rows(rng, keys, tag=f"e{step}"), "id bigint, dt string, v string")
+        result = upsert(df, table_path, primary_keys="id", partition_keys="dt", options=dict(options),
+                        settings=RunSettings(execution="local" if step == 0 else execution))
+        assert step == 0 or result.bootstrap["source"] == "key index"
+        state = assert_index_right(table_path, range(40))
+        assert step == 0 or (state.stats["buckets_read_again"], state.stats["buckets_added_to"]) == (0, 0)
+    assert max(live_places(table_path).values()) == 1
+
+
 def test_a_writer_that_does_not_keep_the_index_is_caught_up_from_its_files(spark, table_path):
     rng = random.Random(2)
     _upsert(spark, table_path, _rows(rng, range(30)))

@@ -209,3 +209,47 @@ def test_merge_across_files_with_nan_and_signed_zero_keys(warehouse, engine):
     # one file per bucket, so pypaimon reads it without merging: pypaimon 2.1.0's merge compares
     # keys with Python's < and >, under which a NaN key equals every key
     assert _read(pypaimon_read(path).to_pylist()) == want
+
+
+_ONE_COLUMN = {
+    "int64 with ties": pa.array(np.random.default_rng(1).integers(0, 50, 5000)),
+    "int64 full range": pa.array(np.random.default_rng(2).integers(-2**62, 2**62, 5000)),
+    "uint8": pa.array(np.random.default_rng(3).integers(0, 200, 5000).astype(np.uint8)),
+    "int32 slice": pa.array(np.random.default_rng(4).integers(0, 9, 4000).astype(np.int32)).slice(7, 3000),
+    "date": pa.array(np.random.default_rng(5).integers(0, 1000, 3000).astype(np.int32)).cast(pa.date32()),
+    "timestamp": pa.array(np.random.default_rng(6).integers(0, 100, 3000)).cast(pa.timestamp("us")),
+    "double zeros and NaNs": pa.array(np.random.default_rng(7).choice([0.0, -0.0, NAN, 1.5, -2.0], 3000)),
+    "chunked": pa.chunked_array([pa.array([3, 1, 2]), pa.array([1, 3])]),
+    "string": pa.array([f"k{i % 37}" for i in range(2000)]),
+    "nulls": pa.array([3, None, 1, None, 2]),
+}
+
+
+@pytest.mark.parametrize("name", list(_ONE_COLUMN))
+def test_one_key_column_sorts_as_arrows_stable_sort_of_its_surrogate(name):
+    """One integer-ordered key column is sorted by numpy (its runs of equal keys put back in input
+    order); the result is Arrow's stable sort of the order surrogate, whatever the type."""
+    import pyarrow.compute as pc
+    from dbt_paimon.store.key_order import comparable_key_columns
+    table = pa.table({"k": _ONE_COLUMN[name]})
+    want = pc.sort_indices(comparable_key_columns(table, ["k"]), sort_keys=[("k", "ascending")])
+    assert sort_indices(table, ["k"]).to_pylist() == want.to_pylist()
+
+
+@pytest.mark.parametrize("keys", [["k"], ["k", "j"]], ids=["one column: sorted and searched", "two: joined"])
+@pytest.mark.parametrize("dtype", [pa.int64(), pa.float64(), pa.string()])
+def test_match_finds_each_rows_equal_key_as_paimon_compares_them(keys, dtype):
+    from dbt_paimon.store.key_order import match
+    values = {pa.int64(): [5, -3, 0, 7, 11, 2], pa.float64(): [NAN, -0.0, 0.0, 1.5, -2.0, math.inf],
+              pa.string(): ["a", "b", "", "é", "zz", "a "]}[dtype]
+    other_nan = nan_with_payload(0x7FF8000000000001)
+    left_values = [values[3], values[0], values[1], values[4], values[2]]  # not in right: values[4] is
+    right_values = [values[0], values[1], values[2], values[3], values[5]]
+    if dtype == pa.float64():  # another NaN's bits find the stored NaN; -0.0 never finds 0.0
+        left_values[1] = other_nan
+    def table(vals):
+        t = pa.table({"k": pa.array(vals, dtype)})
+        return t.append_column("j", pa.array([1] * len(vals))) if "j" in keys else t
+    found = match(table(left_values), table(right_values), keys)
+    assert found.tolist() == [3, 0, 1, -1, 2]
+    assert match(table(left_values), table([]).slice(0, 0), keys).tolist() == [-1] * 5
