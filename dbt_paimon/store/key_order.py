@@ -81,24 +81,55 @@ def _integers(col: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
 
 
 def _stable_argsort(values: np.ndarray) -> np.ndarray:
-    """np.argsort(values, kind="stable"), from numpy's unstable sort (a third of the time for
-    200K int64 keys) with its few runs of equal values put back in their order."""
+    """np.argsort(values, kind="stable"), faster: values within a 16-bit range by numpy's radix
+    sort; others by its unstable sort (a third of the stable one's time for 200K int64 keys) with
+    their runs of equal values put back in input order, when those are few."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64)
+    low, high = values.min(), values.max()
+    if int(high) - int(low) < 1 << 16:  # (offset in a type that cannot wrap)
+        offset = values - low if values.dtype.kind == "u" else values.astype(np.int64) - np.int64(low)
+        return np.argsort(offset.astype(np.uint16), kind="stable")
     order = np.argsort(values)
     ordered = values[order]
     tied = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if tied.size > len(values) // 8:  # many equal values: the stable sort is the cheaper
+        return np.argsort(values, kind="stable")
     if tied.size:
         at = np.union1d(tied, tied + 1)  # the runs of equal values, each contiguous, in value order
         order[at] = order[at][np.lexsort((order[at], ordered[at]))]
     return order
 
 
+def _packed(columns: Sequence[np.ndarray]) -> np.ndarray | None:
+    """The columns' values (each less its minimum) side by side in one int64 per row, ordered as
+    the rows' tuples are; None when their ranges need more than 63 bits together."""
+    lows = [int(c.min()) for c in columns]
+    widths = [(int(c.max()) - low).bit_length() for c, low in zip(columns, lows)]
+    if sum(widths) > 63:
+        return None
+    out = np.zeros(len(columns[0]), np.int64)
+    for c, low, width in zip(columns, lows, widths):
+        offset = (c - c.dtype.type(low)) if c.dtype.kind == "u" else c.astype(np.int64) - np.int64(low)
+        out = (out << np.int64(width)) | offset.astype(np.int64)
+    return out
+
+
 def sort_indices(table: pa.Table, names: Sequence[str], null_placement: str = "at_end") -> pa.Array:
     """Indices that sort table ascending by `names` in Paimon's key order (ties keep input order)."""
     view = comparable_key_columns(table, names)
-    if len(names) == 1:  # one integer-ordered column: numpy's sort, 3x Arrow's for 200K int64 keys
-        values = _integers(view.column(0))
-        if values is not None:
-            return pa.array(_stable_argsort(values))
+    columns = [_integers(view.column(n)) for n in names]
+    if all(c is not None for c in columns) and table.num_rows:
+        # integer-ordered columns without nulls, by numpy: packed into one int64 when their ranges
+        # fit (W1's writer, (group, key) of 125K rows: 4 ms, 15 ms by Arrow), else the last column
+        # first, each sort stable
+        packed = _packed(columns)
+        if packed is not None:
+            return pa.array(_stable_argsort(packed))
+        order = _stable_argsort(columns[-1])
+        for values in reversed(columns[:-1]):
+            order = order[_stable_argsort(values[order])]
+        return pa.array(order)
     if null_placement == "at_end":  # Arrow's default either way: no option, no deprecation warning
         return pc.sort_indices(view, sort_keys=[(n, "ascending") for n in names])
     if _NULL_PLACEMENT_PER_KEY:

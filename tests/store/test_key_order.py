@@ -253,3 +253,27 @@ def test_match_finds_each_rows_equal_key_as_paimon_compares_them(keys, dtype):
     found = match(table(left_values), table(right_values), keys)
     assert found.tolist() == [3, 0, 1, -1, 2]
     assert match(table(left_values), table([]).slice(0, 0), keys).tolist() == [-1] * 5
+
+
+def test_integer_key_columns_sort_as_arrows_stable_sort():
+    """Several integer-ordered columns are sorted by numpy: packed into one int64 when their
+    ranges fit, else last column first: small ranges (a 16-bit radix sort, int8 around zero),
+    wide ones with few and with many equal values, unsigned ones above 2^63, timestamps, a
+    float's surrogate; always Arrow's stable sort of the surrogates."""
+    import pyarrow.compute as pc
+    from dbt_paimon.store.key_order import comparable_key_columns
+    rng = np.random.default_rng(11)
+    n = 4000
+    table = pa.table({
+        "g": pa.array(rng.integers(-100, 100, n).astype(np.int8)),
+        "wide": pa.array(rng.integers(-2**62, 2**62, n)),
+        "wide_ties": pa.array(rng.choice([-2**60, 5, 2**61], n)),
+        "u": pa.array(rng.integers(2**63, 2**63 + 3, n, dtype=np.uint64)),
+        "t": pa.array(rng.integers(0, 50, n)).cast(pa.timestamp("us")),
+        "f": pa.array(rng.choice([0.0, -0.0, NAN, 1.5], n)),
+    })
+    # packed into one int64: ["g", "t"], ["u", "g"], ["t"]; too wide for that: the others
+    for names in (["g", "t"], ["u", "g"], ["t"], ["g", "wide"], ["wide_ties", "t"], ["u", "g", "f"],
+                  ["f", "wide_ties", "g"]):
+        want = pc.sort_indices(comparable_key_columns(table, names), sort_keys=[(c, "ascending") for c in names])
+        assert sort_indices(table, names).to_pylist() == want.to_pylist(), names
