@@ -80,12 +80,18 @@ def _rows(rng, keys, parts="abc", tag="x"):
     return [(k, rng.choice(parts), f"{tag}{k}") for k in keys]
 
 
-def test_lookups_match_the_table_after_our_upserts_with_moves(spark, table_path):
+@pytest.mark.parametrize("threaded", [False, True], ids=["small batch: one writer", "writer threads"])
+def test_lookups_match_the_table_after_our_upserts_with_moves(spark, table_path, threaded, monkeypatch):
+    """A small batch is written in the driver's thread, a big one by writer threads beside the
+    thread writing the index's runs (here forced by the threshold)."""
+    from dbt_paimon.engine import local
+    if threaded:
+        monkeypatch.setattr(local, "PARALLEL_WRITE_ROWS", 0)
     rng = random.Random(1)
     _upsert(spark, table_path, _rows(rng, range(40)))
     for step in range(4):
         result = _upsert(spark, table_path, _rows(rng, rng.sample(range(55), 15), tag=f"s{step}"))
-        assert "key index" in result.plan
+        assert "key index" in result.plan and ("writer threads" in result.plan) == threaded
         assert_index_right(table_path)
     assert os.path.isdir(ki.index_dir(table_path))
     assert max(live_places(table_path).values()) == 1
