@@ -74,3 +74,13 @@ def test_a_commits_entries_become_one_sorted_run_per_shard_listing_its_own_parti
         listed = reader.schema.metadata[b"partitions"]
         assert sorted(index._partitions(listed)[ki.P].to_pylist()) == sorted(set(mine.column(ki.P).to_pylist()))
         assert len(set(mine.column(ki.P).to_pylist())) == 2
+
+
+@pytest.mark.parametrize("entries, span", [(1000, 50), (20000, 1 << 32), (10, 3), (0, 10)],
+                         ids=["many equal", "nearly distinct", "tiny", "empty run"])
+def test_right_bounds_from_the_left_are_numpys(entries, span):
+    rng = np.random.default_rng(entries)
+    h = np.sort(rng.integers(-span // 2, span // 2, entries)).astype(np.int32)
+    hashes = np.sort(rng.integers(-span // 2 - 2, span // 2 + 2, 500)).astype(np.int32)
+    left = np.searchsorted(h, hashes, "left")
+    assert ki._right_bounds(h, hashes, left).tolist() == np.searchsorted(h, hashes, "right").tolist()

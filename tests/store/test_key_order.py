@@ -215,6 +215,9 @@ _ONE_COLUMN = {
     "int64 with ties": pa.array(np.random.default_rng(1).integers(0, 50, 5000)),
     "int64 full range": pa.array(np.random.default_rng(2).integers(-2**62, 2**62, 5000)),
     "uint8": pa.array(np.random.default_rng(3).integers(0, 200, 5000).astype(np.uint8)),
+    "int32 full range, ties": pa.array(np.random.default_rng(8).integers(-2**31, 2**31, 5000).astype(np.int32)[
+        np.random.default_rng(9).integers(0, 2500, 5000)]),
+    "int64 in a 32-bit range": pa.array(np.random.default_rng(10).integers(2**40, 2**40 + 2**31, 5000)),
     "int32 slice": pa.array(np.random.default_rng(4).integers(0, 9, 4000).astype(np.int32)).slice(7, 3000),
     "date": pa.array(np.random.default_rng(5).integers(0, 1000, 3000).astype(np.int32)).cast(pa.date32()),
     "timestamp": pa.array(np.random.default_rng(6).integers(0, 100, 3000)).cast(pa.timestamp("us")),
