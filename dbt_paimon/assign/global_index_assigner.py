@@ -46,7 +46,6 @@ from .rows import BUCKET, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, old_column
 from .skip_new_existing_processor import SkipNewExistingProcessor
 from .use_old_existing_processor import UseOldExistingProcessor
 
-
 # Paimon's ExistingProcessor.create: the strategy by merge engine
 _EXISTING_PROCESSORS: dict[MergeEngine, type[ExistingProcessor]] = {
     MergeEngine.DEDUPLICATE: DeleteExistingProcessor,
@@ -304,7 +303,7 @@ class GlobalIndexAssigner:
 
     def _unique_existing(self, existing: pa.Table) -> pa.Table:
         """A key live in two places would be a broken table; keep one place deterministically.
-        Their order does not matter to the join: checked by the keys alone first, as they come."""
+        Their order does not matter to the match: checked by the keys alone first, kept as they come."""
         by_key = existing.select(self.keys).take(key_order.sort_indices(existing, self.keys))
         if not _adjacent_equal(by_key, self.keys).any():
             return existing

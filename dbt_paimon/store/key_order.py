@@ -167,9 +167,9 @@ def match(left: pa.Table, right: pa.Table, keys: Sequence[str]) -> np.ndarray:
     found = np.full(left.num_rows, -1, np.int64)
     if left.num_rows == 0 or right.num_rows == 0:
         return found
-    if len(keys) == 1:
+    if len(keys) == 1 and left.schema.field(keys[0]).type == right.schema.field(keys[0]).type:
         ours, theirs = (_integers(order_surrogate(t.column(keys[0]))) for t in (left, right))
-        if ours is not None and theirs is not None and ours.dtype == theirs.dtype:
+        if ours is not None and theirs is not None:
             order = np.argsort(theirs)
             ordered = theirs[order]
             at = np.minimum(np.searchsorted(ordered, ours), len(ordered) - 1)
