@@ -186,6 +186,8 @@ def _writer_groups(data: pa.Table, stage: StageRows, n: int) -> list[pa.Table]:
     bucket) would), so writer threads never share a bucket."""
     if data.num_rows == 0:
         return []
+    if n == 1:  # one writer: every bucket, no grouping and no copy
+        return [data]
     codes, _ = group_codes(data, list(stage.schema.partition_keys) + [BUCKET])
     part = np.asarray(codes, dtype=np.int64) % n
     out = []

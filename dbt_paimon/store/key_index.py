@@ -339,10 +339,11 @@ class KeyIndex:
         """One sorted run of entries (one shard's), in record batches of block_rows entries; its seq
         the state's next, or `seq` (the runs of one commit written by several Spark tasks).
         in_order: the entries are sorted by (hash, key) already. rows: the run is these entries
-        (indices, in the run order: _shares)."""
-        entries = entries.cast(self.entry_schema).combine_chunks()
-        if rows is None and not in_order:
-            rows = self._sorted(entries)
+        (indices, in the run order, into the entries _shares gave: in the entry schema already)."""
+        if rows is None:
+            entries = entries.cast(self.entry_schema).combine_chunks()
+            if not in_order:
+                rows = self._sorted(entries)
         if seq is None:
             seq = state.new_seq()
         name = f"run-{seq:08d}-{uuid.uuid4().hex[:12]}.arrow"

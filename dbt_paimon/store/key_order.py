@@ -80,6 +80,13 @@ def _integers(col: pa.Array | pa.ChunkedArray) -> np.ndarray | None:
                                                            f"{t.bit_width // 8}"))[arr.offset:arr.offset + len(arr)]
 
 
+def _offsets(values: np.ndarray, low: int) -> np.ndarray:
+    """values - low as int64s, taken in a type that cannot wrap (unsigned values above 2^63 too);
+    for a range that fits an int64."""
+    return (values - values.dtype.type(low)).astype(np.int64) if values.dtype.kind == "u" \
+        else values.astype(np.int64) - np.int64(low)
+
+
 def stable_argsort(values: np.ndarray) -> np.ndarray:
     """np.argsort(values, kind="stable") of integers, faster: a 16-bit range by numpy's radix sort;
     a 32-bit range as one sort of values, (value, position) packed in an int64 each (200K int32
@@ -88,13 +95,13 @@ def stable_argsort(values: np.ndarray) -> np.ndarray:
     if len(values) == 0:
         return np.zeros(0, np.int64)
     low, high = int(values.min()), int(values.max())
-    if high - low < 1 << 32:  # (offsets taken in a type that cannot wrap)
-        offset = values - values.dtype.type(low) if values.dtype.kind == "u" else values.astype(np.int64) - np.int64(low)
+    if high - low < 1 << 32:
+        offset = _offsets(values, low)
         if high - low < 1 << 16:
             return np.argsort(offset.astype(np.uint16), kind="stable")
         if len(values) < 1 << 31:
             # (offset - 2^31: the value's 32 bits signed, so that shifted up they fit an int64)
-            packed = ((offset.astype(np.int64) - np.int64(1 << 31)) << np.int64(32)) | np.arange(len(values), dtype=np.int64)
+            packed = ((offset - np.int64(1 << 31)) << np.int64(32)) | np.arange(len(values), dtype=np.int64)
             packed.sort()
             return packed & np.int64(0xFFFFFFFF)
     order = np.argsort(values)
@@ -117,8 +124,7 @@ def _packed(columns: Sequence[np.ndarray]) -> np.ndarray | None:
         return None
     out = np.zeros(len(columns[0]), np.int64)
     for c, low, width in zip(columns, lows, widths):
-        offset = (c - c.dtype.type(low)) if c.dtype.kind == "u" else c.astype(np.int64) - np.int64(low)
-        out = (out << np.int64(width)) | offset.astype(np.int64)
+        out = (out << np.int64(width)) | _offsets(c, low)
     return out
 
 
