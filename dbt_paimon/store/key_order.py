@@ -165,11 +165,12 @@ def join(left: pa.Table, right: pa.Table, keys: Sequence[str], join_type: str = 
     return out.drop_columns([_SURROGATE_PREFIX + k for k in floating])
 
 
-def match(left: pa.Table, right: pa.Table, keys: Sequence[str]) -> np.ndarray:
+def match(left: pa.Table, right: pa.Table, keys: Sequence[str], left_order: np.ndarray | None = None) -> np.ndarray:
     """For each row of left, the index of the row of right with an equal key (Paimon's equality, as
     join), -1 for none; right's keys must be unique. One integer-ordered key column: right's keys
     sorted and searched (W1: 200K keys in 100K, a quarter of a hash join's time); else a join of
-    the keys and row numbers."""
+    the keys and row numbers. left_order: left's rows in key order (sort_indices), when the caller
+    has it: the search then goes through left's keys in order (W1: 15 -> 2 ms)."""
     found = np.full(left.num_rows, -1, np.int64)
     if left.num_rows == 0 or right.num_rows == 0:
         return found
@@ -178,9 +179,11 @@ def match(left: pa.Table, right: pa.Table, keys: Sequence[str]) -> np.ndarray:
         if ours is not None and theirs is not None:
             order = np.argsort(theirs)
             ordered = theirs[order]
+            if left_order is not None:
+                ours = ours[left_order]
             at = np.minimum(np.searchsorted(ordered, ours), len(ordered) - 1)
             hit = ordered[at] == ours
-            found[hit] = order[at[hit]]
+            found[hit if left_order is None else left_order[hit]] = order[at[hit]]
             return found
     row, other = _SURROGATE_PREFIX + "left", _SURROGATE_PREFIX + "right"
     pairs = join(left.select(list(keys)).append_column(row, pa.array(np.arange(left.num_rows, dtype=np.int64))),

@@ -102,3 +102,20 @@ def test_a_move_on_a_table_with_local_time_zone_timestamps():
     rows = pa.table({"id": [1], "dt": ["b"], "v": [1], "ts": pa.array([0], pa.timestamp("us", tz="Etc/UTC"))})
     res = GlobalIndexAssigner(schema).process(rows, _existing((1, "a", 0)))
     assert sorted((r["dt"], r[KIND]) for r in res.rows.to_pylist()) == [("a", 3), ("b", 0)]
+
+
+def test_new_keys_fill_buckets_in_key_order_whatever_the_batch_order():
+    """Unique keys leave the batch in its order (only the keys are sorted to find duplicates), yet
+    each new key's bucket is the one key order gives it, as every assigner of either executor
+    assigns them: the same batch in any order gets the same buckets. A bucket holds 2 keys here."""
+    ids = [7, 3, 9, 1, 8, 2, 6, 4, 5, 10]
+    rows = [(i, "ab"[i % 2], i * 10) for i in ids]
+    existing = _existing((11, "a", 0), (4, "b", 0))  # 4 moves from b to a
+    in_order = GlobalIndexAssigner(_schema()).process(_rows(*sorted(rows)), existing)
+    shuffled = GlobalIndexAssigner(_schema()).process(_rows(*rows), existing)
+    assert _out(shuffled) == _out(in_order)
+    placed = {(r[0], r[1]): r[3] for r in _out(in_order) if r[4] == 0}
+    # in key order within each partition: a's new keys 2, 4 (moved in), 6, 8, 10 fill a/0 (beside
+    # 11), a/1, a/2; b's fill b/0 (4 left it), b/1, b/2
+    assert [placed[(i, "a")] for i in (2, 4, 6, 8, 10)] == [0, 1, 1, 2, 2]
+    assert [placed[(i, "b")] for i in (1, 3, 5, 7, 9)] == [0, 0, 1, 1, 2]

@@ -242,7 +242,7 @@ def test_one_key_column_sorts_as_arrows_stable_sort_of_its_surrogate(name):
 @pytest.mark.parametrize("keys", [["k"], ["k", "j"]], ids=["one column: sorted and searched", "two: joined"])
 @pytest.mark.parametrize("dtype", [pa.int64(), pa.float64(), pa.string()])
 def test_match_finds_each_rows_equal_key_as_paimon_compares_them(keys, dtype):
-    from dbt_paimon.store.key_order import match
+    from dbt_paimon.store.key_order import match, sort_indices
     values = {pa.int64(): [5, -3, 0, 7, 11, 2], pa.float64(): [NAN, -0.0, 0.0, 1.5, -2.0, math.inf],
               pa.string(): ["a", "b", "", "é", "zz", "a "]}[dtype]
     other_nan = nan_with_payload(0x7FF8000000000001)
@@ -255,6 +255,9 @@ def test_match_finds_each_rows_equal_key_as_paimon_compares_them(keys, dtype):
         return t.append_column("j", pa.array([1] * len(vals))) if "j" in keys else t
     found = match(table(left_values), table(right_values), keys)
     assert found.tolist() == [3, 0, 1, -1, 2]
+    # given left's key order (the assigner has it from its duplicate check), the same answer
+    by_key = sort_indices(table(left_values), ["k"]).to_numpy()
+    assert match(table(left_values), table(right_values), keys, by_key).tolist() == [3, 0, 1, -1, 2]
     assert match(table(left_values), table([]).slice(0, 0), keys).tolist() == [-1] * 5
 
 
