@@ -459,13 +459,16 @@ def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, 
 
 
 def write_rows(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, index_files: dict | None,
-               data: pa.Table, update_index: bool = True) -> tuple[list, dict]:
+               data: pa.Table, update_index: bool = True, at: np.ndarray | None = None) -> tuple[list, dict]:
     """Write assigned rows (the table's columns + BUCKET + KIND [+ HASH]) into their buckets' files:
-    (manifest entries, rewritten HASH index files)."""
-    if not data.num_rows:
+    (manifest entries, rewritten HASH index files). at: only the rows at these positions (a
+    driver-local writer thread's share of whole buckets)."""
+    if not data.num_rows or (at is not None and not len(at)):
         return [], {}
     writer = FileStoreTable(path, schema, io).new_write(next_sequence)
-    entries = writer.write(data.select(schema.field_names), data.column(BUCKET), data.column(KIND))
+    entries = writer.write(data.select(schema.field_names), data.column(BUCKET), data.column(KIND), at)
+    if at is not None and schema.bucket_mode == BucketMode.HASH_DYNAMIC and update_index:
+        data = data.select(list(schema.partition_keys) + [BUCKET, HASH]).take(pa.array(at))
     # deletes keep their hashes, as in Paimon
     hashed = schema.bucket_mode == BucketMode.HASH_DYNAMIC and update_index
     return entries, _update_hash_index(path, schema, io, data, index_files or {}) if hashed else {}

@@ -230,14 +230,22 @@ class TableWrite:
         return self._next_seq
 
     def write(self, rows: pa.Table, buckets: int | Sequence[int] | np.ndarray | pa.Array | None = None,
-              row_kinds: Sequence[int] | np.ndarray | pa.Array | None = None) -> list[ManifestEntry]:
+              row_kinds: Sequence[int] | np.ndarray | pa.Array | None = None,
+              at: np.ndarray | None = None) -> list[ManifestEntry]:
         """Write rows; keys must be unique per bucket.
 
         `buckets`: one bucket for all rows or one per row. Left out on a fixed-bucket table, each
         row goes where Paimon puts it (hash of the bucket key); dynamic modes need it given.
+        `at`: write only the rows at these positions (buckets and row_kinds are per row of `rows`):
+        a writer's share of a batch, taken once, in file order, instead of copied out first.
         """
         rows = conform(rows, self.schema)
-        n = rows.num_rows
+        if at is not None:
+            if not isinstance(buckets, (int, np.integer)) and buckets is not None:
+                buckets = int_array(buckets, pa.int32()).take(pa.array(at))
+            if row_kinds is not None:
+                row_kinds = int_array(row_kinds, pa.int8()).take(pa.array(at))
+        n = rows.num_rows if at is None else len(at)
         if n == 0:
             return []
         fixed = self.schema.core.bucket
@@ -246,23 +254,30 @@ class TableWrite:
                 raise SchemaError(f"table {self.table.path} is in {self.schema.bucket_mode} mode: buckets must be "
                                   "assigned by the caller (the upsert engine does)")
             keys = self.schema.bucket_keys
-            hashes = key_hashes([rows.column(k) for k in keys], [self.schema.field(k).type for k in keys])
+            picked = rows.select(keys) if at is None else rows.select(keys).take(pa.array(at))
+            hashes = key_hashes([picked.column(k) for k in keys], [self.schema.field(k).type for k in keys])
             buckets = java_bucket(hashes, fixed)
         bucket_arr = (pa.array(np.full(n, buckets, dtype=np.int32)) if isinstance(buckets, (int, np.integer))
                       else int_array(buckets, pa.int32()))
         if fixed > 0 and pc.any(pc.greater_equal(bucket_arr, fixed)).as_py():
             raise SchemaError(f"bucket out of range for a table with bucket = {fixed}")
         kinds = pa.array(np.zeros(n, dtype=np.int8)) if row_kinds is None else int_array(row_kinds, pa.int8())
+        keys = self.schema.trimmed_primary_keys
+        # the columns that decide the order, of the rows written
+        ordering = rows.select(list(dict.fromkeys(list(self.schema.partition_keys) + keys)))
+        ordering = ordering if at is None else ordering.take(pa.array(at))
         # Group rows by (partition, bucket) through one integer: sorting on it (then the key) is far
         # cheaper than sorting on partition strings, and groups only need to be contiguous.
-        group = self._group_ids(rows, bucket_arr)
-        keys = self.schema.trimmed_primary_keys
-        tagged = rows.append_column(_BUCKET_COL, bucket_arr).append_column(VALUE_KIND, kinds)
-        tagged = tagged.append_column("__group", pa.array(group))
+        group = self._group_ids(ordering, bucket_arr)
         # Within a group, Paimon's key order (FLOAT/DOUBLE keys by Float.compare/Double.compare).
-        order = key_order.sort_indices(tagged, ["__group"] + list(keys))
-        sorted_group = group[order.to_numpy()]
-        tagged = tagged.take(order)
+        order = key_order.sort_indices(ordering.append_column("__group", pa.array(group)),
+                                       ["__group"] + list(keys)).to_numpy()
+        sorted_group = group[order]
+        # the rows taken once, in file order
+        tagged = rows.take(pa.array(order if at is None else np.asarray(at)[order]))
+        tagged = tagged.append_column(_BUCKET_COL, bucket_arr.take(pa.array(order)))
+        tagged = tagged.append_column(VALUE_KIND, kinds.take(pa.array(order)))
+        tagged = tagged.append_column("__group", pa.array(sorted_group))
         check_unique(tagged, keys, group="__group")
         offsets = np.concatenate([[0], np.flatnonzero(sorted_group[1:] != sorted_group[:-1]) + 1, [n]])
         # Each group's bucket, writer and first sequence number; then every row's KeyValue form

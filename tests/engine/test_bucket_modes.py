@@ -3,8 +3,9 @@ bucket with the partition inside the key (HASH index). pypaimon must be able to 
 what we wrote and land every key where we put it."""
 
 import pyarrow as pa
+import pytest
 
-from dbt_paimon.engine import upsert
+from dbt_paimon.engine import local, upsert
 from dbt_paimon.store.index import HashIndexFile, read_hash_index
 from dbt_paimon.store.key_hash import java_bucket, key_hashes
 from dbt_paimon.store.table import FileStoreTable
@@ -15,6 +16,16 @@ from .helpers import frame, live_places, pypaimon_rows, spark_rows
 from .model import UpsertModel, random_batches
 
 KEY = ["id", "dt"]
+
+
+@pytest.fixture(params=["distributed", "local", "local, writer threads"])
+def execution(request, monkeypatch):
+    """Both executors; the driver-local one also with its writer threads, each writing its share of
+    whole buckets out of the assigned rows (forced here: a small batch is written in one thread)."""
+    if request.param == "local, writer threads":
+        monkeypatch.setattr(local, "PARALLEL_WRITE_ROWS", 0)
+        return "local"
+    return request.param
 
 
 def _pypaimon_write(path, rows):
