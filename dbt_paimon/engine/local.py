@@ -6,8 +6,9 @@ dominate the upsert (see BENCHMARKS.md). When the batch and the table's key inde
 the same stage functions (tasks.py) run here on Arrow tables:
 
     live keys (thread pool over splits, or the key index) ─► assign (one assigner owning every bucket)
-    ─► write (thread pool over shares of whole buckets, taken by position; the key index's runs of the commit in one
-       more thread; a small batch in the driver's thread) ─► commit (upsert.py) ─► post-commit
+    ─► write (thread pool over shares of whole buckets, taken by position; the key index's runs
+       of the commit in one more thread; a small batch in the driver's thread) ─► commit
+       (upsert.py) ─► post-commit
        compaction (compaction.py, LOCAL: thread pool over buckets) ─► the key index names the
        runs (key_lookup.py)
 
