@@ -376,10 +376,3 @@ class GlobalIndexAssigner:
         for start, end in runs:  # one iteration per partition
             buckets[idx[order[start:end]]] = self.assigner.assign(parts[codes[order[start]]], end - start)
         return buckets
-        idx = np.flatnonzero(new)
-        codes, parts = group_codes(rows.select(self.partition_keys).take(pa.array(idx)), self.partition_keys)
-        # Rows arrive de-duplicated and sorted by key: a stable sort by partition keeps key order.
-        order, runs = group_runs(codes)
-        for start, end in runs:  # one iteration per partition
-            buckets[idx[order[start:end]]] = self.assigner.assign(parts[codes[order[start]]], end - start)
-        return buckets
