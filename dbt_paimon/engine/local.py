@@ -8,9 +8,8 @@ the same stage functions (tasks.py) run here on Arrow tables:
     live keys (thread pool over splits, or the key index) ─► assign (one assigner owning every bucket)
     ─► write (thread pool over shares of whole buckets, taken by position; the key index's runs
        of the commit in one more thread; a small batch in the driver's thread) ─► commit
-       (upsert.py) ─► post-commit
-       compaction (compaction.py, LOCAL: thread pool over buckets) ─► the key index names the
-       runs (key_lookup.py)
+       (upsert.py) ─► post-commit compaction (compaction.py, LOCAL: thread pool over buckets)
+       ─► the key index names the runs (key_lookup.py)
 
 The shuffles have nothing to do: one assigner sees every key, and each writer thread gets whole
 buckets. `execution="distributed"` forces the Spark job; a non-local master always runs it.

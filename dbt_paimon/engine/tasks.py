@@ -467,11 +467,12 @@ def write_rows(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, 
         return [], {}
     writer = FileStoreTable(path, schema, io).new_write(next_sequence)
     entries = writer.write(data.select(schema.field_names), data.column(BUCKET), data.column(KIND), at)
-    if at is not None and schema.bucket_mode == BucketMode.HASH_DYNAMIC and update_index:
-        data = data.select(list(schema.partition_keys) + [BUCKET, HASH]).take(pa.array(at))
     # deletes keep their hashes, as in Paimon
-    hashed = schema.bucket_mode == BucketMode.HASH_DYNAMIC and update_index
-    return entries, _update_hash_index(path, schema, io, data, index_files or {}) if hashed else {}
+    if schema.bucket_mode != BucketMode.HASH_DYNAMIC or not update_index:
+        return entries, {}
+    if at is not None:
+        data = data.select(list(schema.partition_keys) + [BUCKET, HASH]).take(pa.array(at))
+    return entries, _update_hash_index(path, schema, io, data, index_files or {})
 
 
 def _update_hash_index(path: str, schema: TableSchema, io: FileIO, data: pa.Table, index_files: dict) -> dict:

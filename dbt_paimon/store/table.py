@@ -240,11 +240,15 @@ class TableWrite:
         a writer's share of a batch, taken once, in file order, instead of copied out first.
         """
         rows = conform(rows, self.schema)
-        if at is not None:
-            if not isinstance(buckets, (int, np.integer)) and buckets is not None:
-                buckets = int_array(buckets, pa.int32()).take(pa.array(at))
+        positions = None if at is None else pa.array(at, pa.int64())
+
+        def share(table: pa.Table) -> pa.Table:  # the columns of the rows written
+            return table if positions is None else table.take(positions)
+        if positions is not None:
+            if buckets is not None and not isinstance(buckets, (int, np.integer)):
+                buckets = int_array(buckets, pa.int32()).take(positions)
             if row_kinds is not None:
-                row_kinds = int_array(row_kinds, pa.int8()).take(pa.array(at))
+                row_kinds = int_array(row_kinds, pa.int8()).take(positions)
         n = rows.num_rows if at is None else len(at)
         if n == 0:
             return []
@@ -254,7 +258,7 @@ class TableWrite:
                 raise SchemaError(f"table {self.table.path} is in {self.schema.bucket_mode} mode: buckets must be "
                                   "assigned by the caller (the upsert engine does)")
             keys = self.schema.bucket_keys
-            picked = rows.select(keys) if at is None else rows.select(keys).take(pa.array(at))
+            picked = share(rows.select(keys))
             hashes = key_hashes([picked.column(k) for k in keys], [self.schema.field(k).type for k in keys])
             buckets = java_bucket(hashes, fixed)
         bucket_arr = (pa.array(np.full(n, buckets, dtype=np.int32)) if isinstance(buckets, (int, np.integer))
@@ -264,8 +268,7 @@ class TableWrite:
         kinds = pa.array(np.zeros(n, dtype=np.int8)) if row_kinds is None else int_array(row_kinds, pa.int8())
         keys = self.schema.trimmed_primary_keys
         # the columns that decide the order, of the rows written
-        ordering = rows.select(list(dict.fromkeys(list(self.schema.partition_keys) + keys)))
-        ordering = ordering if at is None else ordering.take(pa.array(at))
+        ordering = share(rows.select(list(dict.fromkeys(list(self.schema.partition_keys) + keys))))
         # Group rows by (partition, bucket) through one integer: sorting on it (then the key) is far
         # cheaper than sorting on partition strings, and groups only need to be contiguous.
         group = self._group_ids(ordering, bucket_arr)
