@@ -8,14 +8,14 @@ A cross-partition table (KEY_DYNAMIC) has no writer stage: its assigners write t
 assign (tasks.assign_write_task), one shuffle in all; `sink.parallelism` asks for writers of their
 own. A cross-partition table with a key index (store/key_index.py) bootstraps from it instead of
 the bootstrap tasks: the driver catches the index up to the job's snapshot; one stage over the
-batch looks its keys up and sends rows and found keys to their assigners packed
-(key_lookup.route_task), replacing the bootstrap tasks, the Bloom-filter pass over the batch and
-the row-by-row shuffle; each bucket's count comes from the index, and each assigner writes its
-keys' share of the commit's record in the index (runs the driver then names in it; it holds each
-of its keys' old and new places).
+batch sends its rows to their assigners packed (key_lookup.route_task), replacing the bootstrap
+tasks, the Bloom-filter pass over the batch and the row-by-row shuffle; each assigner looks its
+keys up in the index (key_lookup.JobLookup), each bucket's count comes from the index, and each
+assigner writes its keys' share of the commit's record in the index (runs the driver then names
+in it; it holds each of its keys' old and new places).
 
-    the batch ─► route (look up its keys, pack per assigner) ─┐
-    bucket counts (driver, packed) ───────────────────────────┴─ shuffle by TO ─► assign and write
+    the batch ─► route (pack per assigner) ───┐
+    bucket counts (driver, packed) ───────────┴─ shuffle by TO ─► look up, assign and write
 
 The driver only plans (reads manifests), collects the small per-task results (manifest entries and
 counts) and commits (upsert.py). Every stage runs the functions of tasks.py; the rows between
@@ -165,8 +165,8 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         # The bootstrap from the key index: built first by a Spark job when the table has none
         # (index_build.py: the table's keys never reach the driver), else caught up by the driver
         # to this snapshot; the tasks look their batch keys up in it. No pass over the batch for a
-        # Bloom filter, no read of the table's keys; each assigner writes its keys' share of
-        # the index's record, the driver adds the runs' names and the counts.
+        # Bloom filter, no read of the table's keys; each assigner looks its keys up and writes
+        # its keys' share of the index's record, the driver adds the runs' names and the counts.
         started = time.perf_counter()
         lookup = KeyLookup(table, plan, stage)
         lookup.refresh(lambda at: index_build.build(spark, table, at, bootstrap_tasks))
@@ -194,17 +194,17 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
                         else F.hash(*[F.col(f"`{k}`") for k in schema.primary_keys]))
     routed = None  # rows routed by Paimon's key hash (and the live keys found), packed per assigner
     if keyed:  # with splits, the lookup above is set
-        # One pass over the batch: each task looks its rows' keys up in the index and sends rows
-        # and found keys, packed, to their assigners (key_lookup.route_task); the bucket counts
-        # go to their owners (b % assigners) packed by the driver. A new table's first load is
+        # One pass over the batch: each task sends its rows, packed, to their assigners
+        # (key_lookup.route_task), who look their keys up (JobLookup: in parallel, whatever the
+        # batch's partitions: a batch read from one file is one partition); the bucket counts go
+        # to their owners (b % assigners) packed by the driver. A new table's first load is
         # routed the same way, by Paimon's key hash, with nothing to look up: its assigners open
         # the buckets of the keys that reach them in the next runs too (tasks.assign_write_task).
-        # A task that looks keys up maps the index runs it touches: few, big tasks, which stream
-        # their rows in chunks (coalesce never adds partitions; asking costs a round of planning)
+        # Few, big tasks, which stream their rows in chunks (coalesce never adds partitions;
+        # asking costs a round of planning)
         source = batch.coalesce(parallelism) if lookup is not None else batch
-        routed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage,
-                                                        lookup.state if lookup is not None else None,
-                                                        dict(key_lookup.INDEX_TUNING), routes),
+        routed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage, dict(key_lookup.INDEX_TUNING),
+                                                        routes),
                                   struct_of(PACKED))
         if lookup is not None:
             counts = conform(lookup.counts(), stage.routed(True))
@@ -243,12 +243,13 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
         to_assigners = rows.repartition(num_assigners, F.col(ROUTE))
     recording = commit.write if commit is not None else None  # each assigner's share of the index's record
+    looking_up = lookup.job_lookup().live_keys if lookup is not None else None  # each assigner's keys
     if schema.bucket_mode == BucketMode.KEY_DYNAMIC and not settings.sink_parallelism:
         # a cross-partition table's assigners write their rows themselves (tasks.assign_write_task):
         # one stage and one shuffle less; sink.parallelism asks for writers of their own
         written = to_assigners.mapInArrow(
             tasks.assign_write_task(stage, num_assigners, counted, table.path, table.io, next_sequence,
-                                    packed=routed is not None, record=recording),
+                                    packed=routed is not None, record=recording, lookup=looking_up),
             struct_of(PAYLOAD))
     else:
         # the assigners send each writer its buckets' rows packed (PACKED): whole buckets per
@@ -256,7 +257,7 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         to_writers = _routes(num_writers)
         assigned = to_assigners.mapInArrow(
             tasks.assign_task(stage, num_assigners, counted, to_writers, packed=routed is not None,
-                              record=recording),
+                              record=recording, lookup=looking_up),
             struct_of(PACKED))
         written = assigned.repartition(num_writers, F.col(TO)).mapInArrow(
             tasks.write_task(table.path, schema, table.io, next_sequence, index_files, packed=True),

@@ -9,9 +9,10 @@ commit's record in it.
 Used when the table is cross-partition (KEY_DYNAMIC), the key can be indexed and the run has no
 sequence_by (the index does not keep stored sequence values). Driver-local, the driver looks the
 batch up (KeyLookup.bootstrap) and one thread writes the runs while others write the data files;
-on Spark, the driver catches the index up, the batch's tasks look keys up (route_task) and each
-assigner writes its keys' share of the runs. The runs of a commit that did not happen are orphans
-clean() sweeps; a failure to record a commit is logged and costs a catch-up, never a wrong answer.
+on Spark, the driver catches the index up, the batch's tasks send its rows to their assigners
+(route_task), and each assigner looks its keys up (JobLookup) and writes their share of the runs
+(JobCommit). The runs of a commit that did not happen are orphans clean() sweeps; a failure to
+record a commit is logged and costs a catch-up, never a wrong answer.
 """
 
 from __future__ import annotations
@@ -73,15 +74,19 @@ class KeyLookup:
         return conform(counts, self.stage.live_key(True))
 
     def refresh(self, build=None) -> None:
-        """For the Spark job, which looks keys up in its tasks (route_task): the index caught up to
-        the job's snapshot, in the driver; built (when missing, outgrown or unreadable) by `build`
-        (index_build's Spark job: the driver never reads the table's keys)."""
+        """For the Spark job, whose assigners look their keys up (JobLookup): the index caught up
+        to the job's snapshot, in the driver; built (when missing, outgrown or unreadable) by
+        `build` (index_build's Spark job: the driver never reads the table's keys)."""
         self.state = self.index.refresh(self.plan, build)
 
     def stats(self) -> dict:
         """What the refresh did (built, buckets read again or added to) and the keys found."""
         found = self.located.num_rows if self.located is not None else 0
         return {**(self.state.stats if self.state else {}), "keys_found": found}
+
+    def job_lookup(self) -> "JobLookup":
+        """What looks the batch's keys up in a Spark job's assigners, in the state refreshed here."""
+        return JobLookup(self.table.path, self.table.io, self.stage, self.state, dict(INDEX_TUNING))
 
     def job_commit(self) -> "JobCommit":
         """What writes the job's share of the commit's record in the index before the
@@ -111,6 +116,33 @@ class KeyLookup:
             metas = scan.manifest_lists.read(snapshot.delta_manifest_list)
             compacted.append([e for m in metas for e in scan.manifests.read(m.file_name, m.file_size)])
         return compacted
+
+# Keys an assigner looks up at a time: a lookup's own arrays (hashes, their order, the candidates
+# found) stay a fraction of the share the assigner holds anyway
+LOOKUP_ROWS = 1 << 19
+
+
+@dataclass(frozen=True)
+class JobLookup:
+    """What looks a Spark job's batch keys up in the key index (pickled into each assigner task,
+    beside JobCommit and the same state): an assigner gets every batch row of its keys, so it
+    finds their live places itself, in parallel with the others, instead of the task that reads
+    the batch, which holds all of a one-partition batch (a single file's rows) on one core."""
+
+    path: str
+    io: object
+    stage: StageRows
+    state: IndexState  # caught up to the job's snapshot by the driver (KeyLookup.refresh)
+    tuning: dict
+
+    def live_keys(self, batch: pa.Table) -> pa.Table:
+        """The live-key rows (stage.live_key(True): where the table has each key of `batch`)."""
+        index = KeyIndex(self.io, self.path, self.stage.schema, **self.tuning)
+        keys = batch.select(index.keys)
+        found = [index.lookup(self.state, keys.slice(at, LOOKUP_ROWS))
+                 for at in range(0, max(keys.num_rows, 1), LOOKUP_ROWS)]
+        return live_rows(pa.concat_tables(found), self.stage)
+
 
 @dataclass(frozen=True)
 class JobCommit:
@@ -182,36 +214,25 @@ def live_rows(located: pa.Table, stage: StageRows) -> pa.Table:
     return conform(live, stage.live_key(True))
 
 
-ROUTE_ROWS = 1 << 17  # batch rows looked up and packed at a time by a route task
+ROUTE_ROWS = 1 << 17  # batch rows hashed and packed at a time by a route task
 
 
-def route_task(path: str, io, stage: StageRows, state: IndexState | None, tuning: dict, assigner_routes: list[int],
+def route_task(path: str, io, stage: StageRows, tuning: dict, assigner_routes: list[int],
                chunk_rows: int = ROUTE_ROWS):
-    """Spark task over the batch (the key-index bootstrap): its rows and the live keys the index
-    has for them, packed per assigner (tasks.pack_to; a key's assigner: tasks.assigner_of), so
-    that the batch is read once and crosses the shuffle to the assigners in a few large values.
-    Looks up chunk_rows keys at a time: a task holds that many rows, whatever its share.
-    state None: a new table's first load, rows only (routed by the key hash all the same, so that
-    the buckets its assigners open are owned by the assigners of their keys in the next runs)."""
-    # batch rows and live keys travel in streams of their own columns (tasks.unpack unites them):
-    # in the routed layout, each would carry the other's columns as nulls (~23% of W2's bytes)
-    routed = stage.routed(True)
-    batch_layout = pa.schema(list(stage.batch()) + [routed.field(SOURCE)])
-    live_layout = pa.schema([routed.field(f.name) for f in stage.live_key(False)])
-    keys = list(stage.schema.primary_keys)
-
-    def pack(rows: pa.Table, hashes: np.ndarray):
-        yield from tasks.pack_to(rows, tasks.assigner_of(hashes, len(assigner_routes)), assigner_routes)
+    """Spark task over the batch (a cross-partition table's job with the key index): its rows
+    packed per assigner (tasks.pack_to), a key's assigner being its Paimon key hash mod the
+    assigners (tasks.assigner_of), so that the batch is read once and crosses the shuffle in a few
+    large values. Hashes and packs chunk_rows rows at a time: a task holds that many rows,
+    whatever its share. The assigners look their keys up (JobLookup); a new table's first load is
+    routed the same way, so that the buckets its assigners open are owned by the assigners of
+    their keys in the next runs."""
+    batch_layout = pa.schema(list(stage.batch()) + [stage.routed(True).field(SOURCE)])
 
     def route(index: KeyIndex, rows: pa.Table):
-        # each key hashed once (~0.09 s per 1M keys): for its assigner, for the lookup, and a live
-        # key's assigner is its index entry's hash
         hashes = index.hashes(rows)
         rows = rows.append_column(SOURCE, pa.array(np.full(rows.num_rows, Source.BATCH, np.int8)))
-        yield from pack(conform(rows, batch_layout), hashes)
-        if state is not None:
-            located = index.lookup(state, rows.select(keys), hashes, with_hash=True)
-            yield from pack(conform(live_rows(located, stage), live_layout), located.column(ki.H).to_numpy())
+        yield from tasks.pack_to(conform(rows, batch_layout), tasks.assigner_of(hashes, len(assigner_routes)),
+                                 assigner_routes)
 
     def run(batches):
         index = KeyIndex(io, path, stage.schema, **tuning)

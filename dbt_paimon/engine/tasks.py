@@ -276,7 +276,7 @@ PACKED_COMPRESSION = pa.ipc.IpcWriteOptions(compression="zstd")
 
 
 def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_routes: Sequence[int],
-                packed: bool = False, record=None):
+                packed: bool = False, record=None, lookup=None):
     """One assigner per Spark partition of the shuffle by ROUTE: its id is the partition id.
     counted: the bootstrap was filtered by the batch's keys and sends bucket counts.
     writer_routes: per writer, the value of TO the shuffle to the writers sends to it; the
@@ -284,11 +284,13 @@ def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_rout
     packed: the routed rows come as PACKED (the key-index bootstrap: route_task), else as rows.
     record: a picklable callable (key_lookup.JobCommit.write) of (assigned rows, which of them are
     updates in place): the assigner holds each of its keys' old and new places, so it writes their
-    share of the key index's record of the commit; what it returns goes to the first writer (RECORD)."""
+    share of the key index's record of the commit; what it returns goes to the first writer (RECORD).
+    lookup: a picklable callable (key_lookup.JobLookup.live_keys) of the batch rows, their live-key
+    rows: the assigner looks its keys up in the key index (else the live keys come routed)."""
     layout = stage.assigned()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        result = _assigned_share(stage, num_assigners, counted, list(batches), packed)
+        result = _assigned_share(stage, num_assigners, counted, list(batches), packed, lookup)
         if result is None:
             return
         rows = pa.concat_tables([conform(result.rows, layout), conform(summary_rows(result.counts), layout)])
@@ -299,7 +301,7 @@ def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_rout
 
 
 def assign_write_task(stage: StageRows, num_assigners: int, counted: bool, path: str, io: FileIO,
-                      next_sequence: dict, packed: bool = False, record=None):
+                      next_sequence: dict, packed: bool = False, record=None, lookup=None):
     """assign_task and write_task in one task, for a cross-partition table (KEY_DYNAMIC): the
     assigner writes the rows it assigned itself, and returns write_task's PAYLOAD row. No second
     shuffle. A key's rows all reach one assigner, so two assigners that write one bucket in a
@@ -315,7 +317,7 @@ def assign_write_task(stage: StageRows, num_assigners: int, counted: bool, path:
     before it raises the error. (A failed task would fail the job while others still write.)"""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
-            result = _assigned_share(stage, num_assigners, counted, list(batches), packed)
+            result = _assigned_share(stage, num_assigners, counted, list(batches), packed, lookup)
         except PaimonError as e:
             yield payload(Refused(e))
             return
@@ -336,18 +338,18 @@ class Refused:
 
 
 def _assigned_share(stage: StageRows, num_assigners: int, counted: bool, batches: list[pa.RecordBatch],
-                    packed: bool) -> AssignResult | None:
+                    packed: bool, lookup=None) -> AssignResult | None:
     """The assign stage of one assigner (its id: the task's partition id) over its input batches:
-    its result, None when it got no rows."""
+    its result, None when it got no rows. lookup: see assign_task."""
     assign_id, _ = _task_id()
     routed = _rows_of(batches, packed)
     if routed is None or routed.num_rows == 0:
         return None
-    if packed:  # the kinds of rows came in streams of their own columns (route_task)
+    if packed:  # the kinds of rows came in streams of their own columns (route_task, the driver's counts)
         routed = conform(routed, stage.routed(True))
-    return assign(stage, num_assigners, assign_id,
-                  batch=conform(of_source(routed, Source.BATCH), stage.batch()),
-                  live=of_source(routed, Source.TABLE),
+    batch = conform(of_source(routed, Source.BATCH), stage.batch())
+    return assign(stage, num_assigners, assign_id, batch=batch,
+                  live=lookup(batch) if lookup is not None else of_source(routed, Source.TABLE),
                   counts=of_source(routed, Source.COUNT) if counted else None,
                   index=of_source(routed, Source.INDEX) if stage.hashed else None)
 

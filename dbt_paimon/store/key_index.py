@@ -610,11 +610,10 @@ class KeyIndex:
 
     # ---- lookup ---------------------------------------------------------------------------------
 
-    def lookup(self, state: IndexState, keys: pa.Table, hashes: np.ndarray | None = None,
-               with_hash: bool = False) -> pa.Table:
+    def lookup(self, state: IndexState, keys: pa.Table, hashes: np.ndarray | None = None) -> pa.Table:
         """Where each of `keys` (a table with the key columns) lives: one row per live key, the key
-        columns, the partition fields, P (partition bytes) and BUCKET; with_hash, its H too. Keys
-        not live are absent. hashes: the keys' hashes (self.hashes), when the caller has them."""
+        columns, the partition fields, P (partition bytes) and BUCKET. Keys not live are absent.
+        hashes: the keys' hashes (self.hashes), when the caller has them."""
         # in the index's key types (a batch may carry finer timestamps than a TIMESTAMP(3) key: the
         # table keeps what its type holds, so that is what to look up, and to hash)
         keys = keys.select(self.keys)
@@ -622,7 +621,7 @@ class KeyIndex:
         if keys.schema.types != types.types:
             keys, hashes = keys.cast(types, safe=False), None
         if keys.num_rows == 0 or not any(state.runs):
-            return self._located(self.entry_schema.empty_table(), with_hash)
+            return self._located(self.entry_schema.empty_table())
         hashes = self.hashes(keys) if hashes is None else hashes
         order = stable_argsort(hashes)
         sorted_hashes = hashes[order]
@@ -636,12 +635,12 @@ class KeyIndex:
                 for s in touched for seq, name in state.runs[s]]
         found = [t for t in self._candidates(runs) if t.num_rows]
         if not found:
-            return self._located(self.entry_schema.empty_table(), with_hash)
+            return self._located(self.entry_schema.empty_table())
         cand = pa.concat_tables(found)
         if not distinct_hashes:
             distinct = keys.group_by(self.keys, use_threads=False).aggregate([])
             cand = cand.join(distinct, self.keys, join_type="inner", use_threads=False)
-            return self._located(self._newest_valid(state, cand), with_hash)
+            return self._located(self._newest_valid(state, cand))
         # A candidate shares its hash with exactly one batch key: compare the keys in place (a hash
         # match is not a key match) instead of joining, and when no key has two candidates (one
         # entry each: every key's newest), skip the newest-per-key sort
@@ -654,9 +653,9 @@ class KeyIndex:
         cand = cand.filter(mask)
         rows = rows[mask.to_numpy(zero_copy_only=False)]
         if len(rows) and np.bincount(rows).max() > 1:  # a key with two candidates
-            return self._located(self._newest_valid(state, cand), with_hash)
+            return self._located(self._newest_valid(state, cand))
         valid = self._valid(state, cand)
-        return self._located(valid.filter(valid.column(LIVE)), with_hash)
+        return self._located(valid.filter(valid.column(LIVE)))
 
     def _valid(self, state: IndexState, entries: pa.Table, new_gen: int | None = None) -> pa.Table:
         """The entries whose (partition, bucket) still has the generation they were written at;
@@ -685,8 +684,8 @@ class KeyIndex:
         picked = entries.take(np.sort(first.column("_i_min").to_numpy()))
         return picked.filter(picked.column(LIVE))
 
-    def _located(self, entries: pa.Table, with_hash: bool = False) -> pa.Table:
-        cols = self.keys + self.parts_only + [P, BUCKET] + ([H] if with_hash else [])
+    def _located(self, entries: pa.Table) -> pa.Table:
+        cols = self.keys + self.parts_only + [P, BUCKET]
         if entries.num_rows == 0:
             return self.entry_schema.empty_table().select(cols)
         return entries.select(cols)

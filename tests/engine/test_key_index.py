@@ -9,6 +9,7 @@ rollbacks and expirations, and after damage to the index's own files.
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import time
 
@@ -640,46 +641,57 @@ def test_fixed_width_keys_ride_in_the_location_column(spark, table_path, kind, o
     found = index.lookup(state, keys)
     got = {tuple(r[k] for k in names): ((r["dt"],), r["_bucket"]) for r in found.to_pylist()}
     assert got == want
-    # given the keys' hashes (a route task has them), the same answer; with_hash, each key's H
-    hashed = index.lookup(state, keys, index.hashes(keys), with_hash=True)
-    assert hashed.drop_columns([ki.H]).equals(found)
-    assert hashed.column(ki.H).to_pylist() == index.hashes(hashed).tolist()
+    # given the keys' hashes (a caller that has them), the same answer
+    assert index.lookup(state, keys, index.hashes(keys)).equals(found)
     if raw.schema.types != keys.schema.types:  # keys cast to the index's types are hashed again
         assert index.lookup(state, raw, index.hashes(raw) * 0).equals(found)
     assert max(live_places(table_path).values()) == 1
 
 
-def test_a_route_task_sends_each_batch_row_and_its_live_key_to_one_assigner(spark, table_path):
-    """The Spark job's first stage over the batch (key_lookup.route_task), run on Arrow batches of a
-    real table's index in chunks of a few rows: every batch row leaves once, packed for one of the
-    assigners; each key the index has goes, as a live-key row saying where it lives, to the same
-    assigner as its batch row; no other key does."""
-    from dbt_paimon.assign.rows import BUCKET, SOURCE, TO, Source, StageRows
+def test_a_route_task_sends_each_batch_row_once_to_the_assigner_of_its_key(spark, table_path):
+    """The Spark job's first stage over the batch (key_lookup.route_task), run on Arrow batches in
+    chunks of a few rows: every batch row leaves once, packed for the assigner its Paimon key hash
+    names (hash mod the assigners, as tasks.assigner_of), with its values as they came."""
+    from dbt_paimon.assign.rows import SOURCE, TO, Source, StageRows
     from dbt_paimon.engine import tasks
 
-    rng = random.Random(11)
+    _upsert(spark, table_path, _rows(random.Random(11), range(30)))
+    table = FileStoreTable.open(table_path)
+    stage = StageRows(table.schema)
+    index = KeyIndex(table.io, table.path, table.schema, **TUNING)
+    batch = pa.table({"id": pa.array(range(20, 60), pa.int64()), "dt": ["z"] * 40, "v": [f"n{i}" for i in range(40)]})
+    routes = [11, 22, 33]
+    task = key_lookup.route_task(table.path, table.io, stage, TUNING, routes, chunk_rows=7)
+    packed = list(task(iter(batch.to_batches(max_chunksize=3))))
+    assert len(packed) > len(routes)  # chunks of 7 rows: several packed values per assigner
+    got = {}
+    for b in packed:
+        route = b.column(TO)[0].as_py()
+        for r in tasks.unpack([b]).to_pylist():
+            assert r[SOURCE] == Source.BATCH
+            got.setdefault(r["id"], []).append((route, r["dt"], r["v"]))
+    assigner = tasks.assigner_of(index.hashes(batch), len(routes))
+    assert got == {k: [(routes[a], "z", f"n{i}")] for i, (k, a) in enumerate(zip(range(20, 60), assigner))}
+
+
+@pytest.mark.parametrize("lookup_rows", [1 << 19, 4])
+def test_an_assigner_finds_where_each_of_its_keys_lives(spark, table_path, monkeypatch, lookup_rows):
+    """What a Spark job's assigner looks up (key_lookup.JobLookup, pickled into the task): for its
+    batch rows, a live-key row per key the table has, saying where it lives, and none for a key
+    the table does not have; the same looked up a few keys at a time."""
+    from dbt_paimon.assign.rows import BUCKET, SOURCE, Source, StageRows
+
+    monkeypatch.setattr(key_lookup, "LOOKUP_ROWS", lookup_rows)
+    rng = random.Random(12)
     _upsert(spark, table_path, _rows(rng, range(30)))
     _upsert(spark, table_path, _rows(rng, range(10, 40), tag="b"))
     table = FileStoreTable.open(table_path)
     stage = StageRows(table.schema)
     state = KeyIndex(table.io, table.path, table.schema, **TUNING).refresh(table.plan())
+    job = key_lookup.JobLookup(table.path, table.io, stage, state, TUNING)
     batch = pa.table({"id": pa.array(range(20, 60), pa.int64()), "dt": ["z"] * 40, "v": [f"n{i}" for i in range(40)]})
-    routes = [11, 22, 33]
-    task = key_lookup.route_task(table.path, table.io, stage, state, TUNING, routes, chunk_rows=7)
-    packed = list(task(iter(batch.to_batches(max_chunksize=3))))
-    by_route = {}
-    for b in packed:
-        by_route.setdefault(b.column(TO)[0].as_py(), []).append(b)
-    assert set(by_route) <= set(routes) and len(by_route) > 1
-    where = {}
-    for route, batches in by_route.items():
-        rows = tasks.unpack(batches)
-        for r in rows.to_pylist():
-            where.setdefault((r["id"], r[SOURCE]), []).append((route, r["dt"], r[BUCKET]))
-    assert sorted(k for k, s in where if s == Source.BATCH) == list(range(20, 60))
-    assert all(len(v) == 1 for v in where.values())
-    live = truth(table_path)
-    assert sorted(k for k, s in where if s == Source.TABLE) == sorted(k for k in live if k >= 20)
-    for (k, s), [(route, dt, bucket)] in where.items():
-        if s == Source.TABLE:
-            assert route == where[(k, Source.BATCH)][0][0] and ((dt,), bucket) == live[k]
+    live = pickle.loads(pickle.dumps(job)).live_keys(batch)
+    assert live.schema == stage.live_key(True)
+    assert set(live.column(SOURCE).to_pylist()) == {Source.TABLE}
+    want = {k: v for k, v in truth(table_path).items() if k >= 20}
+    assert {r["id"]: ((r["dt"],), r[BUCKET]) for r in live.to_pylist()} == want and live.num_rows == len(want)
