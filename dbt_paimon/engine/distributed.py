@@ -10,12 +10,11 @@ own. A cross-partition table with a key index (store/key_index.py) bootstraps fr
 the bootstrap tasks: the driver catches the index up to the job's snapshot; one stage over the
 batch sends its rows to their assigners packed (key_lookup.route_task), replacing the bootstrap
 tasks, the Bloom-filter pass over the batch and the row-by-row shuffle; each assigner looks its
-keys up in the index (key_lookup.JobLookup), each bucket's count comes from the index, and each
+keys up in the index and counts its buckets' keys from it (key_lookup.JobLookup), and each
 assigner writes its keys' share of the commit's record in the index (runs the driver then names
 in it; it holds each of its keys' old and new places).
 
-    the batch ─► route (pack per assigner) ───┐
-    bucket counts (driver, packed) ───────────┴─ shuffle by TO ─► look up, assign and write
+    the batch ─► route (pack per assigner) ─► shuffle by TO ─► look up, count, assign and write
 
 The driver only plans (reads manifests), collects the small per-task results (manifest entries and
 counts) and commits (upsert.py). Every stage runs the functions of tasks.py; the rows between
@@ -28,12 +27,11 @@ import pickle
 import time
 
 import numpy as np
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
-from ..assign.rows import BUCKET, DIGEST, HASH, PACKED, PAYLOAD, ROUTE, SOURCE, TO, Source, StageRows, conform
+from ..assign.rows import BUCKET, DIGEST, HASH, PACKED, PAYLOAD, ROUTE, SOURCE, TO, Source, StageRows
 from ..store import key_hash, key_index
 from ..store.options import BucketMode
 from ..store.schema import TableSchema
@@ -196,8 +194,8 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
     if keyed:  # with splits, the lookup above is set
         # One pass over the batch: each task sends its rows, packed, to their assigners
         # (key_lookup.route_task), who look their keys up (JobLookup: in parallel, whatever the
-        # batch's partitions: a batch read from one file is one partition); the bucket counts go
-        # to their owners (b % assigners) packed by the driver. A new table's first load is
+        # batch's partitions: a batch read from one file is one partition) and take the counts of
+        # the buckets they own (b % assigners) from the index's state. A new table's first load is
         # routed the same way, by Paimon's key hash, with nothing to look up: its assigners open
         # the buckets of the keys that reach them in the next runs too (tasks.assign_write_task).
         # Few, big tasks, which stream their rows in chunks (coalesce never adds partitions;
@@ -206,13 +204,6 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         routed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage, dict(key_lookup.INDEX_TUNING),
                                                         routes),
                                   struct_of(PACKED))
-        if lookup is not None:
-            counts = conform(lookup.counts(), stage.routed(True))
-            owners = np.asarray(counts.column(BUCKET).to_numpy(zero_copy_only=False), dtype=np.int64) % num_assigners
-            packed_counts = list(tasks.pack_to(counts, owners, routes))
-            if packed_counts:
-                routed = routed.unionByName(spark.createDataFrame(pa.Table.from_batches(packed_counts),
-                                                                  schema=struct_of(PACKED)))
     else:
         rows = rows.withColumn(ROUTE, route_of_row)
         if splits:
@@ -243,7 +234,7 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
         to_assigners = rows.repartition(num_assigners, F.col(ROUTE))
     recording = commit.write if commit is not None else None  # each assigner's share of the index's record
-    looking_up = lookup.job_lookup().live_keys if lookup is not None else None  # each assigner's keys
+    looking_up = lookup.job_lookup() if lookup is not None else None  # each assigner's keys and counts
     if schema.bucket_mode == BucketMode.KEY_DYNAMIC and not settings.sink_parallelism:
         # a cross-partition table's assigners write their rows themselves (tasks.assign_write_task):
         # one stage and one shuffle less; sink.parallelism asks for writers of their own

@@ -68,10 +68,7 @@ class KeyLookup:
 
     def counts(self) -> pa.Table:
         """Each bucket's live keys, as the bootstrap's count rows (stage.live_key(True))."""
-        counts = self.index.bucket_counts(self.state).rename_columns(
-            list(self.stage.schema.partition_keys) + [BUCKET, COUNT])
-        counts = counts.append_column(SOURCE, pa.array(np.full(counts.num_rows, Source.COUNT, np.int8)))
-        return conform(counts, self.stage.live_key(True))
+        return count_rows(self.index, self.state, self.stage)
 
     def refresh(self, build=None) -> None:
         """For the Spark job, whose assigners look their keys up (JobLookup): the index caught up
@@ -124,10 +121,11 @@ LOOKUP_ROWS = 1 << 19
 
 @dataclass(frozen=True)
 class JobLookup:
-    """What looks a Spark job's batch keys up in the key index (pickled into each assigner task,
-    beside JobCommit and the same state): an assigner gets every batch row of its keys, so it
-    finds their live places itself, in parallel with the others, instead of the task that reads
-    the batch, which holds all of a one-partition batch (a single file's rows) on one core."""
+    """What a Spark job's assigner asks the key index (pickled into each assigner task, beside
+    JobCommit and the same state): an assigner gets every batch row of its keys, so it finds their
+    live places itself, in parallel with the others, instead of the task that reads the batch,
+    which holds all of a one-partition batch (a single file's rows) on one core; and the counts
+    of the buckets it owns, which the state holds."""
 
     path: str
     io: object
@@ -142,6 +140,14 @@ class JobLookup:
         found = [index.lookup(self.state, keys.slice(at, LOOKUP_ROWS))
                  for at in range(0, max(keys.num_rows, 1), LOOKUP_ROWS)]
         return live_rows(pa.concat_tables(found), self.stage)
+
+    def counts(self, assigner: int, assigners: int) -> pa.Table:
+        """The live keys of each bucket the assigner owns (b % assigners == its id), as count rows
+        (stage.live_key(True)): from the state the task has, not sent through the shuffle."""
+        index = KeyIndex(self.io, self.path, self.stage.schema, **self.tuning)
+        counts = count_rows(index, self.state, self.stage)
+        buckets = counts.column(BUCKET).to_numpy(zero_copy_only=False).astype(np.int64)
+        return counts.filter(pa.array(buckets % assigners == assigner))
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,13 @@ def _with_partition_bytes(index: KeyIndex, stage: StageRows, rows: pa.Table) -> 
     codes, groups = group_codes(cast, parts)
     serialized = [binary_row.serialize(list(values), types) for values in groups]  # per partition, not per row
     return cast.append_column(ki.P, pa.array(serialized, pa.binary()).take(pa.array(codes)))
+
+
+def count_rows(index: KeyIndex, state: IndexState, stage: StageRows) -> pa.Table:
+    """Each bucket's live keys in `state`, as the bootstrap's count rows (stage.live_key(True))."""
+    counts = index.bucket_counts(state).rename_columns(list(stage.schema.partition_keys) + [BUCKET, COUNT])
+    counts = counts.append_column(SOURCE, pa.array(np.full(counts.num_rows, Source.COUNT, np.int8)))
+    return conform(counts, stage.live_key(True))
 
 
 def live_rows(located: pa.Table, stage: StageRows) -> pa.Table:

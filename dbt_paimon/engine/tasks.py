@@ -285,8 +285,8 @@ def assign_task(stage: StageRows, num_assigners: int, counted: bool, writer_rout
     record: a picklable callable (key_lookup.JobCommit.write) of (assigned rows, which of them are
     updates in place): the assigner holds each of its keys' old and new places, so it writes their
     share of the key index's record of the commit; what it returns goes to the first writer (RECORD).
-    lookup: a picklable callable (key_lookup.JobLookup.live_keys) of the batch rows, their live-key
-    rows: the assigner looks its keys up in the key index (else the live keys come routed)."""
+    lookup: a key_lookup.JobLookup: the assigner looks its keys up in the key index and takes its
+    buckets' counts from it (else the live keys and counts come routed)."""
     layout = stage.assigned()
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -345,12 +345,16 @@ def _assigned_share(stage: StageRows, num_assigners: int, counted: bool, batches
     routed = _rows_of(batches, packed)
     if routed is None or routed.num_rows == 0:
         return None
-    if packed:  # the kinds of rows came in streams of their own columns (route_task, the driver's counts)
+    if packed:  # packed rows carry only their kind's columns (route_task: batch rows)
         routed = conform(routed, stage.routed(True))
     batch = conform(of_source(routed, Source.BATCH), stage.batch())
-    return assign(stage, num_assigners, assign_id, batch=batch,
-                  live=lookup(batch) if lookup is not None else of_source(routed, Source.TABLE),
-                  counts=of_source(routed, Source.COUNT) if counted else None,
+    if lookup is not None:
+        live = lookup.live_keys(batch)
+        counts = lookup.counts(assign_id, num_assigners) if counted else None
+    else:
+        live = of_source(routed, Source.TABLE)
+        counts = of_source(routed, Source.COUNT) if counted else None
+    return assign(stage, num_assigners, assign_id, batch=batch, live=live, counts=counts,
                   index=of_source(routed, Source.INDEX) if stage.hashed else None)
 
 

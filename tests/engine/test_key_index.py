@@ -678,8 +678,11 @@ def test_a_route_task_sends_each_batch_row_once_to_the_assigner_of_its_key(spark
 def test_an_assigner_finds_where_each_of_its_keys_lives(spark, table_path, monkeypatch, lookup_rows):
     """What a Spark job's assigner looks up (key_lookup.JobLookup, pickled into the task): for its
     batch rows, a live-key row per key the table has, saying where it lives, and none for a key
-    the table does not have; the same looked up a few keys at a time."""
-    from dbt_paimon.assign.rows import BUCKET, SOURCE, Source, StageRows
+    the table does not have; the same looked up a few keys at a time. And the live keys of each
+    bucket it owns (b % assigners == its id), counted from the same state."""
+    from collections import Counter
+
+    from dbt_paimon.assign.rows import BUCKET, COUNT, SOURCE, Source, StageRows
 
     monkeypatch.setattr(key_lookup, "LOOKUP_ROWS", lookup_rows)
     rng = random.Random(12)
@@ -695,3 +698,11 @@ def test_an_assigner_finds_where_each_of_its_keys_lives(spark, table_path, monke
     assert set(live.column(SOURCE).to_pylist()) == {Source.TABLE}
     want = {k: v for k, v in truth(table_path).items() if k >= 20}
     assert {r["id"]: ((r["dt"],), r[BUCKET]) for r in live.to_pylist()} == want and live.num_rows == len(want)
+    per_bucket = Counter(truth(table_path).values())
+    counted = {}
+    for assigner in range(3):
+        counts = job.counts(assigner, 3)
+        assert counts.schema == stage.live_key(True) and set(counts.column(SOURCE).to_pylist()) <= {Source.COUNT}
+        assert all(r[BUCKET] % 3 == assigner for r in counts.to_pylist())
+        counted.update({((r["dt"],), r[BUCKET]): r[COUNT] for r in counts.to_pylist()})
+    assert counted == dict(per_bucket) and len(per_bucket) > 3
