@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 from urllib.parse import urlparse
@@ -28,6 +29,7 @@ from urllib.parse import urlparse
 from dbt.adapters.spark.connections import SparkConnectionMethod, SparkCredentials
 from dbt_common.exceptions import DbtRuntimeError
 
+from .. import worker_daemon
 from ..store import fileio
 
 DEFAULT_WAREHOUSE = "paimon_warehouse"
@@ -45,7 +47,7 @@ DEFAULT_LOCK_TIMEOUT = 600
 # sent again with every statement (Spark would log a warning for each).
 STATIC_PREFIXES = ("spark.master", "spark.app.", "spark.driver.", "spark.executor.", "spark.jars",
                    "spark.sql.warehouse.dir", "spark.sql.catalogImplementation", "spark.sql.extensions",
-                   "spark.ui.", "spark.pyspark.", "spark.local.", "spark.log.", "spark.hadoop.",
+                   "spark.ui.", "spark.pyspark.", "spark.python.", "spark.local.", "spark.log.", "spark.hadoop.",
                    "spark.serializer", "spark.kryo", "spark.memory.", "spark.default.parallelism",
                    "spark.sql.hive.", "spark.sql.catalog.spark_catalog")
 
@@ -171,7 +173,12 @@ class PaimonCredentials(SparkCredentials):
             extra = [o for o in ours if o.split("=", 1)[0] not in java]
             user["spark.driver.extraJavaOptions"] = " ".join([java, *extra])
         settings.update({k: str(v) for k, v in user.items()})
-        return settings
+        # Python workers forked with the engine imported (worker_daemon.py): a local master whose
+        # workers run this interpreter (session.build gives them PYSPARK_PYTHON, else the profile's
+        # spark.pyspark.python, else this one); the profile's own daemon module wins
+        python = os.environ.get("PYSPARK_PYTHON") or settings.get("spark.pyspark.python") or sys.executable
+        daemon = worker_daemon.session_settings(settings.get("spark.master"), python)
+        return {**daemon, **settings}
 
     def statement_settings(self) -> Dict[str, str]:
         """What dbt-spark's session cursor applies to the running session with every statement."""

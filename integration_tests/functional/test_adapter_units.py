@@ -72,6 +72,28 @@ def test_spark_settings_put_the_catalog_in_the_spark_dir_and_let_the_profile_win
                                           "spark.sql.ansi.enabled": "false"}
 
 
+def test_spark_settings_fork_local_workers_from_the_preloading_daemon(tmp_path, monkeypatch):
+    """A local master whose workers run this interpreter gets worker_daemon's daemon; a cluster
+    master, workers of another Python, or a profile's own daemon module do not."""
+    import sys
+
+    from dbt_paimon import worker_daemon
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    local = _creds(warehouse=str(tmp_path), master="local[2]").spark_settings()
+    assert local["spark.python.daemon.module"] == "dbt_paimon.worker_daemon" == worker_daemon.MODULE
+    assert "spark.python.daemon.module" not in _creds(warehouse=str(tmp_path), master="spark://h:7077").spark_settings()
+    other = _creds(warehouse=str(tmp_path), master="local[*]",
+                   server_side_parameters={"spark.pyspark.python": "/opt/other/bin/python3"}).spark_settings()
+    assert "spark.python.daemon.module" not in other
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/other/bin/python3")  # session.build keeps it over the profile's
+    assert "spark.python.daemon.module" not in _creds(warehouse=str(tmp_path), master="local").spark_settings()
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    own = _creds(warehouse=str(tmp_path), server_side_parameters={"spark.python.daemon.module": "mine"})
+    assert own.spark_settings()["spark.python.daemon.module"] == "mine"
+    assert "spark.python.daemon.module" not in own.statement_settings()  # a session setting only
+
+
 def test_plugin_macros_and_profile_template():
     from dbt.adapters.paimon import Plugin
     from dbt.adapters.paimon.__version__ import version

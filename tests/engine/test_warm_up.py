@@ -3,13 +3,18 @@
 import logging
 import os
 
+from dbt_paimon import worker_daemon
 from dbt_paimon.engine import upsert, warm_up
 
 PLANNER_MODULES = ("pyspark.sql.worker.create_data_source", "pyspark.sql.worker.plan_data_source_read")
 
 
+DAEMONS = ("pyspark.daemon", worker_daemon.MODULE)
+
+
 def _daemons(spark) -> dict:
-    """The JVM's Python worker daemons (`python -m pyspark.daemon <worker module>`), by worker module."""
+    """The JVM's Python worker daemons (`python -m pyspark.daemon <worker module>`, or the session's
+    spark.python.daemon.module: the tests' session has worker_daemon's), by worker module."""
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     found: dict = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -20,8 +25,9 @@ def _daemons(spark) -> dict:
                 argv = f.read().decode().split("\0")
         except (OSError, IndexError, ValueError):
             continue
-        if parent == jvm_pid and "pyspark.daemon" in argv:
-            module = argv[argv.index("pyspark.daemon") + 1]
+        daemon = next((d for d in DAEMONS if d in argv), None)
+        if parent == jvm_pid and daemon:
+            module = argv[argv.index(daemon) + 1]
             found[module] = found.get(module, 0) + 1
     return found
 

@@ -1,0 +1,65 @@
+"""dbt_paimon/worker_daemon.py: Spark's Python workers forked from a daemon that imported the engine."""
+
+import os
+import sys
+
+from dbt_paimon import worker_daemon
+
+ENGINE = ("dbt_paimon.engine.tasks", "dbt_paimon.engine.key_lookup", "dbt_paimon.engine.source", "pyarrow", "pandas")
+
+
+def _report(batches):
+    """In a task's worker, before it imports anything of its own: what it already holds, and what
+    its parent (the daemon that forked it) runs."""
+    loaded = [m for m in ENGINE if m in sys.modules]
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        parent = f.read().decode().split("\0")
+    for _ in batches:
+        pass
+    import pyarrow as pa  # the task's own import, after the report's facts
+
+    yield pa.RecordBatch.from_pylist([{"loaded": ",".join(loaded), "parent": " ".join(parent)}])
+
+
+def test_the_sessions_workers_fork_from_the_daemon_with_the_engine_imported(spark):
+    """The tests' session starts its workers as the adapter's does (worker_daemon.session_settings):
+    two tasks at once (so at least one worker the daemon forks for this job, not only a reused
+    one), each already holding the engine, pyarrow and pandas, forked by `-m dbt_paimon.worker_daemon`."""
+    assert spark.sparkContext.getConf().get(worker_daemon.SETTING) == worker_daemon.MODULE
+    rows = (spark.range(0, 4, numPartitions=2).mapInArrow(_report, "loaded string, parent string")
+            .collect())
+    assert len(rows) == 2
+    for row in rows:
+        assert row["loaded"].split(",") == list(ENGINE), row
+        assert f"-m {worker_daemon.MODULE} pyspark.worker" in row["parent"], row
+
+
+def test_only_a_local_master_running_this_interpreter_gets_it():
+    assert worker_daemon.session_settings("local[2]", sys.executable) == {worker_daemon.SETTING: worker_daemon.MODULE}
+    assert worker_daemon.session_settings("local", sys.executable)
+    assert worker_daemon.session_settings("spark://host:7077", sys.executable) == {}
+    assert worker_daemon.session_settings(None, sys.executable) == {}
+    assert worker_daemon.session_settings("local[*]", "/no/such/python") == {}
+    assert worker_daemon.session_settings("local[*]", None) == {}
+
+
+def test_the_daemon_starts_when_its_preload_fails(tmp_path):
+    """A broken engine import costs the preload only: the daemon still answers as Spark's does
+    (it prints the port it listens on)."""
+    import subprocess
+
+    fake = tmp_path / "dbt_paimon"
+    (fake / "engine").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "engine" / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
+    (fake / "worker_daemon.py").write_text(open(worker_daemon.__file__).read())
+    proc = subprocess.Popen([sys.executable, "-m", worker_daemon.MODULE, "pyspark.worker"], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        port = int.from_bytes(proc.stdout.read(4), "big", signed=True)
+        assert port > 0
+    finally:
+        proc.kill()
+        _, err = proc.communicate(timeout=30)
+    assert b"modules not preloaded (broken on purpose)" in err
