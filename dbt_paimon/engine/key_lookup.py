@@ -114,6 +114,7 @@ class KeyLookup:
             compacted.append([e for m in metas for e in scan.manifests.read(m.file_name, m.file_size)])
         return compacted
 
+
 # Keys an assigner looks up at a time: a lookup's own arrays (hashes, their order, the candidates
 # found) stay a fraction of the share the assigner holds anyway
 LOOKUP_ROWS = 1 << 19
