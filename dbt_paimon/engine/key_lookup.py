@@ -121,22 +121,31 @@ LOOKUP_ROWS = 1 << 19
 
 
 @dataclass(frozen=True)
-class JobLookup:
-    """What a Spark job's assigner asks the key index (pickled into each assigner task, beside
-    JobCommit and the same state): an assigner gets every batch row of its keys, so it finds their
-    live places itself, in parallel with the others, instead of the task that reads the batch,
-    which holds all of a one-partition batch (a single file's rows) on one core; and the counts
-    of the buckets it owns, which the state holds."""
+class JobIndex:
+    """The key index as a job's tasks use it (pickled into each Spark assigner task, or used by the
+    driver-local job's threads): where it is, and the state the job's lookups saw."""
 
     path: str
     io: object
     stage: StageRows
-    state: IndexState  # caught up to the job's snapshot by the driver (KeyLookup.refresh)
+    state: IndexState  # caught up to the job's snapshot by the driver (before the commit)
     tuning: dict
+
+    def index(self) -> KeyIndex:
+        return KeyIndex(self.io, self.path, self.stage.schema, **self.tuning)
+
+
+@dataclass(frozen=True)
+class JobLookup(JobIndex):
+    """What a Spark job's assigner asks the key index (beside JobCommit, with the same state): an
+    assigner gets every batch row of its keys, so it finds their live places itself, in parallel
+    with the others, instead of the task that reads the batch, which holds all of a one-partition
+    batch (a single file's rows) on one core; and the counts of the buckets it owns, which the
+    state holds."""
 
     def live_keys(self, batch: pa.Table) -> pa.Table:
         """The live-key rows (stage.live_key(True): where the table has each key of `batch`)."""
-        index = KeyIndex(self.io, self.path, self.stage.schema, **self.tuning)
+        index = self.index()
         keys = batch.select(index.keys)
         found = [index.lookup(self.state, keys.slice(at, LOOKUP_ROWS))
                  for at in range(0, max(keys.num_rows, 1), LOOKUP_ROWS)]
@@ -145,22 +154,16 @@ class JobLookup:
     def counts(self, assigner: int, assigners: int) -> pa.Table:
         """The live keys of each bucket the assigner owns (b % assigners == its id), as count rows
         (stage.live_key(True)): from the state the task has, not sent through the shuffle."""
-        index = KeyIndex(self.io, self.path, self.stage.schema, **self.tuning)
-        counts = count_rows(index, self.state, self.stage)
+        counts = count_rows(self.index(), self.state, self.stage)
         buckets = counts.column(BUCKET).to_numpy(zero_copy_only=False).astype(np.int64)
         return counts.filter(pa.array(buckets % assigners == assigner))
 
 
 @dataclass(frozen=True)
-class JobCommit:
-    """What writes a job's share of its commit's record in the key index (pickled into a Spark
-    assigner task, or called by the driver-local job's thread beside its writers)."""
+class JobCommit(JobIndex):
+    """What writes a job's share of its commit's record in the key index (in a Spark assigner
+    task, or in the driver-local job's thread beside its writers)."""
 
-    path: str
-    io: object
-    stage: StageRows
-    state: IndexState  # as the job's lookup tasks saw it (before the commit)
-    tuning: dict
     seq: int  # the runs of this commit, whichever task writes them
     gen: int  # the generation of the buckets this commit creates
 
@@ -168,7 +171,7 @@ class JobCommit:
         """In an assigner: its rows' entries as runs (one per shard), and each of their buckets'
         count change. `in_place`: per assigned row, a +I written where its key lived
         (AssignResult.in_place); an assigner holds every row of its keys, so it knows."""
-        index = KeyIndex(self.io, self.path, self.stage.schema, **self.tuning)
+        index = self.index()
         placed, removed = placements(index, self.stage, assigned, in_place)
         entries, deltas = index.commit_entries(self.state, placed, removed, self.gen)
         return index.write_runs(entries, self.state.shards, self.seq), deltas
