@@ -34,11 +34,14 @@ def _daemons(spark) -> dict:
 
 def test_warm_up_runs_every_step_and_a_paimon_read_works_after(spark, table_path, caplog):
     caplog.set_level(logging.DEBUG, logger=warm_up.__name__)
+    persisted = spark.sparkContext._jsc.getPersistentRDDs().size()
     threads = warm_up.start(spark)
     for thread in threads:
         thread.join(120)
     assert len(threads) == 4 and not any(t.is_alive() for t in threads)
     assert "warm-up" not in caplog.text  # each step ran: a failing one is logged, not raised
+    # the Arrow step's cached rows are dropped again: the user's session keeps only its own caches
+    assert spark.sparkContext._jsc.getPersistentRDDs().size() == persisted
     upsert(spark.createDataFrame([(1, "a")], "id long, v string"), table_path, primary_keys="id")
     assert spark.read.format("paimon").load(table_path).collect()[0]["v"] == "a"
 
