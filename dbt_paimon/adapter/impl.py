@@ -606,6 +606,8 @@ def _swap(staged: str, path: str) -> None:
     io = FileIO.get(path)
     # The old table's key index goes with it; the new table's follows it on a filesystem (its
     # manifest names files, not paths), and is rebuilt by the next upsert on an object store.
+    # The staged upsert's background clean (KeyIndex.sweep) ends first: its index dir moves.
+    key_index.join_sweeps()
     old_index, new_index = key_index.index_dir(path), key_index.index_dir(staged)
     if io.is_object_store:
         _remove_tree(path)

@@ -363,6 +363,31 @@ def test_orphan_file_removal_leaves_the_index_alone(spark, table_path):
     assert_index_right(table_path)
 
 
+@pytest.mark.parametrize("execution", ["local", "distributed"])
+def test_an_upserts_record_sweeps_aged_orphans_after_it_returns(spark, table_path, execution):
+    """The record's clean runs in the background (KeyIndex.sweep): after the upsert and the sweep,
+    a run no version names that is older than ORPHAN_AGE_MS is gone (a crashed writer's), a fresh
+    one stays (a concurrent writer's, not yet committed), and every file the current version
+    names is there."""
+    rng = random.Random(13)
+    _upsert(spark, table_path, _rows(rng, range(20)))
+    d = ki.index_dir(table_path)
+    aged, fresh = f"{d}/run-99999998-0123456789ab.arrow", f"{d}/run-99999999-0123456789ab.arrow"
+    for path in (aged, fresh):
+        with open(path, "wb") as f:
+            f.write(b"left by a writer that did not commit")
+    hours_ago = time.time() - 2 * ki.ORPHAN_AGE_MS / 1000
+    os.utime(aged, (hours_ago, hours_ago))
+    _upsert(spark, table_path, _rows(rng, range(10, 30), tag="b"), execution=execution)
+    ki.join_sweeps(60)
+    names = set(os.listdir(d))
+    assert os.path.basename(aged) not in names and os.path.basename(fresh) in names
+    table = FileStoreTable.open(table_path)
+    current = KeyIndex(table.io, table.path, table.schema, **TUNING).load()
+    assert {current.manifest} | current.run_names() <= names
+    assert_index_right(table_path, range(30))
+
+
 def test_a_version_a_reader_loaded_keeps_its_files_for_the_orphan_age_after_it_is_replaced(spark, table_path):
     """A table idle for hours, then upserts whose records merge runs away and replace the manifest:
     a reader that loaded the version before them still finds its manifest and runs (their files
