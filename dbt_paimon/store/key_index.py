@@ -80,14 +80,15 @@ KEYS_PER_SHARD = 2_000_000   # a shard's runs merged are about this many keys (S
 MAX_RUNS = 6                 # more runs in a shard: its newer runs are merged (LSM, size-tiered)
 ORPHAN_AGE_MS = 3_600_000    # a run or manifest no version names is deleted this long after it
                              # stopped being named (retired), or after it was written
-_sweeps: list[threading.Thread] = []  # sweep()s started, for join_sweeps
-_sweeps_lock = threading.Lock()
 BUILD_FLUSH_ROWS = 4_000_000  # a build writes its entries as runs every this many keys
 BUILD_THREADS = 4
 
 H, P, BUCKET, GEN, LIVE, SEQ = "_h", "_p", "_bucket", "_gen", "_live", "_seq"
 LOC = "_loc"  # in a run's file: (partition index, bucket, generation, live) per entry
 LATEST = "LATEST"
+
+_sweeps: list[threading.Thread] = []  # KeyIndex.sweep()s started, for join_sweeps
+_sweeps_lock = threading.Lock()
 
 
 def index_dir(table_path: str) -> str:

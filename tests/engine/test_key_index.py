@@ -371,6 +371,7 @@ def test_an_upserts_record_sweeps_aged_orphans_after_it_returns(spark, table_pat
     names is there."""
     rng = random.Random(13)
     _upsert(spark, table_path, _rows(rng, range(20)))
+    ki.join_sweeps(60)  # the first upsert's sweep is done: only the second one can delete the orphan
     d = ki.index_dir(table_path)
     aged, fresh = f"{d}/run-99999998-0123456789ab.arrow", f"{d}/run-99999999-0123456789ab.arrow"
     for path in (aged, fresh):
