@@ -289,13 +289,13 @@ class KeyIndex:
         (what a crashed or a concurrent writer left, which no version we saw named)."""
         return self._clean(state.run_names(), state.retired, now_ms)
 
-    def sweep(self, state: IndexState) -> threading.Thread:
+    def sweep(self, state: IndexState) -> None:
         """clean(), in a background thread: an upsert's record returns once its version is saved,
         not after a listing, a stat per unnamed file and a delete per aged one (W2's distributed
         run deletes the 24 runs its setup's bulk loads left: 0.18-0.24 s). What the thread does not
         get to (the process ends first) the next clean deletes. What it reads of `state` is copied
         first: the caller goes on with it."""
-        named, retired = frozenset(state.run_names()), dict(state.retired)
+        named, retired = state.run_names(), dict(state.retired)  # run_names() is a new frozenset
 
         def run() -> None:
             try:
@@ -306,7 +306,6 @@ class KeyIndex:
         with _sweeps_lock:
             _sweeps[:] = [t for t in _sweeps if t.is_alive()] + [thread]
         thread.start()
-        return thread
 
     def _clean(self, named, retired: dict, now_ms: int | None = None) -> int:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
