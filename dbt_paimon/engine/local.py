@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -74,12 +75,91 @@ def choose(spark: SparkSession, df: DataFrame, execution: str | Execution, table
     execution = Execution.parse(execution)
     if execution != Execution.AUTO:
         return execution
-    if deploy.is_cluster(spark) or table_rows > LOCAL_MAX_TABLE_ROWS:  # local-cluster[...] is a cluster
+    if not may_run_here(spark, table_rows):
         return Execution.DISTRIBUTED
     size = estimated_bytes(df) if size is None else size
     if size >= _UNKNOWN:
         size = df.count() * int(df._jdf.schema().defaultSize())
     return Execution.LOCAL if size <= LOCAL_MAX_BATCH_BYTES else Execution.DISTRIBUTED
+
+
+def may_run_here(spark: SparkSession, table_rows: int) -> bool:
+    """Whether auto may run a job over a table of table_rows in the driver: on a local master
+    (local-cluster[...] is a cluster), with the table's keys within LOCAL_MAX_TABLE_ROWS."""
+    return not deploy.is_cluster(spark) and table_rows <= LOCAL_MAX_TABLE_ROWS
+
+
+def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Table | None:
+    """The batch as one Arrow table if it holds at most `limit` bytes of Arrow, else None.
+
+    For a batch Spark has no size estimate of (rows of a Paimon table, or of Python data), auto
+    would otherwise persist and count the batch before choosing, then convert it from the cache:
+    a 200K-row batch over a Paimon table took 1.67-2.51 s that way against 1.12-1.75 s read once
+    (BENCHMARKS.md, twentieth session). Here the rows are read once, as toArrow reads them, but
+    counted as they stream in: past the limit the read is abandoned and its Spark job cancelled.
+    This reads Spark's Arrow collect stream itself (Dataset.collectAsArrowToPython, as toArrow
+    does): if a Spark version changes it, StreamUnavailable is raised before any job runs, and
+    the caller counts the batch instead."""
+    try:
+        from pyspark.serializers import UTF8Deserializer, read_int
+        from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.util import _create_local_socket
+        serve = batch._jdf.collectAsArrowToPython
+    except (ImportError, AttributeError) as e:
+        raise StreamUnavailable(str(e)) from None
+    large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+    # as toArrow: timestamps as UTC instants, strings as the conf says
+    schema = to_arrow_schema(batch.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC",
+                             prefers_large_types=large)
+    sc = spark.sparkContext
+    tag = f"dbt-paimon-collect-{uuid.uuid4().hex}"
+    # the JVM thread that serves the stream runs the job; it inherits the tag when it is created
+    sc.addJobTag(tag)
+    try:
+        with jobs.spark_conf(spark, jobs.JOB_SETTINGS):
+            port, secret, server = serve()
+    finally:
+        sc.removeJobTag(tag)
+    received, batches, order, over, error = 0, [], None, False, None
+    try:
+        sockfile, sock = _create_local_socket((port, secret))
+        try:
+            for part in pa.ipc.open_stream(sockfile):  # batches as tasks end, in any order
+                received += part.nbytes
+                if received > limit:
+                    over = True
+                    break
+                batches.append(part)
+            if not over:
+                count = read_int(sockfile)
+                if count == -1:  # the job failed: the JVM sends its message
+                    raise RuntimeError(UTF8Deserializer().loads(sockfile))
+                order = [read_int(sockfile) for _ in range(count)]
+        finally:
+            sockfile.close()
+            sock.close()
+    except BaseException as e:  # noqa: BLE001 - the job is cancelled, then it is raised
+        error = e
+    if over or error is not None:  # the job would stop at its next write; its other tasks now
+        sc.cancelJobsWithTag(tag)
+    try:
+        server.getResult()  # joins the serving thread; raises what the job raised
+    except Exception as e:  # noqa: BLE001 - an abandoned read's job fails by design
+        if error is None and not over:
+            error = e
+    if error is not None:
+        if isinstance(error, Exception):
+            jobs.reraise_task_error(error)  # ours raised as themselves
+        raise error
+    if over:
+        return None
+    if not order:
+        return schema.empty_table()
+    return pa.Table.from_batches([batches[i] for i in order]).cast(schema)
+
+
+class StreamUnavailable(Exception):
+    """This Spark's Arrow collect stream is not the one collect_within reads."""
 
 
 def collect(spark: SparkSession, batch: DataFrame) -> pa.Table:

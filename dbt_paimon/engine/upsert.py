@@ -64,7 +64,8 @@ class UpsertResult(AssignCounts):
     phases: dict = field(default_factory=dict)
 
 
-# prepare: the table's schema, the batch's projection, Spark's size estimate, the executor chosen;
+# prepare: the table's schema, the batch's projection, Spark's size estimate, the executor chosen (with
+# a batch without an estimate past the local limit: its abandoned read, its persist and count);
 # collect: the batch into the driver (driver-local); plan: the snapshot's files; job: the executor's
 # job (driver-local also as bootstrap, assign, write); commit; post_commit: compaction, expiration;
 # index_record: the commit carried into the key index
@@ -172,7 +173,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     storage_options. Run keys among `options` (dynamic-bucket.assigner-parallelism,
     sink.parallelism, cross-partition-upsert.bootstrap-parallelism, commit.max-retries) go to
     the run's settings: they may differ from the table's stored options."""
-    started = time.time()
+    started, started_perf = time.time(), time.perf_counter()
     spark = df.sparkSession
     path = path.rstrip("/")
     if settings is None:
@@ -211,21 +212,39 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     batch = _prepare_input(df, schema, counted)
     latest = FileStoreTable(path, schema, io).latest_snapshot() if exists else None
     table_rows = latest.total_record_count if latest else 0
-    # auto without Spark's size estimate counts the batch before choosing: keep it for the job
-    size = local.estimated_bytes(batch) if settings.execution == Execution.AUTO else None
-    counted_first = size is not None and local.unknown(size)
-    cached = False
-    if counted_first:
-        batch, cached, size = batch.persist(StorageLevel.MEMORY_AND_DISK), True, None
     if table_rows and settings.key_index and key_lookup.usable(stage) and key_index.exists(io, path):
         table_rows = 0  # the driver-local job then holds the batch's keys only, never the table's
+    size = local.estimated_bytes(batch) if settings.execution == Execution.AUTO else None
+    cached, rows = False, None
     try:
-        mode = local.choose(spark, batch, settings.execution, table_rows, size)
-        phases = {"prepare": time.time() - started}
-        if mode == Execution.LOCAL:  # the batch is read once, into the driver
+        if size is not None and local.unknown(size) and local.may_run_here(spark, table_rows):
+            # auto without Spark's size estimate: the batch is read into the driver up to the
+            # local limit; past it the job runs on Spark, on the batch persisted and counted
             collecting = time.perf_counter()
-            executor: Executor = LocalExecutor(local.collect(spark, batch), settings.key_index)
-            phases["collect"] = time.perf_counter() - collecting
+            try:
+                rows = local.collect_within(spark, batch, local.LOCAL_MAX_BATCH_BYTES)
+            except local.StreamUnavailable as e:
+                log.debug("this Spark's Arrow stream is not the one expected (%s): counting the batch", e)
+            else:
+                if rows is None:
+                    batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
+                    batch.count()
+                    size = local.estimated_bytes(batch)  # the cache's size: the job's task count
+        if rows is not None:
+            mode = Execution.LOCAL
+            phases = {"prepare": collecting - started_perf, "collect": time.perf_counter() - collecting}
+        else:
+            if not cached and size is not None and local.unknown(size):
+                # counted before choosing: keep it for the job
+                batch, cached, size = batch.persist(StorageLevel.MEMORY_AND_DISK), True, None
+            mode = local.choose(spark, batch, settings.execution, table_rows, size)
+            phases = {"prepare": time.perf_counter() - started_perf}
+        if mode == Execution.LOCAL:  # the batch is read once, into the driver
+            if rows is None:
+                collecting = time.perf_counter()
+                rows = local.collect(spark, batch)
+                phases["collect"] = time.perf_counter() - collecting
+            executor: Executor = LocalExecutor(rows, settings.key_index)
         else:
             # the Spark job reads the batch twice when the table has keys (its Bloom filter, then
             # the job): keep it
