@@ -27,13 +27,13 @@ def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from dbt_paimon import worker_daemon
+    from dbt_paimon import local_session
     from dbt_paimon.engine import register
 
     scratch = tmp_path_factory.mktemp("spark")
     builder = SparkSession.builder
-    for key, value in worker_daemon.session_settings("local[2]", os.environ["PYSPARK_PYTHON"]).items():
-        builder = builder.config(key, value)  # as the adapter's session: workers forked with the engine imported
+    for key, value in local_session.session_settings("local[2]", os.environ["PYSPARK_PYTHON"]).items():
+        builder = builder.config(key, value)  # as the adapter's session (local_session.py)
     session = (builder.master("local[2]").appName("dbt-paimon-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")

@@ -48,9 +48,10 @@ def spark_session(event_dir: str | None = None):
     if event_dir:
         conf.update(event_log(event_dir))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)             # workers use the bench venv
-    # as the adapter's session has it: workers forked with the engine imported (worker_daemon.py)
-    from dbt_paimon import worker_daemon
-    conf = {**worker_daemon.session_settings(conf["spark.master"], os.environ["PYSPARK_PYTHON"]), **conf}
+    # as the adapter's session has it (local_session.py): workers forked with the engine imported,
+    # task results handed over directly
+    from dbt_paimon import local_session
+    conf = {**local_session.session_settings(conf["spark.master"], os.environ["PYSPARK_PYTHON"]), **conf}
     b = SparkSession.builder.appName("dbt-paimon-bench")
     for k, v in conf.items():
         b = b.config(k, v)

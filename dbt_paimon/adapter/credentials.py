@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 from dbt.adapters.spark.connections import SparkConnectionMethod, SparkCredentials
 from dbt_common.exceptions import DbtRuntimeError
 
-from .. import worker_daemon
+from .. import local_session
 from ..store import fileio
 
 DEFAULT_WAREHOUSE = "paimon_warehouse"
@@ -49,7 +49,7 @@ STATIC_PREFIXES = ("spark.master", "spark.app.", "spark.driver.", "spark.executo
                    "spark.sql.warehouse.dir", "spark.sql.catalogImplementation", "spark.sql.extensions",
                    "spark.ui.", "spark.pyspark.", "spark.python.", "spark.local.", "spark.log.", "spark.hadoop.",
                    "spark.serializer", "spark.kryo", "spark.memory.", "spark.default.parallelism",
-                   "spark.sql.hive.", "spark.sql.catalog.spark_catalog")
+                   "spark.sql.hive.", "spark.sql.catalog.spark_catalog", "spark.task.")
 
 
 def quote_option(option: str) -> str:
@@ -173,12 +173,12 @@ class PaimonCredentials(SparkCredentials):
             extra = [o for o in ours if o.split("=", 1)[0] not in java]
             user["spark.driver.extraJavaOptions"] = " ".join([java, *extra])
         settings.update({k: str(v) for k, v in user.items()})
-        # Python workers forked with the engine imported (worker_daemon.py): a local master whose
-        # workers run this interpreter (session.build gives them PYSPARK_PYTHON, else the profile's
-        # spark.pyspark.python, else this one); the profile's own daemon module wins
+        # A local master's (local_session.py): Python workers forked with the engine imported, when
+        # they run this interpreter (session.build gives them PYSPARK_PYTHON, else the profile's
+        # spark.pyspark.python, else this one), and task results handed over directly; the
+        # profile's own values win
         python = os.environ.get("PYSPARK_PYTHON") or settings.get("spark.pyspark.python") or sys.executable
-        daemon = worker_daemon.session_settings(settings.get("spark.master"), python)
-        return {**daemon, **settings}
+        return {**local_session.session_settings(settings.get("spark.master"), python), **settings}
 
     def statement_settings(self) -> Dict[str, str]:
         """What dbt-spark's session cursor applies to the running session with every statement."""

@@ -94,6 +94,17 @@ def test_spark_settings_fork_local_workers_from_the_preloading_daemon(tmp_path, 
     assert "spark.python.daemon.module" not in own.statement_settings()  # a session setting only
 
 
+def test_spark_settings_hand_a_local_masters_task_results_over_directly(tmp_path):
+    """local_session.py: results up to 128 MB in the task's status message on a local master (the
+    driver-local upsert's hand-over); Spark's default on a cluster; the profile's value wins."""
+    key = "spark.task.maxDirectResultSize"
+    assert _creds(warehouse=str(tmp_path), master="local[2]").spark_settings()[key] == str(128 << 20)
+    assert key not in _creds(warehouse=str(tmp_path), master="spark://h:7077").spark_settings()
+    own = _creds(warehouse=str(tmp_path), master="local[2]", server_side_parameters={key: "4m"})
+    assert own.spark_settings()[key] == "4m"
+    assert key not in own.statement_settings()  # Spark refuses to SET a core setting in a running session
+
+
 def test_plugin_macros_and_profile_template():
     from dbt.adapters.paimon import Plugin
     from dbt.adapters.paimon.__version__ import version

@@ -1,9 +1,10 @@
-"""dbt_paimon/worker_daemon.py: Spark's Python workers forked from a daemon that imported the engine."""
+"""dbt_paimon/worker_daemon.py: Spark's Python workers forked from a daemon that imported the engine;
+dbt_paimon/local_session.py: what a local master's session starts with."""
 
 import os
 import sys
 
-from dbt_paimon import worker_daemon
+from dbt_paimon import local_session, worker_daemon
 
 ENGINE = ("dbt_paimon.engine.tasks", "dbt_paimon.engine.key_lookup", "dbt_paimon.engine.source", "pyarrow", "pandas")
 
@@ -63,3 +64,16 @@ def test_the_daemon_starts_when_its_preload_fails(tmp_path):
         proc.kill()
         _, err = proc.communicate(timeout=30)
     assert b"modules not preloaded (broken on purpose)" in err
+
+
+
+def test_a_local_masters_session_hands_task_results_over_directly(spark):
+    """local_session: a local master's tasks send results up to 128 MB with their status (the
+    driver-local upsert's toArrow of its batch), its workers fork from the daemon; a cluster master
+    (local-cluster[...] is one) gets neither. The tests' session starts with them, as the adapter's."""
+    assert local_session.session_settings("local[2]", sys.executable) == {
+        worker_daemon.SETTING: worker_daemon.MODULE, "spark.task.maxDirectResultSize": str(128 << 20)}
+    assert local_session.session_settings("local", "/no/such/python") == {"spark.task.maxDirectResultSize": str(128 << 20)}
+    for cluster in ("spark://host:7077", "local-cluster[2,1,1024]", "yarn", None):
+        assert local_session.session_settings(cluster, sys.executable) == {}
+    assert spark.sparkContext.getConf().get("spark.task.maxDirectResultSize") == str(128 << 20)
