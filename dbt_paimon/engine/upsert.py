@@ -215,35 +215,33 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     if table_rows and settings.key_index and key_lookup.usable(stage) and key_index.exists(io, path):
         table_rows = 0  # the driver-local job then holds the batch's keys only, never the table's
     size = local.estimated_bytes(batch) if settings.execution == Execution.AUTO else None
-    cached, rows = False, None
+    cached, rows, mode = False, None, None
     try:
         if size is not None and local.unknown(size) and local.may_run_here(spark, table_rows):
             # auto without Spark's size estimate: the batch is read into the driver up to the
-            # local limit; past it the job runs on Spark, on the batch persisted and counted
+            # local limit; past it the job runs on Spark, on the batch persisted and counted (the
+            # cache's size gives the job its task count)
             collecting = time.perf_counter()
             try:
                 rows = local.collect_within(spark, batch, local.LOCAL_MAX_BATCH_BYTES)
             except local.StreamUnavailable as e:
                 log.debug("this Spark's Arrow stream is not the one expected (%s): counting the batch", e)
             else:
+                mode = Execution.LOCAL if rows is not None else Execution.DISTRIBUTED
                 if rows is None:
                     batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
                     batch.count()
-                    size = local.estimated_bytes(batch)  # the cache's size: the job's task count
-        if rows is not None:
-            mode = Execution.LOCAL
-            phases = {"prepare": collecting - started_perf, "collect": time.perf_counter() - collecting}
-        else:
-            if not cached and size is not None and local.unknown(size):
-                # counted before choosing: keep it for the job
+                    size = local.estimated_bytes(batch)
+        if mode is None:
+            if size is not None and local.unknown(size):  # counted before choosing: keep it for the job
                 batch, cached, size = batch.persist(StorageLevel.MEMORY_AND_DISK), True, None
             mode = local.choose(spark, batch, settings.execution, table_rows, size)
-            phases = {"prepare": time.perf_counter() - started_perf}
+        phases = {"prepare": (collecting if rows is not None else time.perf_counter()) - started_perf}
         if mode == Execution.LOCAL:  # the batch is read once, into the driver
             if rows is None:
                 collecting = time.perf_counter()
                 rows = local.collect(spark, batch)
-                phases["collect"] = time.perf_counter() - collecting
+            phases["collect"] = time.perf_counter() - collecting
             executor: Executor = LocalExecutor(rows, settings.key_index)
         else:
             # the Spark job reads the batch twice when the table has keys (its Bloom filter, then
