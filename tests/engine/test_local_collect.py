@@ -82,4 +82,3 @@ def test_auto_reads_a_batch_without_size_estimate_once_and_persists_only_past_th
     rows = {r["id"]: (r["dt"], r["v"]) for r in spark_rows(spark, path)}
     assert rows == {**{i: ("a", 0) for i in range(5)}, 3: ("b", 30), 9: ("b", 0)}
     assert FileStoreTable.open(path).latest_snapshot().id == 2
-
