@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
+from pyspark.serializers import UTF8Deserializer, read_int
 from pyspark.sql import DataFrame, SparkSession
 
 from ..store.groups import group_codes
@@ -101,7 +102,6 @@ def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Tabl
     does): if a Spark version changes it, StreamUnavailable is raised before any job runs, and
     the caller counts the batch instead."""
     try:
-        from pyspark.serializers import UTF8Deserializer, read_int
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.util import _create_local_socket
         serve = batch._jdf.collectAsArrowToPython
@@ -120,42 +120,45 @@ def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Tabl
             port, secret, server = serve()
     finally:
         sc.removeJobTag(tag)
-    received, batches, order, over, error = 0, [], None, False, None
+    parts, error = None, None
     try:
         sockfile, sock = _create_local_socket((port, secret))
         try:
-            for part in pa.ipc.open_stream(sockfile):  # batches as tasks end, in any order
-                received += part.nbytes
-                if received > limit:
-                    over = True
-                    break
-                batches.append(part)
-            if not over:
-                count = read_int(sockfile)
-                if count == -1:  # the job failed: the JVM sends its message
-                    raise RuntimeError(UTF8Deserializer().loads(sockfile))
-                order = [read_int(sockfile) for _ in range(count)]
+            parts = _read_stream(sockfile, limit)
         finally:
             sockfile.close()
             sock.close()
     except BaseException as e:  # noqa: BLE001 - the job is cancelled, then it is raised
         error = e
-    if over or error is not None:  # the job would stop at its next write; its other tasks now
+    if parts is None:  # past the limit, or failed: stop the job's other tasks now
         sc.cancelJobsWithTag(tag)
     try:
         server.getResult()  # joins the serving thread; raises what the job raised
     except Exception as e:  # noqa: BLE001 - an abandoned read's job fails by design
-        if error is None and not over:
+        if error is None and parts is not None:
             error = e
     if error is not None:
         if isinstance(error, Exception):
             jobs.reraise_task_error(error)  # ours raised as themselves
         raise error
-    if over:
+    if parts is None:
         return None
-    if not order:
-        return schema.empty_table()
-    return pa.Table.from_batches([batches[i] for i in order]).cast(schema)
+    return pa.Table.from_batches(parts).cast(schema) if parts else schema.empty_table()
+
+
+def _read_stream(sockfile, limit: int) -> list[pa.RecordBatch] | None:
+    """Spark's Arrow collect stream: the batches as tasks end (in any order), then their order (or
+    -1 and the job's error message). The batches in order, or None once past `limit` bytes."""
+    received, batches = 0, []
+    for part in pa.ipc.open_stream(sockfile):
+        received += part.nbytes
+        if received > limit:
+            return None
+        batches.append(part)
+    count = read_int(sockfile)
+    if count == -1:
+        raise RuntimeError(UTF8Deserializer().loads(sockfile))
+    return [batches[read_int(sockfile)] for _ in range(count)]
 
 
 class StreamUnavailable(Exception):
