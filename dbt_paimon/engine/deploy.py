@@ -34,6 +34,7 @@ from collections import defaultdict
 
 from pyspark.sql import SparkSession
 
+from .. import local_session
 from ..store.errors import PaimonError
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class ExecutorEnvironmentError(PaimonError):
 def is_cluster_master(master: str) -> bool:
     """True unless the master is local / local[...] (one JVM, Python workers of the driver's
     interpreter); local-cluster[...] starts executor JVMs of their own, so it counts as a cluster."""
-    return not (master == "local" or master.startswith("local["))
+    return not local_session.is_local_master(master)
 
 
 def is_cluster(spark: SparkSession) -> bool:
