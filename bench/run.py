@@ -1,11 +1,13 @@
 """Cross-partition upsert benchmark: dbt-paimon against its peers, same data, every result checked.
 
     python bench/run.py [--workload W1|W2|W3|W3-100M|all] [--scale F] [--systems a,b,...] [--keep]
-                        [--reuse-setup]
+                        [--reuse-setup] [--repeats N]
 
 Per case (W1, W2, W3-1M, W3-10M; see data.py) and system (see peers/): set up the base table in one
 fresh process, then time the upsert of the batch in another, read its peak RSS, read the table back
 and compare its checksum with the model's (model.py). A failed check marks the figure INVALID.
+With --repeats N, each upsert is timed N times, the systems taking turns round by round, and a
+figure is the system's median round (every round checked, every round's seconds kept).
 Prints a table, writes bench/results/<date>.json (<date>-s<F>.json below full scale; -2, -3 ... for
 later runs of the day, never overwriting) and a PNG chart beside it.
 """
@@ -148,24 +150,35 @@ def evict_from_page_cache(work_dir: str) -> None:
                 os.close(fd)
 
 
-def run_system(system: str, case: data.Case, case_dir: str, run_dir: str, args, env: dict) -> dict:
+def prepare_system(system: str, case: data.Case, case_dir: str, run_dir: str, args, env: dict):
+    """The system's row and its set-up table's directory (None: the row says why it does not run)."""
     peer = peers.get(system)
     row = {"case": case.name, "system": system, "label": peer.label, "note": peer.note, "model": peer.model,
            "batch_rows": case.batch_rows}
     if peer.workloads is not None and case.workload not in peer.workloads:
-        return dict(row, status="n/a", reason=f"only for {', '.join(sorted(peer.workloads))}")
+        return dict(row, status="n/a", reason=f"only for {', '.join(sorted(peer.workloads))}"), None
     reason = peer.available()
     if reason:
-        return dict(row, status="unavailable", reason=reason)
-
+        return dict(row, status="unavailable", reason=reason), None
     work_dir = os.path.join(run_dir, case.name, system)
     print(f"  {case.name:<7} {system:<14} setup ...", end="", flush=True)
     setup = set_up(system, case, case_dir, work_dir, args, env)
     if "error" in setup:
         print(" error")
-        return dict(row, status="error", reason=setup["error"])
-    print(f" {setup['setup_seconds']:.1f} s{' (by ' + setup['borrowed_from'] + ')' if 'borrowed_from' in setup else ''}"
-          f", upsert ...", end="", flush=True)
+        return dict(row, status="error", reason=setup["error"]), None
+    print(f" {setup['setup_seconds']:.1f} s{' (by ' + setup['borrowed_from'] + ')' if 'borrowed_from' in setup else ''}",
+          flush=True)
+    return dict(row, setup_seconds=setup["setup_seconds"], setup_by=setup.get("borrowed_from", system)), work_dir
+
+
+def time_upsert(system: str, case: data.Case, case_dir: str, set_up_dir: str, rounds_left: int, args,
+                env: dict) -> dict:
+    """One timed upsert of the batch, in a fresh process, on the set-up table (the last round) or
+    on a copy of it (earlier rounds: every round starts from the same table)."""
+    work_dir = set_up_dir if rounds_left == 0 else f"{set_up_dir}-r{rounds_left}"
+    if work_dir != set_up_dir:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        shutil.copytree(set_up_dir, work_dir, symlinks=True)
     # The set-up tables written back before the clock, whether just written or copied: their dirty
     # pages (W3-10M's ~1 GB, W3-100M's ~11 GB) would otherwise be flushed during the timed upsert,
     # whose reads and writes would queue behind them (each peer would pay for its own setup)
@@ -173,17 +186,49 @@ def run_system(system: str, case: data.Case, case_dir: str, run_dir: str, args, 
     if args.cold:
         evict_from_page_cache(work_dir)
     res = run_phase("upsert", system, case_dir, work_dir, args.timeout, env)
-    if not args.keep:
+    if not args.keep or work_dir != set_up_dir:
         shutil.rmtree(work_dir, ignore_errors=True)
     if "error" in res:
-        print(" error")
-        return dict(row, status="error", reason=res["error"], setup_seconds=setup["setup_seconds"])
-    status = "ok" if res["valid"] else "INVALID"
-    print(f" {res['seconds']:.2f} s, {res['peak_rss_mb']:.0f} MB, check {status}", flush=True)
-    return dict(row, status=status, reason=res["problem"], seconds=res["seconds"],
-                rows_per_s=case.batch_rows / res["seconds"], peak_rss_mb=res["peak_rss_mb"],
-                startup_seconds=res["startup_seconds"], setup_seconds=setup["setup_seconds"],
-                setup_by=setup.get("borrowed_from", system),
+        print(f"  {case.name:<7} {system:<14} upsert error", flush=True)
+    else:
+        print(f"  {case.name:<7} {system:<14} upsert {res['seconds']:.2f} s, {res['peak_rss_mb']:.0f} MB, "
+              f"check {'ok' if res['valid'] else 'INVALID'}", flush=True)
+    return res
+
+
+def run_case(case: data.Case, case_dir: str, systems: list[str], run_dir: str, args, env: dict) -> list[dict]:
+    """Each system set up, then its upsert timed in --repeats rounds. A round times every system
+    once, in the systems' order and in reverse order every other round, so that a drift in the
+    machine's speed over the rounds falls on every system alike. A system's figure is its median
+    round (every round's seconds kept as `rounds`); an error in any round is the system's."""
+    rows, ready = [], {}
+    for system in systems:
+        row, set_up_dir = prepare_system(system, case, case_dir, run_dir, args, env)
+        rows.append(row)
+        if set_up_dir is not None:
+            ready[system] = set_up_dir
+    runs: dict[str, list[dict]] = {s: [] for s in ready}
+    for i in range(args.repeats):
+        order = list(ready) if i % 2 == 0 else list(ready)[::-1]
+        for system in order:
+            if runs[system] and "error" in runs[system][-1]:
+                continue
+            runs[system].append(time_upsert(system, case, case_dir, ready[system], args.repeats - 1 - i, args, env))
+    return [finish(row, runs.get(row["system"])) if "status" not in row else row for row in rows]
+
+
+def finish(row: dict, runs: list[dict]) -> dict:
+    """The system's row from its rounds: the median round's figures, every round's seconds."""
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        return dict(row, status="error", reason=failed[0]["error"])
+    res = sorted(runs, key=lambda r: r["seconds"])[(len(runs) - 1) // 2]   # the median (lower of two)
+    invalid = [r for r in runs if not r["valid"]]
+    status = "INVALID" if invalid else "ok"
+    return dict(row, status=status, reason=(invalid[0] if invalid else res)["problem"], seconds=res["seconds"],
+                rounds=[r["seconds"] for r in runs],
+                rows_per_s=row["batch_rows"] / res["seconds"], peak_rss_mb=max(r["peak_rss_mb"] for r in runs),
+                startup_seconds=res["startup_seconds"],
                 read_seconds=res["read_seconds"], check={"got": res["got"], "expected": res["expected"]},
                 info=res["info"], versions=res["versions"], profile=res.get("profile"),
                 cross_read=res.get("cross_read"))
@@ -269,12 +314,18 @@ def targets(results: list[dict], scale: float) -> list[str]:
         goals.insert(0, ("W1", "dbt-paimon time / pypaimon-rust time", (("W1", ours), ("W1", rust)), "<=", 0.5))
     elif scale == 0.05:  # the small batch, the common dbt case: the fixed cost of one upsert
         goals.insert(0, ("W1 small", "dbt-paimon time / pypaimon-rust time", (("W1", ours), ("W1", rust)), "<=", 2.0))
+    rounds = {(r["case"], r["system"]): r.get("rounds", []) for r in results if r["status"] == "ok"}
     out = []
     for name, what, (a, b), op, goal in goals:
         if a in sec and b in sec:
             x = sec[a] / sec[b]
             met = x <= goal if op == "<=" else x >= goal
-            out.append(f"target {name}: {what} = {x:.2f} (goal {op} {goal}): {'met' if met else 'NOT met'}")
+            line = f"target {name}: {what} = {x:.2f} (goal {op} {goal}): {'met' if met else 'NOT met'}"
+            if len(rounds[a]) > 1 and len(rounds[a]) == len(rounds[b]):   # the medians' ratio, and each round's
+                each = [p / q for p, q in zip(rounds[a], rounds[b])]
+                hits = sum(r <= goal if op == "<=" else r >= goal for r in each)
+                line += f" (of the median rounds; round by round {', '.join(f'{r:.2f}' for r in each)}: met in {hits} of {len(each)})"
+            out.append(line)
     return out
 
 
@@ -320,9 +371,14 @@ def main() -> None:
                     help="keep the tables under bench/.work/run-*/ (the phases' logs are always kept there)")
     ap.add_argument("--reuse-setup", action="store_true",
                     help="keep each case's set-up tables under bench/.work/setups/ and time the upsert on a copy")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="time each upsert this many rounds (a fresh copy of the set-up table each), "
+                         "the systems interleaved; a figure is the system's median round")
     ap.add_argument("--cold", action="store_true",
                     help="drop the set-up tables' files from the page cache before each timed upsert")
     args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [s for s in systems if s not in peers.ORDER]
@@ -350,8 +406,7 @@ def main() -> None:
         print(f"{case.name}: base {case.base_rows:,} rows in {case.partitions} partitions, batch "
               f"{case.batch_rows:,} ({case.moves:,} moving, {case.updates - case.moves:,} staying, "
               f"{case.batch_rows - case.updates:,} new); {meta['bytes_per_row']} B/row; data {time.perf_counter() - t0:.1f} s")
-        for system in systems:
-            results.append(run_system(system, case, case_dir, run_dir, args, env))
+        results += run_case(case, case_dir, systems, run_dir, args, env)
     results = [r for r in results if r["status"] != "n/a"]   # e.g. the dbt-run slot outside W1
     add_ratios(results)
 
@@ -368,7 +423,7 @@ def main() -> None:
         versions.update(r.get("versions", {}))
     doc = dict(date=started.isoformat(timespec="seconds"), machine=mach, versions=versions,
                args=dict(workload=args.workload, scale=args.scale, systems=systems, spark_conf=args.spark_conf,
-                         reuse_setup=args.reuse_setup, cold=args.cold),
+                         reuse_setup=args.reuse_setup, cold=args.cold, repeats=args.repeats),
                cases=case_meta, results=results, table=lines, markdown=table_lines(results, markdown=True), notes=notes)
     n = 1   # never overwrite an earlier run of the day: <date>.json, then <date>-2.json, ...
     while os.path.exists(os.path.join(RESULTS_DIR, stem + ("" if n == 1 else f"-{n}") + ".json")):
