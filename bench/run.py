@@ -214,7 +214,7 @@ def run_case(case: data.Case, case_dir: str, systems: list[str], run_dir: str, a
             if runs[system] and "error" in runs[system][-1]:
                 continue
             runs[system].append(time_upsert(system, case, case_dir, ready[system], args.repeats - 1 - i, args, env))
-    return [finish(row, runs.get(row["system"])) if "status" not in row else row for row in rows]
+    return [finish(row, runs[row["system"]]) if row["system"] in runs else row for row in rows]
 
 
 def finish(row: dict, runs: list[dict]) -> dict:
