@@ -253,7 +253,8 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         written = assigned.repartition(num_writers, F.col(TO)).mapInArrow(
             tasks.write_task(table.path, schema, table.io, next_sequence, index_files, packed=True),
             struct_of(PAYLOAD))
-    payloads = jobs.collect_payloads(spark, written)
+    # Arrow batches sized in rows from the batch's row width, not by Spark's per-row byte check
+    payloads = jobs.collect_payloads(spark, written, settings=jobs.rows_settings(spark, batch.schema))
     refused = [p.error for p in payloads if isinstance(p, tasks.Refused)]
     if refused:  # an assigner refused its rows after the others wrote theirs: nothing stays behind
         table.new_commit().abort([e for p in payloads if not isinstance(p, tasks.Refused) for e in p[0]])

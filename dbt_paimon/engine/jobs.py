@@ -9,14 +9,46 @@ from contextlib import contextmanager
 from typing import Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from ..store.errors import CorruptTableError, DataError, SchemaError
 from . import deploy
+from .spark_types import arrow_row_bytes
 
 # Arrow batches between the JVM and Python workers: large enough that per-batch overhead vanishes.
-JOB_SETTINGS = {"spark.sql.execution.arrow.maxRecordsPerBatch": "200000",
+MAX_BATCH_ROWS = 200_000
+JOB_SETTINGS = {"spark.sql.execution.arrow.maxRecordsPerBatch": str(MAX_BATCH_ROWS),
                 "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+_MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+_NO_BYTE_BOUND = (1 << 31) - 1  # Spark's "unset" value of _MAX_BYTES: the one that skips its check
+_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _ERRORS = {"DataError": DataError, "SchemaError": SchemaError, "CorruptTableError": CorruptTableError}
+
+
+def rows_settings(spark: SparkSession, row_schema: StructType) -> dict[str, str]:
+    """JOB_SETTINGS for a job whose mapInArrow stages read rows of row_schema (the batch's):
+    Spark's byte bound on an Arrow batch (maxBytesPerBatch, 64 MB by default) as a row count.
+
+    Why: unless that bound is Int.MaxValue, Spark 4.1+ sizes the Arrow batch after every row it
+    adds (BatchedPythonArrowInput.underBatchSizeLimit: setValueCount and getBufferSizeFor on every
+    column), ~0.6 s of JVM CPU in W2's 1M-row route task. So the bound is turned off and the batch
+    is bounded by rows instead: as many as the session's byte bound holds at the schema's row
+    width (spark_types.arrow_row_bytes, which assumes 256 bytes per string or binary value).
+
+    The job's stages over packed rows (PACKED: a few large values) get the same row count, so a
+    batch there may hold a task's whole share: those tasks hold their share anyway (tasks.unpack).
+    """
+    budget = byte_size(spark.conf.get(_MAX_BYTES, None) or "64m")
+    rows = max(1, min(MAX_BATCH_ROWS, budget // arrow_row_bytes(row_schema)))
+    return {**JOB_SETTINGS, "spark.sql.execution.arrow.maxRecordsPerBatch": str(rows), _MAX_BYTES: str(_NO_BYTE_BOUND)}
+
+
+def byte_size(text: str) -> int:
+    """A Spark byte-size setting ("64m", "67108864b", "1g", "4096") in bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([bkmgtp]?)b?\s*", text.lower())
+    if not m:
+        raise ValueError(f"{_MAX_BYTES} is {text!r}, not a byte size such as 64m")
+    return int(m.group(1)) * _UNITS[m.group(2) or "b"]
 
 
 def descriptors(spark: SparkSession, items: Sequence[object]) -> DataFrame:
@@ -51,9 +83,10 @@ def reraise_task_error(exc: Exception) -> None:
         raise missing from None
 
 
-def collect_payloads(spark: SparkSession, df: DataFrame, column: str = "payload") -> list:
+def collect_payloads(spark: SparkSession, df: DataFrame, column: str = "payload",
+                     settings: Mapping[str, str] = JOB_SETTINGS) -> list:
     """Run the job; the unpickled payload of every row (small metadata, never table rows)."""
-    with spark_conf(spark, JOB_SETTINGS):
+    with spark_conf(spark, settings):
         try:
             rows = df.collect()
         except Exception as e:  # noqa: BLE001 - translated when it is one of ours

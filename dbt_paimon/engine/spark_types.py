@@ -83,6 +83,26 @@ def fits(source: T.DataType, target: DataType) -> bool:
     return target.root in _WIDENS.get(type(source), ())
 
 
+# Bytes a value takes in an Arrow batch, by Spark type; a string or binary value is assumed to
+# take VARIABLE_VALUE_BYTES (its 4-byte offset included): a schema does not say how long they are.
+VARIABLE_VALUE_BYTES = 256
+_FIXED_BYTES = {T.BooleanType: 1, T.ByteType: 1, T.ShortType: 2, T.IntegerType: 4, T.DateType: 4,
+                T.LongType: 8, T.TimestampType: 8, T.TimestampNTZType: 8, T.FloatType: 4, T.DoubleType: 8,
+                T.DecimalType: 16, T.NullType: 0}
+
+
+def arrow_row_bytes(schema: T.StructType) -> int:
+    """A row's estimated size in an Arrow batch of schema's columns (each with its validity bit)."""
+    size = 0
+    for field in schema.fields:
+        t = field.dataType
+        if isinstance(t, T.StructType):
+            size += arrow_row_bytes(t)
+        else:
+            size += _FIXED_BYTES.get(type(t), VARIABLE_VALUE_BYTES)
+    return max(1, size + (len(schema.fields) + 7) // 8)
+
+
 def struct_of(layout: pa.Schema) -> T.StructType:
     """The Spark schema of a stage layout (assign/rows.py): Spark's view of the same Arrow types
     (a timestamp with a time zone is TIMESTAMP, one without TIMESTAMP_NTZ)."""
