@@ -20,7 +20,7 @@ MAX_BATCH_ROWS = 200_000
 JOB_SETTINGS = {"spark.sql.execution.arrow.maxRecordsPerBatch": str(MAX_BATCH_ROWS),
                 "spark.sql.adaptive.coalescePartitions.enabled": "false"}
 _MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
-_NO_BYTE_BOUND = (1 << 31) - 1  # Spark's "unset" value of _MAX_BYTES: the one that skips its check
+_NO_BYTE_BOUND = (1 << 31) - 1  # the one value of _MAX_BYTES at which Spark skips its per-row check
 _UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _ERRORS = {"DataError": DataError, "SchemaError": SchemaError, "CorruptTableError": CorruptTableError}
 
@@ -29,11 +29,12 @@ def rows_settings(spark: SparkSession, row_schema: StructType) -> dict[str, str]
     """JOB_SETTINGS for a job whose mapInArrow stages read rows of row_schema (the batch's):
     Spark's byte bound on an Arrow batch (maxBytesPerBatch, 64 MB by default) as a row count.
 
-    Why: unless that bound is Int.MaxValue, Spark 4.1+ sizes the Arrow batch after every row it
-    adds (BatchedPythonArrowInput.underBatchSizeLimit: setValueCount and getBufferSizeFor on every
-    column), ~0.6 s of JVM CPU in W2's 1M-row route task. So the bound is turned off and the batch
-    is bounded by rows instead: as many as the session's byte bound holds at the schema's row
-    width (spark_types.arrow_row_bytes, which assumes 256 bytes per string or binary value).
+    Why: unless that bound is Int.MaxValue, Spark (4.3, as its bytecode reads) sizes the Arrow
+    batch after every row it adds (BatchedPythonArrowInput.underBatchSizeLimit: setValueCount and
+    getBufferSizeFor on every column), ~0.6 s of JVM CPU in W2's 1M-row route task. So the bound
+    is turned off and the batch is bounded by rows instead: as many as the session's byte bound
+    holds at the schema's row width (spark_types.arrow_row_bytes, which assumes 256 bytes per
+    string or binary value).
 
     The job's stages over packed rows (PACKED: a few large values) get the same row count, so a
     batch there may hold a task's whole share: those tasks hold their share anyway (tasks.unpack).
