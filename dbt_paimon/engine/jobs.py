@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from ..store.errors import CorruptTableError, DataError, SchemaError
+from ..store.options import parse_memory
 from . import deploy
 from .spark_types import arrow_row_bytes
 
@@ -21,7 +22,6 @@ JOB_SETTINGS = {"spark.sql.execution.arrow.maxRecordsPerBatch": str(MAX_BATCH_RO
                 "spark.sql.adaptive.coalescePartitions.enabled": "false"}
 _MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
 _NO_BYTE_BOUND = (1 << 31) - 1  # the one value of _MAX_BYTES at which Spark skips its per-row check
-_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _ERRORS = {"DataError": DataError, "SchemaError": SchemaError, "CorruptTableError": CorruptTableError}
 
 
@@ -45,11 +45,12 @@ def rows_settings(spark: SparkSession, row_schema: StructType) -> dict[str, str]
 
 
 def byte_size(text: str) -> int:
-    """A Spark byte-size setting ("64m", "67108864b", "1g", "4096") in bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([bkmgtp]?)b?\s*", text.lower())
-    if not m:
-        raise ValueError(f"{_MAX_BYTES} is {text!r}, not a byte size such as 64m")
-    return int(m.group(1)) * _UNITS[m.group(2) or "b"]
+    """A Spark byte-size setting ("64m", "67108864b", "1g", "4096") in bytes: the units are
+    Paimon's memory sizes' (options.parse_memory)."""
+    try:
+        return parse_memory(_MAX_BYTES, text)
+    except SchemaError:  # not a table option: said as the Spark setting it is
+        raise ValueError(f"{_MAX_BYTES} is {text!r}, not a byte size such as 64m") from None
 
 
 def descriptors(spark: SparkSession, items: Sequence[object]) -> DataFrame:

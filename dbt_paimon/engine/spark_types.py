@@ -92,14 +92,9 @@ _FIXED_BYTES = {T.BooleanType: 1, T.ByteType: 1, T.ShortType: 2, T.IntegerType: 
 
 
 def arrow_row_bytes(schema: T.StructType) -> int:
-    """A row's estimated size in an Arrow batch of schema's columns (each with its validity bit)."""
-    size = 0
-    for field in schema.fields:
-        t = field.dataType
-        if isinstance(t, T.StructType):
-            size += arrow_row_bytes(t)
-        else:
-            size += _FIXED_BYTES.get(type(t), VARIABLE_VALUE_BYTES)
+    """A row's estimated size in an Arrow batch of schema's columns (each with its validity bit);
+    a table's columns are flat (from_spark), anything not fixed-width counts as a string."""
+    size = sum(_FIXED_BYTES.get(type(f.dataType), VARIABLE_VALUE_BYTES) for f in schema.fields)
     return max(1, size + (len(schema.fields) + 7) // 8)
 
 
