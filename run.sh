@@ -25,7 +25,8 @@ export PYTHONHASHSEED=0
 case "${1:-}" in
   demo)  shift; exec "$VENV/bin/python" -m dbt_paimon.demo "$@" ;;
   test)  shift
-         # Java Paimon 0.9 for tests/java_paimon: its jar from the pypaimon 0.2.0 sdist (once; cached in .work/)
+         # Java Paimon for the oracle tests: the jar pinned in tests/java_paimon/reference.py, through Maven
+         # (once; cached in .work/)
          "$VENV/bin/python" tests/java_paimon/fetch_jar.py >/dev/null
          exec "$VENV/bin/python" -m pytest -q "$@" ;;
   bench) shift; exec bash bench/bench.sh "$@" ;;

@@ -9,6 +9,29 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytest.register_assert_rewrite("tests.java_paimon.javapaimon")
 
 
+@pytest.fixture(scope="session")
+def java(tmp_path_factory):
+    """Java Paimon (the release pinned in tests/java_paimon/reference.py) as an oracle, one per test session.
+    Missing prerequisites fail the tests, never skip them: a silently skipped oracle would let a format
+    regression pass."""
+    import shutil
+
+    from tests.java_paimon.fetch_jar import fetch_jar
+    from tests.java_paimon.javapaimon import JavaPaimon
+
+    for tool in ("java", "javac", "mvn"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"the Java Paimon oracle needs `{tool}` (Java 17, Maven) on PATH", pytrace=False)
+    try:
+        jar, problem = fetch_jar(), None
+    except Exception as e:
+        jar, problem = None, str(e)
+    if problem:
+        pytest.fail(f"cannot fetch Paimon's jar for the Java oracle (Maven Central once; "
+                    f"`python tests/java_paimon/fetch_jar.py` fetches it): {problem}", pytrace=False)
+    return JavaPaimon(jar, str(tmp_path_factory.mktemp("java-paimon")))
+
+
 @pytest.fixture
 def warehouse(tmp_path):
     """A fresh filesystem warehouse; tables live at <warehouse>/db.db/<name> as Paimon's catalog expects."""

@@ -1,6 +1,6 @@
 """Writers other than dbt-paimon for tests/engine/test_other_writers.py, and where keys live.
 
-Neither Java Paimon 0.9 through the oracle (tests/java_paimon) nor pypaimon 2.1.0 can write a
+Neither Java Paimon's batch write through the oracle (tests/java_paimon) nor pypaimon 2.1.0 can write a
 cross-partition (KEY_DYNAMIC) table: Java's `BatchTableWrite.write(row)` refuses every dynamic-bucket
 table, the oracle only assigns buckets itself on a HASH_DYNAMIC one, and pypaimon refuses
 CROSS_PARTITION writes outright ("require a persistent global primary-key index"). A real
@@ -126,7 +126,7 @@ public class OtherWriter {
 
 
 class JavaWriter:
-    """Java Paimon 0.9's BatchTableWrite/BatchTableCommit, rows placed by the caller. `classpath`:
+    """Java Paimon's BatchTableWrite/BatchTableCommit, rows placed by the caller. `classpath`:
     the Java oracle's (JavaPaimon.classpath: Paimon's jar and the Hadoop classes it needs)."""
 
     def __init__(self, classpath: str, workdir: str):

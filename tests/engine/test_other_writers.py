@@ -1,7 +1,7 @@
 """Randomized runs in which other writers change a cross-partition table between our upserts (issue 14).
 
 A run draws its steps from a seed: our upsert (new keys, updates in place, moves to another dt), Java
-Paimon 0.9 writing as a correct cross-partition writer would (other_writers.py: an update where the key
+Paimon writing as a correct cross-partition writer would (other_writers.py: an update where the key
 lives, a move as -D there plus +I elsewhere, a new key in any bucket, a delete, a delete of a key that
 is not there), our delete, our compaction (full or of some buckets), a rollback to an earlier snapshot
 and snapshot expiration. An independent model (model.UpsertModel's rows, and its state per snapshot id
@@ -20,15 +20,13 @@ A failure names the seed and the steps before it; the seed replays the run.
 from __future__ import annotations
 
 import random
-import shutil
 from collections import Counter
 
 import pytest
 
 from dbt_paimon.engine import compact, delete, upsert
 from dbt_paimon.store.table import FileStoreTable
-from tests.java_paimon.fetch_jar import fetch_jar
-from tests.java_paimon.javapaimon import JavaPaimon, Read
+from tests.java_paimon.javapaimon import Read
 from tests.oracle import rows
 
 from .helpers import frame, pypaimon_rows
@@ -49,20 +47,6 @@ CASES = [
     ("sequence_by", "local", 16, (8,)),
     ("sequence_by", "distributed", 10, (10,)),
 ]
-
-
-@pytest.fixture(scope="module")
-def java(tmp_path_factory) -> JavaPaimon:
-    """Java Paimon 0.9 (as tests/java_paimon/conftest.py's fixture, which tests/engine does not see):
-    missing prerequisites fail, never skip."""
-    for tool in ("java", "javac"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"the Java Paimon oracle needs `{tool}` (Java 17) on PATH", pytrace=False)
-    try:
-        jar = fetch_jar()
-    except Exception as e:
-        pytest.fail(f"cannot fetch Paimon 0.9's jar (`python tests/java_paimon/fetch_jar.py`): {e}", pytrace=False)
-    return JavaPaimon(jar, str(tmp_path_factory.mktemp("java-paimon")))
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +93,6 @@ class Run:
         self.log: list[str] = []  # what each step did, for failure messages
         self.done: list[str] = []  # the kinds of steps run
         self.pypaimon_reads = Counter()
-        self.java_wrote = False
 
     # ---- drawing keys and rows ------------------------------------------------------------------
     def draw_keys(self, n: int) -> list[int]:
@@ -200,7 +183,6 @@ class Run:
                     self.model.rows[(k,)] = new
             did.append((k, op))
         self.java_writer.write(self.path, rows, {"write-only": "true"} if one_snapshot else None)
-        self.java_wrote = True
         self.touch(k for k, _ in did)
         return f"java {did}: {[(r['id'], r['dt'], r['_bucket'], r['_kind']) for r in rows]}"
 
@@ -323,17 +305,8 @@ class Run:
         astray = {k: (p, row["dt"]) for k, v in where.items() for p, _, row in v if row["dt"] != p}
         assert not astray, self.failure(f"rows in another partition's directory: {astray}")
         if with_pypaimon:
-            try:
-                got = pypaimon_rows(self.path)
-            except KeyError as e:
-                # pypaimon 2.1.0 requires the manifests' _VALUE_STATS_COLS, which Java Paimon 0.9 does not
-                # write: it cannot read a snapshot whose manifests Java wrote (ours, it reads)
-                if e.args != ("_VALUE_STATS_COLS",) or not self.java_wrote:
-                    raise
-                self.pypaimon_reads["unreadable"] += 1
-            else:
-                assert got == expected, self.failure("pypaimon's read")
-                self.pypaimon_reads["equal"] += 1
+            assert pypaimon_rows(self.path) == expected, self.failure("pypaimon's read")
+            self.pypaimon_reads["equal"] += 1
 
     def touch(self, keys) -> None:
         keys = set(keys)
@@ -347,9 +320,7 @@ class Run:
                 self.log.append(getattr(self, f"{op}_step")())
                 self.done.append(op)
                 self.settle()
-                # pypaimon: every few steps, and every step until Java first writes (it cannot read after, see check)
-                self.check(with_pypaimon=i % PYPAIMON_EVERY == PYPAIMON_EVERY - 1 or i == steps - 1
-                           or not self.java_wrote)
+                self.check(with_pypaimon=i % PYPAIMON_EVERY == PYPAIMON_EVERY - 1 or i == steps - 1)
 
 
 @pytest.mark.parametrize("rule,execution,steps,seed", [

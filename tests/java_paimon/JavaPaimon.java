@@ -44,7 +44,8 @@ import org.apache.paimon.types.RowKind;
 import org.apache.paimon.types.RowType;
 
 /**
- * Apache Paimon's Java core (0.9, the jar inside the pypaimon 0.2.0 sdist) as a test oracle for dbt-paimon.
+ * Apache Paimon's Java core (the release pinned in reference.py, fetched through Maven) as a test oracle for
+ * dbt-paimon.
  *
  * <p>One JVM runs a batch of requests, because each JVM start costs 1-2 s: {@code java JavaPaimon requests.json}
  * where the file holds a JSON array of
@@ -60,7 +61,7 @@ import org.apache.paimon.types.RowType;
  * Values in JSON: numbers, strings, booleans; DECIMAL as a string, BYTES as base64, DATE and TIMESTAMP as
  * ISO-8601 strings (a TIMESTAMP WITH LOCAL TIME ZONE as its UTC wall-clock time).
  * A request that fails writes {@code {"error": "..."}} (the cause chain) to its F and the batch goes on, so a test
- * can assert which failure Paimon 0.9 reports.
+ * can assert which failure Paimon reports.
  */
 public class JavaPaimon {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -213,7 +214,8 @@ public class JavaPaimon {
         RowPartitionKeyExtractor keys = new RowPartitionKeyExtractor(table.schema());
         if (table.bucketMode() == BucketMode.HASH_DYNAMIC && request.path("assignBuckets").asBoolean(true)) {
             assigner = new HashBucketAssigner(table.snapshotManager(), null, table.store().newIndexFileHandler(),
-                    1, 1, 0, table.coreOptions().dynamicBucketTargetRowNum());
+                    1, 1, 0, table.coreOptions().dynamicBucketTargetRowNum(),
+                    table.coreOptions().dynamicBucketMaxBuckets());
         }
         try (BatchTableWrite write = builder.newWrite(); BatchTableCommit commit = builder.newCommit()) {
             for (JsonNode json : request.get("rows")) {

@@ -1,4 +1,4 @@
-"""Java Paimon 0.9 as an oracle: compile JavaPaimon.java once, run batches of read/write requests in one JVM.
+"""Java Paimon (the release pinned in reference.py) as an oracle: compile JavaPaimon.java once, run batches of read/write requests in one JVM.
 
 A JVM start costs 1-2 s, so a test gathers its requests and runs them together. Rows cross as JSON
 lines typed by the table's fields as Java reports them, and come back as Arrow tables comparable with
@@ -27,8 +27,9 @@ from tests.oracle import rows
 from .fetch_jar import CACHE
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "JavaPaimon.java")
-# Paimon's core needs Hadoop's Configuration and FileSystem classes; pyspark ships them shaded.
-HADOOP_JARS = ("hadoop-client-api-*.jar", "hadoop-client-runtime-*.jar")
+# Paimon's bundle leaves out Hadoop (its Configuration and FileSystem classes) and the SLF4J API, as an
+# engine provides them; pyspark ships both.
+HADOOP_JARS = ("hadoop-client-api-*.jar", "hadoop-client-runtime-*.jar", "slf4j-api-*.jar")
 
 
 class JavaError(Exception):
@@ -47,7 +48,7 @@ class Write:
     """Rows written by one BatchWriteBuilder commit; `create` (fields as [(name, Paimon SQL type)],
     primary_keys, partition_keys, options) creates the table first. A row may hold `_kind` (+I/-U/+U/-D).
     On a dynamic-bucket table Java assigns buckets with its HashBucketAssigner unless assign_buckets is
-    False (then BatchTableWrite.write(row) is left to pick the bucket, which 0.9 refuses)."""
+    False (then BatchTableWrite.write(row) is left to pick the bucket, which Java refuses)."""
     path: str
     rows: list
     create: dict | None = None

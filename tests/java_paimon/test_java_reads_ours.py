@@ -1,8 +1,8 @@
-"""Java Paimon 0.9 reads the tables we write and gets what our reader, the model and pypaimon get:
+"""Java Paimon (the reference release, reference.py) reads the tables we write and gets what our reader, the model and pypaimon get:
 every bucket mode and merge engine, after compaction, expiration and schema evolution, by tag.
 
 Each fixture builds its tables, then runs all their Java reads in one JVM (a JVM start costs 1-2 s).
-Where 0.9 cannot read what we write, the test asserts the failure it shows (docs/java-paimon-oracle.md).
+Where Java cannot read what we write, the test asserts the failure it shows (docs/java-paimon-oracle.md).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def store_tables(java, tmp_path_factory):
 
     # Value stats of a first-row table, which Java's batch scan filters files by. `fields.a.stats-mode`
     # = none makes them dense (`_VALUE_STATS_COLS` lists the other columns); "sparse" keeps a slot for
-    # every column (dense store off), the layout Paimon 0.9 knows.
+    # every column (dense store off), the layout before Paimon 1.0.
     for name, extra in (("dense", {}), ("sparse", {"metadata.stats-dense-store": "false"})):
         path = str(db / name)
         setattr(out, name, path)
@@ -115,31 +115,24 @@ def test_first_row_batch_read_sees_only_compacted_files(store_tables):
     assert_same(t.java["first_row"], table.to_arrow(), KEY, t.first_row_expected)
 
 
-def test_dense_value_stats_are_misread_by_paimon_0_9(store_tables):
-    """Known limitation: Paimon 0.9 predates `_VALUE_STATS_COLS` (dense value stats, Paimon 1.0). It maps
-    a dense stats row by position, so a filtered scan that prunes files by value stats (first-row and
-    deletion-vector tables, at level > 0) drops files that hold matching rows, or fails past the last
-    slot. Unfiltered reads are right, and with `metadata.stats-dense-store` = false 0.9 filters right."""
+def test_value_stats_dense_and_sparse_prune_right(store_tables):
+    """Our manifests' value stats, dense (`_VALUE_STATS_COLS`, Paimon's default since 1.0) and sparse, are
+    what Java's filtered batch scan prunes files by (first-row tables, and deletion-vector tables, at level
+    > 0): it keeps the file where a row can match and prunes it where none can, so the stats are really
+    in use on this path and each column's bounds are read from its own slot. (Paimon 0.9 misread the dense
+    layout by position; docs/java-paimon-oracle.md.)"""
     t = store_tables
     key = ["id"]
     ours = FileStoreTable.open(t.dense).to_arrow()
     [dense_file] = [f for s in FileStoreTable.open(t.dense).plan().splits for f in s.files]
     [sparse_file] = [f for s in FileStoreTable.open(t.sparse).plan().splits for f in s.files]
     assert dense_file.value_stats_cols == ("id", "dt", "s", "b", "c") and sparse_file.value_stats_cols is None
-    assert_same(t.java["dense"], ours, key)
-    assert_same(t.java["sparse"], FileStoreTable.open(t.sparse).to_arrow(), key, rows(ours, key))
     assert 105 in ours.column("b").to_pylist()
-    # Java reads b's bounds from c's slot (1000..1009): the only file is pruned, b = 105 vanishes.
-    assert t.java["dense:b=105"].num_rows == 0
-    # c's slot is past the end of the dense row.
-    error = t.java["dense:c=1005"]
-    assert isinstance(error, JavaError)
-    assert "ArrayIndexOutOfBoundsException" in str(error) and "KeyValueFileStoreScan.filterByStats" in str(error)
-    # The sparse layout: 0.9 keeps the file (Paimon prunes files, it does not filter rows) where it
-    # should, and prunes it where no row can match, so value stats are really in use on this path.
-    assert_same(t.java["sparse:b=105"], ours, key)
-    assert_same(t.java["sparse:c=1005"], ours, key)
-    assert t.java["sparse:b=2000"].num_rows == 0
+    for layout in ("dense", "sparse"):
+        assert_same(t.java[layout], FileStoreTable.open(getattr(t, layout)).to_arrow(), key, rows(ours, key))
+        assert_same(t.java[f"{layout}:b=105"], ours, key)
+        assert_same(t.java[f"{layout}:c=1005"], ours, key)
+        assert t.java[f"{layout}:b=2000"].num_rows == 0
 
 
 # ---- tables written by the Spark engine ------------------------------------------------------------

@@ -1,9 +1,8 @@
-"""We read the tables Java Paimon 0.9 writes (fixed and dynamic bucket), we upsert into them and Java reads
-the result; then Java writes again on top of our commits and both read the same.
+"""We read the tables Java Paimon (the reference release) writes (fixed and dynamic bucket), we upsert into
+them and Java reads the result; then Java writes again on top of our commits and all read the same.
 
 Two JVM launches in all: Java creates and writes the tables (and reads them back); then Java reads our
-upserts, writes a third batch and reads again. pypaimon 2.1.0 is no oracle here: it cannot read the
-manifests Paimon 0.9 writes (they lack `_VALUE_STATS_COLS`).
+upserts, writes a third batch and reads again. pypaimon 2.1.0 reads every snapshot too.
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import FileStoreTable
+
+from tests.oracle import pypaimon_read, rows
 
 from .data import JAVA_FIELDS, KEY, PARTITION, SCHEMA, Model, random_rows
 from .javapaimon import JavaError, Read, Write, assert_same
@@ -71,7 +72,7 @@ def scenario(spark, java, tmp_path_factory):
         out.expected[(name, 2)] = model.sorted_rows()
         requests += [Write(out.paths[name], first, _create(options)),
                      Write(out.paths[name], second + [{**r, "_kind": "-D"} for r in gone])]
-    # Known limits of 0.9's batch write: it picks no bucket for a dynamic-bucket or cross-partition table.
+    # Known limits of Java's batch write: it picks no bucket for a dynamic-bucket or cross-partition table.
     out.refused_paths = {"HASH_DYNAMIC": str(db / "unassigned"), "KEY_DYNAMIC": str(db / "cross")}
     requests += [Write(out.refused_paths["HASH_DYNAMIC"], first, _create(TABLES["dynamic"]), assign_buckets=False),
                  Write(out.refused_paths["KEY_DYNAMIC"], first, _create({"bucket": "-1"}, key=["id", "code"]))]
@@ -107,8 +108,10 @@ def scenario(spark, java, tmp_path_factory):
 @pytest.mark.parametrize("name", list(TABLES))
 def test_we_read_what_java_wrote(scenario, name):
     table = FileStoreTable.open(scenario.paths[name])
-    assert_same(scenario.java_wrote[(name, 2)], table.to_arrow(snapshot_id=2), KEY, scenario.expected[(name, 2)])
-    assert_same(scenario.java_wrote[(name, 1)], table.to_arrow(snapshot_id=1), KEY, scenario.expected[(name, 1)])
+    for sid in (2, 1):
+        ours = table.to_arrow(snapshot_id=sid)
+        assert_same(scenario.java_wrote[(name, sid)], ours, KEY, scenario.expected[(name, sid)])
+        assert rows(pypaimon_read(scenario.paths[name], snapshot_id=sid), KEY) == rows(ours, KEY)
     if name == "dynamic":  # Java's own assigner spread the keys over several buckets, with HASH index files
         plan = table.plan(snapshot_id=2)
         assert max(s.bucket for s in plan.splits) > 0 and table.snapshots.snapshot(2).index_manifest
@@ -127,12 +130,13 @@ def test_java_writes_on_top_of_our_commits(scenario, name):
     hash, Java would put that key in a second bucket and it would read twice."""
     table = FileStoreTable.open(scenario.paths[name])
     assert_same(scenario.java_final[name], table.to_arrow(), KEY, scenario.expected[(name, "java again")])
+    assert rows(pypaimon_read(scenario.paths[name]), KEY) == scenario.expected[(name, "java again")]
 
 
-def test_paimon_0_9_batch_write_picks_no_dynamic_bucket(scenario):
-    """Known limitation: 0.9's BatchTableWrite.write(row) cannot assign a bucket in dynamic-bucket or
-    cross-partition mode (its Flink sink assigns them); our oracle uses HashBucketAssigner as that sink
-    does for dynamic-bucket tables, and cannot write cross-partition tables at all."""
+def test_java_batch_write_picks_no_dynamic_bucket(scenario):
+    """Known limitation: Java's BatchTableWrite.write(row) cannot assign a bucket in dynamic-bucket or
+    cross-partition mode (its Flink and Spark sinks assign them); our oracle uses HashBucketAssigner as the
+    Flink sink does for dynamic-bucket tables, and writes no cross-partition table through the core API."""
     for (mode, path), error in zip(scenario.refused_paths.items(), scenario.refused):
         assert FileStoreTable.open(path).schema.bucket_mode == mode
         assert isinstance(error, JavaError)

@@ -1,0 +1,33 @@
+"""The Paimon releases the tests hold us against, named once: moving to the next release is one change here.
+
+The Maven Central this project's machines reach serves only part of Paimon. Of the 2.x line it serves
+`paimon-core` 2.0.0 without the modules it needs (`paimon-common`, `paimon-format`, `paimon-parent` 2.0.0 are
+not there), so the newest Paimon that runs is `paimon-bundle` 1.4.2 (core, formats and codegen, shaded,
+without an engine). The newest Spark connector served is `paimon-spark-3.5` 0.9.0 (Spark 3.5, Scala 2.12);
+none of 1.x or 2.x (`paimon-spark-4.x[_2.13]`, `paimon-spark-3.5[_2.12]`) is served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Artifact:
+    group: str
+    name: str
+    version: str
+    sha256: str  # of the jar as first fetched: a changed or truncated download is refused, not run
+
+    @property
+    def coordinates(self) -> str:
+        return f"{self.group}:{self.name}:{self.version}"
+
+    @property
+    def jar(self) -> str:
+        return f"{self.name}-{self.version}.jar"
+
+
+# Paimon's Java core, formats included: the reader and writer the tests compare ours with.
+PAIMON = Artifact("org.apache.paimon", "paimon-bundle", "1.4.2",
+                  "85a1587409e6c044b46eb20370a46ecd288576b8bc7aadf6b0432a4f2370f5d1")
