@@ -28,6 +28,9 @@ case "${1:-}" in
          # Java Paimon for the oracle tests: the jar pinned in tests/java_paimon/reference.py, through Maven
          # (once; cached in .work/)
          "$VENV/bin/python" tests/java_paimon/fetch_jar.py >/dev/null
+         # Paimon's Spark connector for tests/paimon_spark: its jar, and a venv with the pyspark it is built
+         # for (once; cached in .work/)
+         "$VENV/bin/python" tests/paimon_spark/side_env.py >/dev/null
          exec "$VENV/bin/python" -m pytest -q "$@" ;;
   bench) shift; exec bash bench/bench.sh "$@" ;;
   *) echo "usage: bash run.sh demo|test|bench" >&2; exit 2 ;;

@@ -32,6 +32,23 @@ def java(tmp_path_factory):
     return JavaPaimon(jar, str(tmp_path_factory.mktemp("java-paimon")))
 
 
+@pytest.fixture(scope="session")
+def paimon_spark(tmp_path_factory):
+    """Paimon's own Spark connector (tests/paimon_spark), one Spark process per test session. Missing
+    prerequisites fail the tests, never skip them."""
+    from tests.paimon_spark.side_env import PaimonSpark
+
+    try:
+        client, problem = PaimonSpark(str(tmp_path_factory.mktemp("paimon-spark") / "spark.log")), None
+    except Exception as e:
+        client, problem = None, str(e)
+    if problem:
+        pytest.fail(f"cannot set up Paimon's Spark connector (`python tests/paimon_spark/side_env.py`): {problem}",
+                    pytrace=False)
+    yield client
+    client.close()
+
+
 @pytest.fixture
 def warehouse(tmp_path):
     """A fresh filesystem warehouse; tables live at <warehouse>/db.db/<name> as Paimon's catalog expects."""

@@ -31,3 +31,9 @@ class Artifact:
 # Paimon's Java core, formats included: the reader and writer the tests compare ours with.
 PAIMON = Artifact("org.apache.paimon", "paimon-bundle", "1.4.2",
                   "85a1587409e6c044b46eb20370a46ecd288576b8bc7aadf6b0432a4f2370f5d1")
+
+# Paimon's Spark connector (its SparkCatalog, SQL writes and procedures): the writer a dbt-on-Spark user would
+# otherwise pick, run by tests/paimon_spark in a side environment with the pyspark it is built for.
+SPARK_CONNECTOR = Artifact("org.apache.paimon", "paimon-spark-3.5", "0.9.0",
+                           "e9e8a90a630a1440dfd869bb568c8fc916d6de23bc162922cc0c2684ed6fa15b")
+SPARK_CONNECTOR_PYSPARK = "3.5.7"

@@ -18,6 +18,8 @@ from dbt_paimon.store.compact import compact_bucket
 from dbt_paimon.store.schema import SchemaManager
 from tests.oracle import pypaimon_read, rows
 
+from tests.paimon_spark.side_env import spark_sql_rows
+
 from .data import KEY, PARTITION, SCHEMA, Model, random_rows
 from .javapaimon import JavaError, Read, assert_same
 
@@ -165,7 +167,7 @@ SHARED_RUNS = [("local", None), ("distributed", 2), ("distributed", 3)]
 
 
 @pytest.fixture(scope="module")
-def engine_tables(spark, java, tmp_path_factory):
+def engine_tables(spark, java, paimon_spark, tmp_path_factory):
     from dbt_paimon.engine import upsert
     from tests.engine.helpers import frame
     from tests.engine.model import UpsertModel, random_batches
@@ -188,6 +190,7 @@ def engine_tables(spark, java, tmp_path_factory):
         out[name] = SimpleNamespace(path=path, key=key, expected=model.sorted_rows(), moved=moved, shared=shared)
     for case, result in zip(out.values(), java.run([Read(c.path) for c in out.values()])):
         case.java = result
+        case.spark_sql = spark_sql_rows(paimon_spark, case.path, case.key)
     return out
 
 
@@ -207,6 +210,7 @@ def test_engine_written_table(engine_tables, name):
     table = FileStoreTable.open(case.path)
     assert_same(case.java, table.to_arrow(), case.key, case.expected)
     assert rows(pypaimon_read(case.path), case.key) == case.expected
+    assert case.spark_sql == case.expected
     if name.startswith("cross-deduplicate"):
         assert case.moved > 0  # keys really changed partition (a DELETE in the old one, a row in the new)
     if name != "fixed":
@@ -221,7 +225,7 @@ EVOLVED_SPARK_SCHEMA = "id bigint, dt string, v bigint, s string, amount bigint,
 
 
 @pytest.fixture(scope="module")
-def maintained(spark, java, tmp_path_factory):
+def maintained(spark, java, paimon_spark, tmp_path_factory):
     """A cross-partition table: 3 upserts, tag v1, an upsert, expiration down to one snapshot (the
     tagged one included), a schema change, an upsert in the new schema, a full compaction."""
     from pyspark.sql import types as T
@@ -263,6 +267,10 @@ def maintained(spark, java, tmp_path_factory):
     for name in ("pre_evolution", "pre_compaction"):
         out.reads[name] = Read(out.path, {"scan.snapshot-id": str(out.snapshot[name])})
     out.java = dict(zip(out.reads, java.run(list(out.reads.values()))))
+    out.spark_sql = {name: spark_sql_rows(paimon_spark, out.path, ["id"], as_of)
+                     for name, as_of in (("latest", None), ("v1", "'v1'"),
+                                         ("pre_evolution", out.snapshot["pre_evolution"]),
+                                         ("pre_compaction", out.snapshot["pre_compaction"]))}
     return out
 
 
@@ -287,6 +295,7 @@ def test_after_schema_evolution_and_compaction(maintained):
     assert {f.schema_id for s in before.splits for f in s.files} == {0, 1}
     assert_same(m.java["pre_compaction"], table.to_arrow(snapshot_id=m.snapshot["pre_compaction"]), ["id"],
                 m.expected["latest"])
+    assert m.spark_sql["latest"] == m.spark_sql["pre_compaction"] == m.expected["latest"]
 
 
 def test_time_travel_reads_with_the_snapshots_schema(maintained):
@@ -296,6 +305,7 @@ def test_time_travel_reads_with_the_snapshots_schema(maintained):
     assert java.schema.field("amount").type == pa.int32()
     assert_same(java, _ours_as_of(m.path, snapshot_id=m.snapshot["pre_evolution"]), ["id"],
                 m.expected["pre_evolution"])
+    assert m.spark_sql["pre_evolution"] == m.expected["pre_evolution"]
 
 
 def test_our_store_time_travel_uses_the_snapshots_schema(maintained):
@@ -308,6 +318,7 @@ def test_tag_whose_snapshot_expired(maintained):
     m = maintained
     assert m.snapshot["v1"] in m.expired  # the tag alone keeps its files
     assert_same(m.java["v1"], _ours_as_of(m.path, tag="v1"), ["id"], m.expected["v1"])
+    assert m.spark_sql["v1"] == m.expected["v1"]
 
 
 def test_expired_snapshot_is_gone_for_both(maintained):

@@ -1,0 +1,130 @@
+"""Paimon's Spark connector beside the suite: its side environment, and a client of its runner.
+
+The connector is built for a pyspark other than ours (reference.py), so it runs in a venv of its own,
+`.work/paimon-spark/venv`, with its jar fetched through Maven (`tests/java_paimon/fetch_jar.py`). `python
+tests/paimon_spark/side_env.py` builds both (once; `bash run.sh test` calls it) and prints the venv's Python.
+`PaimonSpark` runs `runner.py` in that venv: one JVM for the whole test session, SQL in, rows out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+if __package__ in (None, ""):  # run as a script by run.sh
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from tests.java_paimon.fetch_jar import fetch_jar  # noqa: E402
+from tests.java_paimon.reference import SPARK_CONNECTOR, SPARK_CONNECTOR_PYSPARK  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV = os.path.join(ROOT, ".work", "paimon-spark", "venv")
+RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
+INTERPRETER = "python3.11"  # pyspark 3.5 supports Python up to 3.11
+
+
+class SparkSqlError(Exception):
+    """A statement Paimon's Spark connector refused; the message is Spark's."""
+
+
+def ensure_venv() -> str:
+    """The side venv's Python, with pyspark SPARK_CONNECTOR_PYSPARK installed (once: a stamp file says so)."""
+    python = os.path.join(VENV, "bin", "python")
+    stamp = os.path.join(VENV, f".installed-pyspark-{SPARK_CONNECTOR_PYSPARK}")
+    if os.path.exists(stamp):
+        return python
+    interpreter = shutil.which(INTERPRETER)
+    if interpreter is None:
+        raise RuntimeError(f"Paimon's Spark connector runs on pyspark {SPARK_CONNECTOR_PYSPARK}, which needs "
+                           f"`{INTERPRETER}` on PATH")
+    shutil.rmtree(VENV, ignore_errors=True)
+    for cmd in ([interpreter, "-m", "venv", VENV],
+                [python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                 f"pyspark=={SPARK_CONNECTOR_PYSPARK}"]):
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    open(stamp, "w").close()
+    return python
+
+
+class PaimonSpark:
+    """Spark SQL through Paimon's connector, in one long-lived process (a Spark start costs ~10 s)."""
+
+    def __init__(self, log: str):
+        self.python, self.jar = ensure_venv(), fetch_jar(SPARK_CONNECTOR)
+        self.log = log
+        self._proc: subprocess.Popen | None = None
+
+    def sql(self, warehouse: str, text: str, catalog: str | None = None) -> list[dict]:
+        """The statement's rows as dicts, in Spark's order; `warehouse` is the catalog's root (a Paimon
+        `SparkCatalog` named `catalog`, by default one name per warehouse). Raises SparkSqlError."""
+        answer = self.request(warehouse, text, catalog)
+        return [dict(zip(answer["columns"], row)) for row in answer["rows"]]
+
+    def request(self, warehouse: str, text: str, catalog: str | None = None) -> dict:
+        if self._proc is None:
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+            env["PYSPARK_PYTHON"] = self.python
+            with open(self.log, "ab") as log:  # Spark's logging goes to a file, never a full pipe
+                self._proc = subprocess.Popen([self.python, RUNNER, self.jar], stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        catalog = catalog or "wh_" + hashlib.sha1(warehouse.encode()).hexdigest()[:12]
+        self._proc.stdin.write(json.dumps({"catalog": catalog, "warehouse": warehouse, "sql": text}) + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            with open(self.log) as f:
+                raise RuntimeError(f"Paimon's Spark runner exited ({self._proc.wait()}):\n{f.read()[-3000:]}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise SparkSqlError(answer["error"])
+        return answer
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._proc = None
+
+
+def table_name(path: str) -> tuple[str, str]:
+    """(warehouse, `db.table`) of a table at <warehouse>/<db>.db/<table>."""
+    db_dir, name = path.rstrip("/").rsplit("/", 1)
+    warehouse, db = db_dir.rsplit("/", 1)
+    return warehouse, f"{db.removesuffix('.db')}.{name}"
+
+
+def spark_sql_rows(client: PaimonSpark, path: str, key: list[str], as_of: int | str | None = None) -> list[dict]:
+    """The table's rows through Paimon's Spark SQL, sorted by key; `as_of`: a snapshot id, or a tag name
+    in quotes (`VERSION AS OF`)."""
+    warehouse, name = table_name(path)
+    travel = "" if as_of is None else f" VERSION AS OF {as_of}"
+    return sorted(client.sql(warehouse, f"SELECT * FROM {name}{travel}"),
+                  key=lambda r: tuple((r[k] is None, r[k]) for k in key))
+
+
+def _literal(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)
+
+
+def sql_values(batch: list[dict], columns: list[str] | None = None) -> str:
+    """Rows as the text of a Spark SQL VALUES list, in `columns`' order (default: each row's own)."""
+    return ", ".join("(" + ", ".join(_literal(r[c]) for c in (columns or list(r))) + ")" for r in batch)
+
+
+if __name__ == "__main__":
+    print(ensure_venv(), fetch_jar(SPARK_CONNECTOR))
