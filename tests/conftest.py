@@ -16,20 +16,20 @@ def java(tmp_path_factory):
     regression pass."""
     import shutil
 
-    from tests.java_paimon.fetch_jar import fetch_jar
+    from tests.java_paimon.fetch_jar import oracle_jars
     from tests.java_paimon.javapaimon import JavaPaimon
 
     for tool in ("java", "javac", "mvn"):
         if shutil.which(tool) is None:
             pytest.fail(f"the Java Paimon oracle needs `{tool}` (Java 17, Maven) on PATH", pytrace=False)
     try:
-        jar, problem = fetch_jar(), None
+        jars, problem = oracle_jars(), None
     except Exception as e:
-        jar, problem = None, str(e)
+        jars, problem = None, str(e)
     if problem:
         pytest.fail(f"cannot fetch Paimon's jar for the Java oracle (Maven Central once; "
                     f"`python tests/java_paimon/fetch_jar.py` fetches it): {problem}", pytrace=False)
-    return JavaPaimon(jar, str(tmp_path_factory.mktemp("java-paimon")))
+    return JavaPaimon(jars, str(tmp_path_factory.mktemp("java-paimon")))
 
 
 @pytest.fixture(scope="session")

@@ -5,13 +5,14 @@ ORDER is the order of the report; the first is the reference every ratio is take
 
 from importlib import import_module
 
-ORDER = ["dbt-paimon", "dbt-paimon-no-index", "dbt-paimon-distributed", "dbt-run", "pypaimon-rust", "pypaimon", "deltalake", "pyiceberg", "pyarrow-probe"]
+ORDER = ["dbt-paimon", "dbt-paimon-no-index", "dbt-paimon-distributed", "dbt-run", "pypaimon-rust", "paimon-spark", "pypaimon", "deltalake", "pyiceberg", "pyarrow-probe"]
 _MODULES = {
     "dbt-paimon": "dbt_paimon_engine",
     "dbt-paimon-no-index": "dbt_paimon_no_index",
     "dbt-paimon-distributed": "dbt_paimon_distributed",
     "dbt-run": "dbt_run",
     "pypaimon-rust": "pypaimon_rust_native",
+    "paimon-spark": "paimon_spark_sql",
     "pypaimon": "pypaimon_python",
     "deltalake": "deltalake_merge",
     "pyiceberg": "pyiceberg_upsert",

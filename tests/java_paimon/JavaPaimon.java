@@ -48,7 +48,8 @@ import org.apache.paimon.types.RowType;
  * dbt-paimon.
  *
  * <p>One JVM runs a batch of requests, because each JVM start costs 1-2 s: {@code java JavaPaimon requests.json}
- * where the file holds a JSON array of
+ * where the file holds a JSON array of requests, each of which may carry {@code "catalog": {...}}: the catalog's
+ * options (an object store's settings).
  * <ul>
  *   <li>{@code {"op": "read", "path": P, "out": F, "options": {...}, "equal": {column: value}}}: F gets one JSON
  *       line with the table's fields ({@code {"fields": [{"name", "type"}]}}), then one JSON line per row, each
@@ -107,16 +108,25 @@ public class JavaPaimon {
         return out.toString();
     }
 
-    /** The table at <warehouse>/<db>.db/<name>, through the filesystem catalog as a user would open it. */
-    private static Catalog catalog(File table) throws Exception {
-        Options options = new Options();
-        options.set("warehouse", table.getParentFile().getParent());
-        return CatalogFactory.createCatalog(CatalogContext.create(options));
+    /**
+     * The table at <warehouse>/<db>.db/<name> (a local path or a URI such as s3://bucket/...), through the
+     * filesystem catalog as a user would open it; {@code options} are the catalog's (an object store's settings).
+     */
+    private static Catalog catalog(String table, Map<String, String> options) throws Exception {
+        Options catalogOptions = Options.fromMap(options);
+        catalogOptions.set("warehouse", parent(parent(table)));
+        return CatalogFactory.createCatalog(CatalogContext.create(catalogOptions));
     }
 
-    private static Identifier identifier(File table) {
-        String db = table.getParentFile().getName();
-        return Identifier.create(db.substring(0, db.length() - ".db".length()), table.getName());
+    private static String parent(String path) {
+        String trimmed = path.endsWith("/") ? path.substring(0, path.length() - 1) : path;
+        return trimmed.substring(0, trimmed.lastIndexOf('/'));
+    }
+
+    private static Identifier identifier(String table) {
+        String db = parent(table).substring(parent(table).lastIndexOf('/') + 1);
+        String name = table.substring(table.lastIndexOf('/') + 1);
+        return Identifier.create(db.substring(0, db.length() - ".db".length()), name);
     }
 
     private static Map<String, String> stringMap(JsonNode node) {
@@ -128,9 +138,9 @@ public class JavaPaimon {
     }
 
     private static void read(JsonNode request, List<String> lines) throws Exception {
-        File path = new File(request.get("path").asText());
+        String path = request.get("path").asText();
         FileStoreTable table;
-        try (Catalog catalog = catalog(path)) {
+        try (Catalog catalog = catalog(path, stringMap(request.get("catalog")))) {
             table = (FileStoreTable) catalog.getTable(identifier(path));
         }
         table = table.copy(stringMap(request.get("options")));
@@ -183,8 +193,8 @@ public class JavaPaimon {
     }
 
     private static void write(JsonNode request) throws Exception {
-        File path = new File(request.get("path").asText());
-        try (Catalog catalog = catalog(path)) {
+        String path = request.get("path").asText();
+        try (Catalog catalog = catalog(path, stringMap(request.get("catalog")))) {
             JsonNode create = request.get("create");
             if (create != null && !create.isNull()) {
                 Schema.Builder schema = Schema.newBuilder();

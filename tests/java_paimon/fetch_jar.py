@@ -16,9 +16,9 @@ import tempfile
 
 if __package__ in (None, ""):  # run as a script by run.sh
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from tests.java_paimon.reference import PAIMON, Artifact
+    from tests.java_paimon.reference import PAIMON, PAIMON_S3, Artifact
 else:
-    from .reference import PAIMON, Artifact
+    from .reference import PAIMON, PAIMON_S3, Artifact
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, ".work", "java-paimon")
@@ -56,5 +56,10 @@ def fetch_jar(artifact: Artifact = PAIMON) -> str:
     return jar
 
 
+def oracle_jars() -> list[str]:
+    """The Java oracle's jars: Paimon's, then its S3 file system's."""
+    return [fetch_jar(PAIMON), fetch_jar(PAIMON_S3)]
+
+
 if __name__ == "__main__":
-    print(fetch_jar())
+    print(*oracle_jars())

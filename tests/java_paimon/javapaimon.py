@@ -41,6 +41,7 @@ class Read:
     path: str
     options: dict | None = None  # Paimon dynamic options: scan.snapshot-id, scan.tag-name, ...
     equal: dict | None = None  # {column: value}: a predicate Paimon prunes files with (by their stats)
+    catalog: dict | None = None  # the catalog's options: an object store's settings (s3.endpoint, ...)
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,10 @@ def _parse_read(lines: list[str]) -> pa.Table:
 
 
 class JavaPaimon:
-    def __init__(self, jar: str, workdir: str):
-        classpath = _classpath(jar)
+    def __init__(self, jars: str | list[str], workdir: str):
+        """jars: Paimon's jar first, then its file systems' (paimon-s3)."""
+        jars = [jars] if isinstance(jars, str) else list(jars)
+        classpath = _classpath(jars[0]) + jars[1:]
         self.classpath = os.pathsep.join([_compile(classpath)] + classpath)
         self.workdir = workdir
 
@@ -170,7 +173,8 @@ class JavaPaimon:
         for i, r in enumerate(requests):
             out = os.path.join(batch, f"out-{i}.jsonl")
             if isinstance(r, Read):
-                encoded.append({"op": "read", "path": r.path, "out": out, "options": r.options or {}, "equal": r.equal})
+                encoded.append({"op": "read", "path": r.path, "out": out, "options": r.options or {}, "equal": r.equal,
+                                "catalog": r.catalog or {}})
             else:
                 create = None if r.create is None else {
                     "fields": [{"name": n, "type": t} for n, t in r.create["fields"]],

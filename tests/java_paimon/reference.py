@@ -32,6 +32,10 @@ class Artifact:
 PAIMON = Artifact("org.apache.paimon", "paimon-bundle", "1.4.2",
                   "85a1587409e6c044b46eb20370a46ecd288576b8bc7aadf6b0432a4f2370f5d1")
 
+# Paimon's S3 file system (Hadoop's S3A, shaded), for the oracle's reads on the S3 test server.
+PAIMON_S3 = Artifact("org.apache.paimon", "paimon-s3", PAIMON.version,
+                     "dc701f0c5b2790680032ec8961dfbb857e968f9f023563a7077fffd0750d0a67")
+
 # Paimon's Spark connector (its SparkCatalog, SQL writes and procedures): the writer a dbt-on-Spark user would
 # otherwise pick, run by tests/paimon_spark in a side environment with the pyspark it is built for.
 SPARK_CONNECTOR = Artifact("org.apache.paimon", "paimon-spark-3.5", "0.9.0",

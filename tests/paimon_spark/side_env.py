@@ -55,26 +55,33 @@ def ensure_venv() -> str:
 class PaimonSpark:
     """Spark SQL through Paimon's connector, in one long-lived process (a Spark start costs ~10 s)."""
 
-    def __init__(self, log: str):
-        self.python, self.jar = ensure_venv(), fetch_jar(SPARK_CONNECTOR)
-        self.log = log
+    def __init__(self, log: str, settings: dict | None = None):
+        self.python, self.jars = ensure_venv(), connector_jars()
+        self.log, self.settings = log, dict(settings or {})
         self._proc: subprocess.Popen | None = None
 
-    def sql(self, warehouse: str, text: str, catalog: str | None = None) -> list[dict]:
+    def sql(self, warehouse: str, text: str, catalog: str | None = None, options: dict | None = None) -> list[dict]:
         """The statement's rows as dicts, in Spark's order; `warehouse` is the catalog's root (a Paimon
-        `SparkCatalog` named `catalog`, by default one name per warehouse). Raises SparkSqlError."""
-        answer = self.request(warehouse, text, catalog)
+        `SparkCatalog` named `catalog`, by default one name per warehouse; `options`: the catalog's, such as
+        an object store's settings). Raises SparkSqlError."""
+        answer = self.request(warehouse, text, catalog, options=options)
         return [dict(zip(answer["columns"], row)) for row in answer["rows"]]
 
-    def request(self, warehouse: str, text: str, catalog: str | None = None) -> dict:
+    def request(self, warehouse: str, text: str, catalog: str | None = None, parquet: str | None = None,
+                options: dict | None = None) -> dict:
+        """The runner's answer (`columns`, `rows`, `seconds`); with `parquet`, the rows go to Parquet
+        files in that directory instead."""
         if self._proc is None:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
             env["PYSPARK_PYTHON"] = self.python
             with open(self.log, "ab") as log:  # Spark's logging goes to a file, never a full pipe
-                self._proc = subprocess.Popen([self.python, RUNNER, self.jar], stdin=subprocess.PIPE,
+                self._proc = subprocess.Popen([self.python, RUNNER, ",".join(self.jars), json.dumps(self.settings)],
+                                              stdin=subprocess.PIPE,
                                               stdout=subprocess.PIPE, stderr=log, text=True, env=env)
         catalog = catalog or "wh_" + hashlib.sha1(warehouse.encode()).hexdigest()[:12]
-        self._proc.stdin.write(json.dumps({"catalog": catalog, "warehouse": warehouse, "sql": text}) + "\n")
+        request = {"catalog": catalog, "warehouse": warehouse, "sql": text, "parquet": parquet,
+                   "options": options or {}}
+        self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
         line = self._proc.stdout.readline()
         if not line:
@@ -95,6 +102,13 @@ class PaimonSpark:
             self._proc = None
 
 
+def connector_jars() -> list[str]:
+    """The connector's jars, fetched through Maven (once). Not its S3 file system (paimon-s3 0.9.0,
+    Hadoop's S3A over the AWS SDK v1): the S3 test server refuses its signed requests (403), so the
+    connector reads tables on the local disk only."""
+    return [fetch_jar(SPARK_CONNECTOR)]
+
+
 def table_name(path: str) -> tuple[str, str]:
     """(warehouse, `db.table`) of a table at <warehouse>/<db>.db/<table>."""
     db_dir, name = path.rstrip("/").rsplit("/", 1)
@@ -102,12 +116,13 @@ def table_name(path: str) -> tuple[str, str]:
     return warehouse, f"{db.removesuffix('.db')}.{name}"
 
 
-def spark_sql_rows(client: PaimonSpark, path: str, key: list[str], as_of: int | str | None = None) -> list[dict]:
+def spark_sql_rows(client: PaimonSpark, path: str, key: list[str], as_of: int | str | None = None,
+                   options: dict | None = None) -> list[dict]:
     """The table's rows through Paimon's Spark SQL, sorted by key; `as_of`: a snapshot id, or a tag name
-    in quotes (`VERSION AS OF`)."""
+    in quotes (`VERSION AS OF`); `options`: the catalog's (an object store's settings)."""
     warehouse, name = table_name(path)
     travel = "" if as_of is None else f" VERSION AS OF {as_of}"
-    return sorted(client.sql(warehouse, f"SELECT * FROM {name}{travel}"),
+    return sorted(client.sql(warehouse, f"SELECT * FROM {name}{travel}", options=options),
                   key=lambda r: tuple((r[k] is None, r[k]) for k in key))
 
 
@@ -127,4 +142,4 @@ def sql_values(batch: list[dict], columns: list[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    print(ensure_venv(), fetch_jar(SPARK_CONNECTOR))
+    print(ensure_venv(), *connector_jars())
