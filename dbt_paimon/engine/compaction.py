@@ -14,6 +14,7 @@ files of a first-row table, so rows an upsert wrote stay invisible to them until
 from __future__ import annotations
 
 import dataclasses
+import logging
 import pickle
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from ..store.compact_strategy import UniversalCompaction
 from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
 from ..store.options import MergeEngine
+from ..store.retry import give_up_hint, wait_before_retry
 from ..store.scan import DataSplit
 from ..store.snapshot import COMPACT
 from ..store.table import FileStoreTable
@@ -35,6 +37,8 @@ from . import deploy, jobs
 from .executor import driver_threads
 from .settings import Execution
 from .spark_types import struct_of
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -137,18 +141,31 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
             execution: str | Execution = Execution.DISTRIBUTED) -> int | None:
     """Fully compact the given (partition bytes, bucket)s (all when None); returns the COMPACT
     snapshot id, or None when nothing needed rewriting. A commit that raced it and removed one of
-    its input files makes the commit fail cleanly (CommitConflictError) and its outputs are deleted.
+    its input files makes its commit fail cleanly and its outputs deleted; it then plans and rewrites
+    again on the new snapshot, up to the table's commit.max-retries times, waiting between attempts as
+    Paimon does (store/retry.py), and raises CommitConflictError after the last.
     storage_options: the object store's settings (Paimon's names: s3.endpoint, ...).
     execution: "distributed" rewrites each bucket in a Spark task; "local" in a driver thread
     (what an upsert that ran in the driver uses: no Spark job)."""
-    table = FileStoreTable.open(path, io or FileIO.get(path, storage_options))
-    plan = table.plan()
+    io = io or FileIO.get(path, storage_options)
     wanted = None if buckets is None else set(buckets)
-    level = max_level(table.schema)
-    rewrites = [Rewrite(s, level, True) for s in plan.splits
-                if (wanted is None or (s.partition, s.bucket) in wanted)
-                and not (len(s.files) == 1 and s.files[0].level == level)]
-    return _rewrite_and_commit(spark, table, rewrites, execution)
+    attempt = 0
+    while True:
+        attempt += 1
+        table = FileStoreTable.open(path, io)
+        plan = table.plan()
+        level = max_level(table.schema)
+        rewrites = [Rewrite(s, level, True) for s in plan.splits
+                    if (wanted is None or (s.partition, s.bucket) in wanted)
+                    and not (len(s.files) == 1 and s.files[0].level == level)]
+        try:
+            return _rewrite_and_commit(spark, table, rewrites, execution)
+        except CommitConflictError as e:
+            if attempt > table.schema.core.commit_max_retries:
+                raise CommitConflictError(f"{e}; gave up after {attempt} attempts of the compaction "
+                                          f"({give_up_hint(table.schema.core)})") from None
+            log.warning("compaction of %s conflicted with a concurrent commit (%s); planning again", path, e)
+            wait_before_retry(table.schema.core, attempt)
 
 
 def _rewrite_and_commit(spark: SparkSession, table: FileStoreTable, rewrites: list[Rewrite],

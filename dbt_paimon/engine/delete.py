@@ -24,6 +24,7 @@ from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.options import MergeEngine
 from ..store.read import TableRead
+from ..store.retry import give_up_hint, wait_before_retry
 from ..store.scan import DataSplit
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
@@ -33,7 +34,6 @@ from .settings import Execution
 from .spark_types import struct_of
 
 log = logging.getLogger(__name__)
-MAX_JOB_ATTEMPTS = 3
 
 
 @dataclass
@@ -87,7 +87,9 @@ def delete(spark: SparkSession, path: str, where: str,
     if not where or not where.strip():
         raise SchemaError("delete needs a predicate (where); to empty a table, say so: where='true'")
     deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
-    for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
+    attempt = 0
+    while True:  # once more on each commit conflict, up to the table's commit.max-retries
+        attempt += 1
         table = FileStoreTable.open(path, io)
         schema = table.schema
         _check_engine(schema)
@@ -118,13 +120,14 @@ def delete(spark: SparkSession, path: str, where: str,
             result = commit.commit(entries, APPEND, expected_latest=plan.snapshot.id)
         except CommitConflictError as e:
             commit.abort(entries)
-            if attempt == MAX_JOB_ATTEMPTS:
-                raise
+            if attempt > schema.core.commit_max_retries:
+                raise CommitConflictError(f"{e}; gave up after {attempt} attempts of the delete job "
+                                          f"({give_up_hint(schema.core)})") from None
             log.warning("delete on %s conflicted with a concurrent commit (%s); re-running", path, e)
+            wait_before_retry(schema.core, attempt)
             continue
         except BaseException:
             commit.abort(entries)
             raise
         extra = after_commit(spark, table.path, table.io, Execution.DISTRIBUTED)
         return DeleteResult(table.path, result.snapshot.id, deleted, attempt, time.time() - started, extra)
-    raise AssertionError("unreachable")

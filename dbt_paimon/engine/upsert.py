@@ -28,6 +28,7 @@ from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestFile
 from ..store.options import BucketMode
+from ..store.retry import give_up_hint, wait_before_retry
 from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
@@ -41,7 +42,6 @@ from .spark_types import arrow_schema_of, fits, to_spark
 
 log = logging.getLogger(__name__)
 
-MAX_JOB_ATTEMPTS = 3
 # Test hook: called with the attempt number between the job and its commit (to land a racing commit).
 _before_commit = None
 
@@ -249,18 +249,28 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             if not cached and exists and schema.bucket_mode != BucketMode.HASH_DYNAMIC:
                 batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
             executor = DistributedExecutor(spark, batch, settings, path, size)
-        return _attempts(spark, executor, io, path, schema, exists, stage, started, phases)
+        return _attempts(spark, executor, io, path, schema, exists, stage, started, phases,
+                         _retry_options(schema, settings))
     finally:
         if cached:
             batch.unpersist()
 
 
+def _retry_options(schema: TableSchema, settings: RunSettings) -> opts.CoreOptions:
+    """The table's options with the run's commit.max-retries, when the run gives one."""
+    if settings.commit_max_retries is None:
+        return schema.core
+    return opts.CoreOptions({**schema.options, "commit.max-retries": str(settings.commit_max_retries)})
+
+
 def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSchema, exists: bool,
-              stage: StageRows, started: float, phases: dict) -> UpsertResult:
-    """Plan, run the job on the executor, commit; on a commit conflict, again on the new snapshot.
-    phases: the seconds spent so far by phase, added to."""
+              stage: StageRows, started: float, phases: dict, retry: opts.CoreOptions) -> UpsertResult:
+    """Plan, run the job on the executor, commit; on a commit conflict, again on the new snapshot, up to
+    commit.max-retries times (`retry`: the options that say it), waiting as Paimon's writers do between
+    attempts (store/retry.py). phases: the seconds spent so far by phase, added to."""
     clock = _PhaseClock(phases)
-    for attempt in range(1, MAX_JOB_ATTEMPTS + 1):
+    attempts = retry.commit_max_retries + 1
+    for attempt in range(1, attempts + 1):
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
         snapshot_id = plan.snapshot.id if plan and plan.snapshot else None
@@ -300,10 +310,13 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         except CommitConflictError as e:
             clock.lap("commit")
             abandon()
-            if attempt == MAX_JOB_ATTEMPTS:
-                raise CommitConflictError(f"{e}; gave up after {attempt} attempts of the upsert job") from None
+            if attempt == attempts:
+                raise CommitConflictError(f"{e}; gave up after {attempt} attempts of the upsert job "
+                                          f"({give_up_hint(retry)})") from None
             log.warning("upsert into %s conflicted with a concurrent commit (%s); re-running on the new snapshot",
                         path, e)
+            wait_before_retry(retry, attempt)
+            clock.lap("commit")
             continue
         except BaseException:
             abandon()

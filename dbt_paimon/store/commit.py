@@ -7,7 +7,6 @@ any point leaves the table at the previous snapshot; its files are unreferenced 
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from .errors import CommitConflictError
 from .fileio import FileIO
 from .manifest import ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, merge_entries
 from .paths import bucket_dir, partition_path
+from .retry import give_up_hint, wait_before_retry
 from .schema import TableSchema
 from .snapshot import APPEND, BATCH_COMMIT_IDENTIFIER, Snapshot, SnapshotManager
 from . import binary_row
@@ -94,9 +94,9 @@ class FileStoreCommit:
             if attempt > max_retries:
                 self._discard([delta_meta])
                 raise CommitConflictError(
-                    f"gave up committing to {self.table_path} after {attempt} attempts (commit.max-retries="
-                    f"{max_retries}): other writers kept committing first")
-            time.sleep(random.uniform(0.001, 0.01 * attempt))
+                    f"gave up committing to {self.table_path} after {attempt} attempts: other writers kept "
+                    f"committing first ({give_up_hint(self.schema.core)})")
+            wait_before_retry(self.schema.core, attempt)
 
     def _prepare(self, latest: Snapshot | None, delta_meta: ManifestFileMeta | None,
                  entries: Sequence[ManifestEntry], kind: str, index_manifest) -> tuple[Snapshot, list[str]]:

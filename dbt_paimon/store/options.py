@@ -58,6 +58,8 @@ DEFAULTS: dict[str, str] = {
     "file.compression": "zstd",
     "file.compression.zstd-level": "1",
     "commit.max-retries": "10",
+    "commit.min-retry-wait": "10 ms",
+    "commit.max-retry-wait": "10 s",
     "partition.default-name": "__DEFAULT_PARTITION__",
     "manifest.merge-min-count": "30",
     "dynamic-bucket.target-row-num": "2000000",
@@ -178,6 +180,8 @@ _KNOWN: dict[str, object] = {
     "snapshot.time-retained": parse_duration_ms,
     "snapshot.expire.limit": _int,
     "commit.max-retries": _int,
+    "commit.min-retry-wait": parse_duration_ms,
+    "commit.max-retry-wait": parse_duration_ms,
     "partition.default-name": None,
     "partition.legacy-name": _choice("true", why=" (non-legacy partition names are not supported)"),
     "fields.default-aggregate-function": None,
@@ -331,6 +335,14 @@ class CoreOptions:
     @property
     def commit_max_retries(self) -> int:
         return int(self.get("commit.max-retries"))
+
+    @property
+    def commit_min_retry_wait_ms(self) -> int:
+        return parse_duration_ms("commit.min-retry-wait", self.get("commit.min-retry-wait"))
+
+    @property
+    def commit_max_retry_wait_ms(self) -> int:
+        return parse_duration_ms("commit.max-retry-wait", self.get("commit.max-retry-wait"))
 
     @property
     def partition_default_name(self) -> str:

@@ -1,0 +1,83 @@
+"""A job that loses commit races retries as Paimon's writers do: up to the table's commit.max-retries,
+waiting min(commit.min-retry-wait * 2^n, commit.max-retry-wait) plus up to a fifth at random between
+attempts; after the last attempt the error names the option to raise, and nothing of the job is left."""
+
+import importlib
+import random
+import time
+
+import pytest
+
+from dbt_paimon.engine import upsert
+from dbt_paimon.store import CommitConflictError
+from dbt_paimon.store.options import CoreOptions
+from dbt_paimon.store.retry import retry_wait_ms
+from dbt_paimon.store.table import FileStoreTable
+
+from .helpers import data_files, frame, live_places, spark_rows
+
+ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0}
+
+
+def test_the_wait_between_attempts_is_paimons():
+    rng = random.Random(1)
+    default = CoreOptions({})
+    for retry, base in ((1, 20), (2, 40), (5, 320), (10, 10_000), (40, 10_000)):  # 10 ms doubling, 10 s cap
+        waits = [retry_wait_ms(default, retry, rng) for _ in range(200)]
+        assert base <= min(waits) and max(waits) < base * 1.2
+        assert max(waits) - min(waits) > base * 0.1  # jittered: writers that lost together part
+    custom = CoreOptions({"commit.min-retry-wait": "5 ms", "commit.max-retry-wait": "30 ms"})
+    assert 10 <= retry_wait_ms(custom, 1, rng) < 12 and 30 <= retry_wait_ms(custom, 3, rng) < 36
+
+
+def _racing(spark, monkeypatch, path, losses: int):
+    """Land another writer's commit (a key moved to partition c) between the job and its commit, on each of
+    its first `losses` attempts."""
+    mod = importlib.import_module("dbt_paimon.engine.upsert")
+    landed = []
+
+    def racing_writer(attempt):
+        if attempt <= losses:
+            monkeypatch.setattr(mod, "_before_commit", None)  # the racing upsert itself is not raced
+            key = 100 + attempt
+            upsert(frame(spark, [{**ROW, "id": key, "dt": "c", "v": key}]), path, primary_keys="id",
+                   partition_keys="dt")
+            landed.append(key)
+            monkeypatch.setattr(mod, "_before_commit", racing_writer)
+
+    monkeypatch.setattr(mod, "_before_commit", racing_writer)
+    return landed
+
+
+def test_a_job_that_loses_more_races_than_before_still_commits(spark, warehouse, monkeypatch, execution):
+    path = f"{warehouse}/db.db/retries"
+    upsert(frame(spark, [{**ROW, "id": i} for i in range(10)]), path, primary_keys="id", partition_keys="dt")
+    landed = _racing(spark, monkeypatch, path, losses=5)  # the job used to give up after 3 attempts
+    started = time.perf_counter()
+    result = upsert(frame(spark, [{**ROW, "id": 3, "dt": "b", "v": 30}, {**ROW, "id": 11, "dt": "b"}]), path,
+                    primary_keys="id", partition_keys="dt", execution=execution)
+    assert result.attempts == 6 and landed == [101, 102, 103, 104, 105]
+    # Paimon's waits after attempts 1..5: 20 + 40 + 80 + 160 + 320 ms at least
+    assert time.perf_counter() - started >= 0.62
+    rows = {r["id"]: r for r in spark_rows(spark, path)}
+    assert sorted(rows) == list(range(10)) + [11] + landed
+    assert (rows[3]["dt"], rows[3]["v"]) == ("b", 30)
+    assert all(n == 1 for n in live_places(path).values())
+
+
+def test_after_the_last_attempt_the_error_names_the_option_and_nothing_is_left(spark, warehouse, monkeypatch):
+    path = f"{warehouse}/db.db/gives_up"
+    options = {"commit.max-retries": "2", "commit.min-retry-wait": "1 ms"}
+    upsert(frame(spark, [{**ROW, "id": i} for i in range(10)]), path, primary_keys="id", partition_keys="dt",
+           options=options)
+    landed = _racing(spark, monkeypatch, path, losses=3)
+    with pytest.raises(CommitConflictError, match=r"gave up after 3 attempts of the upsert job "
+                                                  r"\(commit.max-retries is 2: raise it"):
+        upsert(frame(spark, [{**ROW, "id": 3, "dt": "b", "v": 30}]), path, primary_keys="id", partition_keys="dt",
+               options=options)
+    assert landed == [101, 102, 103]
+    rows = {r["id"]: r for r in spark_rows(spark, path)}
+    assert sorted(rows) == list(range(10)) + landed and rows[3]["dt"] == "a"
+    table = FileStoreTable.open(path)
+    live = {f"{s.bucket_path}/{f.file_name}" for s in table.plan().splits for f in s.files}
+    assert data_files(path) == live  # every attempt's files were deleted
