@@ -7,7 +7,7 @@ adapter's session, and the tests' and the bench's, which stand for it.
   executor's block manager and fetched from there). The driver-local upsert hands its batch over
   with toArrow, whose task results are the batch's Arrow bytes: W1's 200K-row batch (12 MB, one
   task) took 0.44-0.96 s to collect with the default and 0.42-0.57 s with this (median of 6
-  interleaved first upserts 0.62 -> 0.48 s; BENCHMARKS.md, twentieth session). On one machine no
+  interleaved first upserts 0.62 -> 0.48 s; the git history of BENCHMARKS.md). On one machine no
   network carries the message. 128 MB is the most Spark takes (its RPC message limit,
   spark.rpc.message.maxSize). A cluster keeps Spark's default: there large results stay off the
   scheduler's RPC.

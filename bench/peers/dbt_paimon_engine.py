@@ -60,7 +60,7 @@ def spark_session(event_dir: str | None = None):
     spark.range(1).count()   # first job: JIT and executor start belong to start-up, not to the upsert
     # What the adapter does when a dbt command's session starts (engine/warm_up.py, in the background
     # while dbt parses): Python worker daemons up, one Arrow conversion done. Waited for here, so
-    # that it is start-up, as in a dbt run; BENCHMARKS.md gives the first upsert without it too.
+    # that it is start-up, as in a dbt run; the first upsert without it is in the git history of BENCHMARKS.md.
     if os.environ.get("BENCH_WARM_UP", "1") != "0":
         from dbt_paimon.engine import warm_up
         for thread in warm_up.start(spark):

@@ -96,7 +96,7 @@ def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Tabl
     For a batch Spark has no size estimate of (rows of a Paimon table, or of Python data), auto
     would otherwise persist and count the batch before choosing, then convert it from the cache:
     a 200K-row batch over a Paimon table took 1.67-2.51 s that way against 1.12-1.75 s read once
-    (BENCHMARKS.md, twentieth session). Here the rows are read once, as toArrow reads them, but
+    (the git history of BENCHMARKS.md). Here the rows are read once, as toArrow reads them, but
     counted as they stream in: past the limit the read is abandoned and its Spark job cancelled.
     This reads Spark's Arrow collect stream itself (Dataset.collectAsArrowToPython, as toArrow
     does): if a Spark version changes it, StreamUnavailable is raised before any job runs, and

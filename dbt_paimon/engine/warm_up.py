@@ -2,7 +2,7 @@
 
 A Paimon table is read through Spark's Python data source API. The first such read in a process
 starts a Python daemon for each of its steps (create the source, plan the read, read the rows):
-~0.7 s each on a loaded 2-core machine, before a row moves (BENCHMARKS.md, first read). The daemons
+~0.7 s each on a loaded 2-core machine, before a row moves (the git history of BENCHMARKS.md). The daemons
 outlive the read and serve every later one. `start(spark)`, as soon as the SparkSession is up, runs
 in background threads:
 - the create and the plan step of a read of a one-row source of ours, each called on its own
@@ -131,7 +131,7 @@ def _arrow(spark) -> None:
     # A batch with no size estimate is persisted before it is converted (upsert.py; the bench's
     # batches are cached too): its conversion reads the cache's column batches, whose readers the
     # JIT compiles on first use. The first toArrow of a cached 10K-row batch: 0.20-0.32 s with
-    # the conversion above only, 0.10-0.21 s after this one too (BENCHMARKS.md, nineteenth session).
+    # the conversion above only, 0.10-0.21 s after this one too (the git history of BENCHMARKS.md).
     # A new DataFrame: one converted already keeps the plan it ran, and would not read the cache.
     cached = _warm_rows(spark).persist()
     try:
