@@ -35,6 +35,21 @@ the bucket is re-read under a new generation; a bucket gone is dropped. A missin
 foreign index is rebuilt from the whole table, once. Each manifest is correct for the files it
 records, so a crash anywhere (runs written, manifest written, pointer not yet swapped) leaves a
 state the next refresh starts from; concurrent writers swap the pointer between correct versions.
+
+Why not otherwise:
+- Parquet runs with row-group statistics, or runs cut into blocks found through fences: a batch's keys
+  spread over a run hit nearly every block, so a lookup read the whole run. A memory-mapped,
+  uncompressed Arrow run searched in place touches a page or two per key; fences on page boundaries
+  keep that true at any size.
+- Reading the runs' hash columns whole: fast on a warm local disk, but it costs in proportion to the
+  table, where the fenced lookup costs in proportion to the batch.
+- A dense array or a single sorted file: one write rewrites it all; sharded runs make a write cost in
+  proportion to the change and a read to the batch.
+- Walking the snapshots since the one the index reflects: breaks on expiration and rollback;
+  comparing file sets per bucket does not.
+- The index among Paimon's own files (an index type in `index/`): Paimon's expiration and orphan
+  removal would delete or misread it, and other Paimon readers would meet an unknown index type.
+- A Bloom filter alone (what the full bootstrap uses): it prunes the shuffle, not the read.
 """
 
 from __future__ import annotations
