@@ -16,13 +16,13 @@ the answer one JSON line on its stdout.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections import defaultdict
 
 from dbt_paimon.store.table import FileStoreTable
 from tests.java_paimon.javapaimon import JavaError, compile_java
+from tests.json_lines import ask
 
 CLASS = "OtherWriter"
 SOURCE = r"""
@@ -144,13 +144,7 @@ class JavaWriter:
                 self._proc = subprocess.Popen(
                     ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx512m", "-cp", self.classpath, CLASS],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
-        self._proc.stdin.write(json.dumps({"path": path, "rows": rows, "options": options}) + "\n")
-        self._proc.stdin.flush()
-        line = self._proc.stdout.readline()
-        if not line:
-            with open(self.log) as f:
-                raise RuntimeError(f"the Java writer exited ({self._proc.wait()}):\n{f.read()[-3000:]}")
-        answer = json.loads(line)
+        answer = ask(self._proc, {"path": path, "rows": rows, "options": options}, self.log, "the Java writer")
         if "error" in answer:
             raise JavaError(answer["error"])
 

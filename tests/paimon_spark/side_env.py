@@ -20,6 +20,7 @@ if __package__ in (None, ""):  # run as a script by run.sh
 
 from tests.java_paimon.fetch_jar import fetch_jar  # noqa: E402
 from tests.java_paimon.reference import SPARK_CONNECTOR, SPARK_CONNECTOR_PYSPARK  # noqa: E402
+from tests.json_lines import ask  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV = os.path.join(ROOT, ".work", "paimon-spark", "venv")
@@ -81,13 +82,7 @@ class PaimonSpark:
         catalog = catalog or "wh_" + hashlib.sha1(warehouse.encode()).hexdigest()[:12]
         request = {"catalog": catalog, "warehouse": warehouse, "sql": text, "parquet": parquet,
                    "options": options or {}}
-        self._proc.stdin.write(json.dumps(request) + "\n")
-        self._proc.stdin.flush()
-        line = self._proc.stdout.readline()
-        if not line:
-            with open(self.log) as f:
-                raise RuntimeError(f"Paimon's Spark runner exited ({self._proc.wait()}):\n{f.read()[-3000:]}")
-        answer = json.loads(line)
+        answer = ask(self._proc, request, self.log, "Paimon's Spark runner")
         if "error" in answer:
             raise SparkSqlError(answer["error"])
         return answer
