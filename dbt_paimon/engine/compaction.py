@@ -29,7 +29,7 @@ from ..store.compact_strategy import UniversalCompaction
 from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
 from ..store.options import MergeEngine
-from ..store.retry import give_up_hint, wait_before_retry
+from ..store.retry import after_conflict
 from ..store.scan import DataSplit
 from ..store.snapshot import COMPACT
 from ..store.table import FileStoreTable
@@ -161,11 +161,7 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
         try:
             return _rewrite_and_commit(spark, table, rewrites, execution)
         except CommitConflictError as e:
-            if attempt > table.schema.core.commit_max_retries:
-                raise CommitConflictError(f"{e}; gave up after {attempt} attempts of the compaction "
-                                          f"({give_up_hint(table.schema.core)})") from None
-            log.warning("compaction of %s conflicted with a concurrent commit (%s); planning again", path, e)
-            wait_before_retry(table.schema.core, attempt)
+            after_conflict(table.schema.core, attempt, e, "compaction", path, log)
 
 
 def _rewrite_and_commit(spark: SparkSession, table: FileStoreTable, rewrites: list[Rewrite],

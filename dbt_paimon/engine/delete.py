@@ -24,7 +24,7 @@ from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.options import MergeEngine
 from ..store.read import TableRead
-from ..store.retry import give_up_hint, wait_before_retry
+from ..store.retry import after_conflict
 from ..store.scan import DataSplit
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
@@ -120,11 +120,7 @@ def delete(spark: SparkSession, path: str, where: str,
             result = commit.commit(entries, APPEND, expected_latest=plan.snapshot.id)
         except CommitConflictError as e:
             commit.abort(entries)
-            if attempt > schema.core.commit_max_retries:
-                raise CommitConflictError(f"{e}; gave up after {attempt} attempts of the delete job "
-                                          f"({give_up_hint(schema.core)})") from None
-            log.warning("delete on %s conflicted with a concurrent commit (%s); re-running", path, e)
-            wait_before_retry(schema.core, attempt)
+            after_conflict(schema.core, attempt, e, "delete job", path, log)
             continue
         except BaseException:
             commit.abort(entries)

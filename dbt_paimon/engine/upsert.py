@@ -28,7 +28,7 @@ from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestFile
 from ..store.options import BucketMode
-from ..store.retry import give_up_hint, wait_before_retry
+from ..store.retry import after_conflict
 from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
@@ -269,8 +269,9 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
     commit.max-retries times (`retry`: the options that say it), waiting as Paimon's writers do between
     attempts (store/retry.py). phases: the seconds spent so far by phase, added to."""
     clock = _PhaseClock(phases)
-    attempts = retry.commit_max_retries + 1
-    for attempt in range(1, attempts + 1):
+    attempt = 0
+    while True:  # once more on each commit conflict, up to commit.max-retries
+        attempt += 1
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
         snapshot_id = plan.snapshot.id if plan and plan.snapshot else None
@@ -310,12 +311,7 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         except CommitConflictError as e:
             clock.lap("commit")
             abandon()
-            if attempt == attempts:
-                raise CommitConflictError(f"{e}; gave up after {attempt} attempts of the upsert job "
-                                          f"({give_up_hint(retry)})") from None
-            log.warning("upsert into %s conflicted with a concurrent commit (%s); re-running on the new snapshot",
-                        path, e)
-            wait_before_retry(retry, attempt)
+            after_conflict(retry, attempt, e, "upsert job", path, log)
             clock.lap("commit")
             continue
         except BaseException:
@@ -336,7 +332,6 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
                             extra_snapshots=extra, seconds=time.time() - started, plan=job.plan,
                             execution=executor.execution.value, bootstrap=job.bootstrap,
                             phases={name: round(phases[name], 4) for name in PHASES if name in phases})
-    raise AssertionError("unreachable")
 
 
 class _PhaseClock:

@@ -7,9 +7,11 @@ not come back in step. Paimon's defaults: 10 ms, 10 s, and commit.max-retries 10
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 
+from .errors import CommitConflictError
 from .options import CoreOptions
 
 JITTER = 0.2  # Paimon's: up to 20% of the wait added at random
@@ -23,6 +25,18 @@ def retry_wait_ms(core: CoreOptions, retry: int, rng: random.Random | None = Non
 
 def wait_before_retry(core: CoreOptions, retry: int) -> None:
     time.sleep(retry_wait_ms(core, retry) / 1000)
+
+
+def after_conflict(core: CoreOptions, attempt: int, error: CommitConflictError, job: str, path: str,
+                   log: logging.Logger) -> None:
+    """What a job does when its commit attempt number `attempt` conflicted: past commit.max-retries,
+    raise the error naming the option; else log the conflict and wait before the next attempt."""
+    if attempt > core.commit_max_retries:
+        raise CommitConflictError(f"{error}; gave up after {attempt} attempts of the {job} "
+                                  f"({give_up_hint(core)})") from None
+    log.warning("%s of %s conflicted with a concurrent commit (%s); running again on the new snapshot",
+                job, path, error)
+    wait_before_retry(core, attempt)
 
 
 def give_up_hint(core: CoreOptions) -> str:
