@@ -52,11 +52,11 @@ def _parse(key: str, raw: object) -> int:
     """A run key's value, checked as the table option of that name is (same messages)."""
     value = str(raw).lower() if isinstance(raw, bool) else str(raw)
     if key == "commit.max-retries":
-        n = opts._int(key, value)
+        n = opts.parse_int(key, value)
         if n < 0:
             raise SchemaError(f"option {key!r} must be positive, got {value}")
         return n
-    return opts._positive(key, value)
+    return opts.parse_positive(key, value)
 
 
 @dataclass(frozen=True)

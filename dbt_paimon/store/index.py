@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import CorruptTableError
 from .fileio import FileIO
-from .manifest import ADD, DELETE, _read_avro, _write_avro
+from .manifest import ADD, DELETE, read_avro, write_avro
 from .snapshot import Snapshot
 
 HASH_INDEX = "HASH"
@@ -207,12 +207,12 @@ class IndexManifestFile:
 
     def write(self, entries: Iterable[IndexManifestEntry]) -> str:
         name = f"{INDEX_MANIFEST_PREFIX}{uuid.uuid4()}-0"
-        _write_avro(self.io, f"{self.dir}/{name}", INDEX_MANIFEST_ENTRY_SCHEMA, (e.to_avro() for e in entries))
+        write_avro(self.io, f"{self.dir}/{name}", INDEX_MANIFEST_ENTRY_SCHEMA, (e.to_avro() for e in entries))
         return name
 
     def read(self, name: str) -> list[IndexManifestEntry]:
         path = f"{self.dir}/{name}"
-        return [IndexManifestEntry.from_avro(d, path) for d in _read_avro(self.io, path)]
+        return [IndexManifestEntry.from_avro(d, path) for d in read_avro(self.io, path)]
 
     def combine(self, previous_name: str | None, new_files: Mapping[tuple[bytes, int], IndexFileMeta],
                 removed: Iterable[tuple[bytes, int]] = ()) -> str | None:

@@ -254,7 +254,7 @@ class ManifestFileMeta:
                                 d.get("_MAX_LEVEL"), d.get("_TOTAL_BUCKETS"))
 
 
-def _write_avro(io_: FileIO, path: str, schema, records: Iterable[dict]) -> int:
+def write_avro(io_: FileIO, path: str, schema, records: Iterable[dict]) -> int:
     buf = io.BytesIO()
     fastavro.writer(buf, schema, records, codec="zstandard")
     data = buf.getvalue()
@@ -262,7 +262,7 @@ def _write_avro(io_: FileIO, path: str, schema, records: Iterable[dict]) -> int:
     return len(data)
 
 
-def _read_avro(io_: FileIO, path: str) -> list[dict]:
+def read_avro(io_: FileIO, path: str) -> list[dict]:
     try:
         data = io_.read_bytes(path)
     except FileNotFoundError:
@@ -298,7 +298,7 @@ class ManifestFile:
 
     def write(self, entries: Sequence[ManifestEntry]) -> ManifestFileMeta:
         name = f"manifest-{uuid.uuid4()}-0"
-        size = _write_avro(self.io, f"{self.dir}/{name}", MANIFEST_ENTRY_SCHEMA, (e.to_avro() for e in entries))
+        size = write_avro(self.io, f"{self.dir}/{name}", MANIFEST_ENTRY_SCHEMA, (e.to_avro() for e in entries))
         return ManifestFileMeta(
             file_name=name,
             file_size=size,
@@ -323,7 +323,7 @@ class ManifestFile:
             cached = _MANIFEST_CACHE.get((path, size))
             if cached is not None:
                 return list(cached)
-        entries = [ManifestEntry.from_avro(d) for d in _read_avro(self.io, path)]
+        entries = [ManifestEntry.from_avro(d) for d in read_avro(self.io, path)]
         if size is not None:
             _MANIFEST_CACHE.put((path, size), tuple(entries))
         return entries
@@ -376,10 +376,10 @@ class ManifestList:
         self.dir = f"{table_path}/manifest"
 
     def write(self, metas: Sequence[ManifestFileMeta], name: str) -> int:
-        return _write_avro(self.io, f"{self.dir}/{name}", MANIFEST_FILE_META_SCHEMA, (m.to_avro() for m in metas))
+        return write_avro(self.io, f"{self.dir}/{name}", MANIFEST_FILE_META_SCHEMA, (m.to_avro() for m in metas))
 
     def read(self, name: str) -> list[ManifestFileMeta]:
-        return [ManifestFileMeta.from_avro(d) for d in _read_avro(self.io, f"{self.dir}/{name}")]
+        return [ManifestFileMeta.from_avro(d) for d in read_avro(self.io, f"{self.dir}/{name}")]
 
 
 def merge_entries(entries: Iterable[ManifestEntry]) -> dict[tuple, ManifestEntry]:

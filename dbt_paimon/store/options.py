@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Mapping
 
 from .errors import SchemaError
-from .stats_collector import StatsMode
+from .stats_mode import StatsMode
 
 
 class ValueEnum(str, Enum):
@@ -103,15 +103,15 @@ _DURATION_UNITS = {"ms": 1, "s": 1000, "sec": 1000, "min": 60_000, "m": 60_000, 
                    "d": 86_400_000, "": 1}
 
 
-def _int(key: str, value: str) -> int:
+def parse_int(key: str, value: str) -> int:
     try:
         return int(value)
     except ValueError:
         raise SchemaError(f"option {key!r} must be an integer, got {value!r}") from None
 
 
-def _positive(key: str, value: str) -> int:
-    n = _int(key, value)
+def parse_positive(key: str, value: str) -> int:
+    n = parse_int(key, value)
     if n <= 0:
         raise SchemaError(f"option {key!r} must be a positive integer, got {value!r}")
     return n
@@ -151,35 +151,35 @@ def _stats_mode(key: str, value: str) -> None:
 
 # key -> validator of its value (None: any string)
 _KNOWN: dict[str, object] = {
-    "bucket": _int,
+    "bucket": parse_int,
     "bucket-key": None,
     "merge-engine": _choice(*MERGE_ENGINES),
     "ignore-delete": _bool,
     "partial-update.remove-record-on-delete": _bool,
     "rowkind.field": None,
     "sequence.field": None,
-    "dynamic-bucket.target-row-num": _int,
-    "dynamic-bucket.assigner-parallelism": _positive,
-    "cross-partition-upsert.bootstrap-parallelism": _positive,
-    "sink.parallelism": _positive,
-    "num-sorted-run.compaction-trigger": _int,
-    "num-levels": _int,
-    "num-sorted-run.stop-trigger": _int,
-    "full-compaction.delta-commits": _int,
-    "compaction.max-size-amplification-percent": _int,
-    "compaction.size-ratio": _int,
+    "dynamic-bucket.target-row-num": parse_int,
+    "dynamic-bucket.assigner-parallelism": parse_positive,
+    "cross-partition-upsert.bootstrap-parallelism": parse_positive,
+    "sink.parallelism": parse_positive,
+    "num-sorted-run.compaction-trigger": parse_int,
+    "num-levels": parse_int,
+    "num-sorted-run.stop-trigger": parse_int,
+    "full-compaction.delta-commits": parse_int,
+    "compaction.max-size-amplification-percent": parse_int,
+    "compaction.size-ratio": parse_int,
     "write-only": _bool,
     "target-file-size": parse_memory,
     "file.format": _choice("parquet", why=" (the only format dbt-paimon writes)"),
     "file.compression": _choice("zstd", "snappy", "gzip", "lz4", "none", "uncompressed"),
-    "file.compression.zstd-level": _int,
-    "manifest.merge-min-count": _int,
+    "file.compression.zstd-level": parse_int,
+    "manifest.merge-min-count": parse_int,
     "manifest.target-file-size": parse_memory,
-    "snapshot.num-retained.min": _int,
-    "snapshot.num-retained.max": _int,
+    "snapshot.num-retained.min": parse_int,
+    "snapshot.num-retained.max": parse_int,
     "snapshot.time-retained": parse_duration_ms,
-    "snapshot.expire.limit": _int,
-    "commit.max-retries": _int,
+    "snapshot.expire.limit": parse_int,
+    "commit.max-retries": parse_int,
     "commit.min-retry-wait": parse_duration_ms,
     "commit.max-retry-wait": parse_duration_ms,
     "partition.default-name": None,
@@ -189,7 +189,7 @@ _KNOWN: dict[str, object] = {
     # truncate(16), dense store true, every column (-1).
     "metadata.stats-mode": _stats_mode,
     "metadata.stats-dense-store": _bool,
-    "metadata.stats-keep-first-n-columns": _int,
+    "metadata.stats-keep-first-n-columns": parse_int,
 }
 # Per-column options we honour. `sequence-group` (partial-update) and `distinct` (listagg) are
 # Paimon options we do not implement, so they are refused like any unknown option.

@@ -157,8 +157,8 @@ def test_a_manifest_is_decoded_once_per_process(table_path, monkeypatch):
     manifest._MANIFEST_CACHE.clear()
     _table(table_path)
     decoded = []
-    real = manifest._read_avro
-    monkeypatch.setattr(manifest, "_read_avro", lambda io_, path: decoded.append(os.path.basename(path)) or real(io_, path))
+    real = manifest.read_avro
+    monkeypatch.setattr(manifest, "read_avro", lambda io_, path: decoded.append(os.path.basename(path)) or real(io_, path))
     t = FileStoreTable.open(table_path)
     first = t.plan()
     assert any(not n.startswith("manifest-list-") for n in decoded)
