@@ -14,34 +14,18 @@ that forked. Both libraries handle that: they register fork handlers that leave 
 allocator and thread pool usable (jemalloc restarts no purger in the child; OpenBLAS shuts its pool
 down before the fork and starts it again on use). The daemon itself runs no work of its own.
 
-Only for a local master whose workers run this interpreter (session_settings): a cluster's executors
-run their own Python, which may not have dbt_paimon installed (the engine ships itself to them per
-job, engine/deploy.py), and a daemon that cannot be imported fails every Python task. Should the
-preload fail here, the daemon still starts, as Spark's own.
+Which sessions start their workers from it: engine/local_session.py (`daemon_settings`). Why it is
+not a module of the engine package: importing any module under `dbt_paimon.engine` runs the
+package's `__init__`, which imports the whole engine and pyspark's SQL side; the daemon must start
+even when that fails, as Spark's own would, and only the preload is lost. So it imports nothing of
+dbt_paimon's at module level.
 
     python -m dbt_paimon.worker_daemon <worker module>    (how Spark starts it: spark.python.daemon.module)
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-
-MODULE = "dbt_paimon.worker_daemon"
-SETTING = "spark.python.daemon.module"
-
-
-def session_settings(master: str | None, python: str | None) -> dict[str, str]:
-    """The SparkSession settings that start the workers from this daemon: only for a local master
-    (`local`, `local[...]`) whose workers run this very interpreter (`python`: the workers' Python,
-    PYSPARK_PYTHON; a venv's python is not its base interpreter, so paths are compared as given)."""
-    if not master or not (master == "local" or master.startswith("local[")):
-        return {}
-    path = shutil.which(python) if python else None
-    if path is None or os.path.abspath(path) != os.path.abspath(sys.executable):
-        return {}
-    return {SETTING: MODULE}
 
 
 def _preload() -> None:

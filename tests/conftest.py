@@ -67,7 +67,7 @@ def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from dbt_paimon import local_session
+    from dbt_paimon.engine import local_session
     from dbt_paimon.engine import register
 
     scratch = tmp_path_factory.mktemp("spark")

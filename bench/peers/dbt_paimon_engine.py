@@ -16,6 +16,7 @@ import sys
 import time
 
 from peers.base import Peer as Base
+from peers.store_reader import read_parts
 
 TABLE_OPTIONS = {"bucket": "-1"}
 SETUP_PART_ROWS = 10_000_000   # W3-100M's base goes in 10 upserts (each assign task ~4 GB at peak)
@@ -50,7 +51,7 @@ def spark_session(event_dir: str | None = None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)             # workers use the bench venv
     # as the adapter's session has it (local_session.py): workers forked with the engine imported,
     # task results handed over directly
-    from dbt_paimon import local_session
+    from dbt_paimon.engine import local_session
     conf = {**local_session.session_settings(conf["spark.master"], os.environ["PYSPARK_PYTHON"]), **conf}
     b = SparkSession.builder.appName("dbt-paimon-bench")
     for k, v in conf.items():
@@ -176,29 +177,6 @@ class Peer(Base):
         """Apache Paimon's Rust reader on our table: right for us is not enough, right for Paimon is."""
         from peers import pypaimon_rust_native
         return pypaimon_rust_native.Peer().read_back(work_dir)
-
-
-def read_parts(path: str):
-    """A table as the project's store reader returns it, in parts of about a million rows (a
-    100M-row table does not fit in memory at once)."""
-    from dbt_paimon.store.table import FileStoreTable
-    table = FileStoreTable.open(path)
-    plan, read = table.plan(batch_read=True), table.new_read()
-    for group in _groups(plan.splits, lambda s: s.row_count, 1_000_000):
-        yield read.read(group)
-
-
-def _groups(items, size, limit):
-    """items in consecutive groups whose sizes add up to about limit."""
-    group, total = [], 0
-    for item in items:
-        group.append(item)
-        total += size(item)
-        if total >= limit:
-            yield group
-            group, total = [], 0
-    if group:
-        yield group
 
 
 def _facts(result) -> dict:

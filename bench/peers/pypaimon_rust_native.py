@@ -87,5 +87,5 @@ class Peer(Base):
 
     def second_opinion(self, work_dir):
         """dbt-paimon's store reader on the Rust writer's table (interoperability, not validity)."""
-        from peers.dbt_paimon_engine import read_parts
+        from peers.store_reader import read_parts
         return read_parts(os.path.join(self._warehouse(work_dir), f"{DB}.db", TABLE))

@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 from dbt.adapters.spark.connections import SparkConnectionMethod, SparkCredentials
 from dbt_common.exceptions import DbtRuntimeError
 
-from .. import local_session
+from ..engine import local_session
 from ..store import fileio
 
 DEFAULT_WAREHOUSE = "paimon_warehouse"

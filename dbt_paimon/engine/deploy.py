@@ -34,7 +34,7 @@ from collections import defaultdict
 
 from pyspark.sql import SparkSession
 
-from .. import local_session
+from . import local_session
 from ..store.errors import PaimonError
 
 log = logging.getLogger(__name__)

@@ -3,13 +3,12 @@
 import logging
 import os
 
-from dbt_paimon import worker_daemon
-from dbt_paimon.engine import upsert, warm_up
+from dbt_paimon.engine import local_session, upsert, warm_up
 
 PLANNER_MODULES = ("pyspark.sql.worker.create_data_source", "pyspark.sql.worker.plan_data_source_read")
 
 
-DAEMONS = ("pyspark.daemon", worker_daemon.MODULE)
+DAEMONS = ("pyspark.daemon", local_session.DAEMON_MODULE)
 
 
 def _daemons(spark) -> dict:

@@ -1,10 +1,11 @@
 """dbt_paimon/worker_daemon.py: Spark's Python workers forked from a daemon that imported the engine;
-dbt_paimon/local_session.py: what a local master's session starts with."""
+dbt_paimon/engine/local_session.py: what a local master's session starts with."""
 
 import os
 import sys
 
-from dbt_paimon import local_session, worker_daemon
+from dbt_paimon import worker_daemon
+from dbt_paimon.engine import local_session
 
 ENGINE = ("dbt_paimon.engine.tasks", "dbt_paimon.engine.key_lookup", "dbt_paimon.engine.source", "pyarrow", "pandas")
 
@@ -23,25 +24,25 @@ def _report(batches):
 
 
 def test_the_sessions_workers_fork_from_the_daemon_with_the_engine_imported(spark):
-    """The tests' session starts its workers as the adapter's does (worker_daemon.session_settings):
+    """The tests' session starts its workers as the adapter's does (local_session.daemon_settings):
     two tasks at once (so at least one worker the daemon forks for this job, not only a reused
     one), each already holding the engine, pyarrow and pandas, forked by `-m dbt_paimon.worker_daemon`."""
-    assert spark.sparkContext.getConf().get(worker_daemon.SETTING) == worker_daemon.MODULE
+    assert spark.sparkContext.getConf().get(local_session.DAEMON_SETTING) == local_session.DAEMON_MODULE
     rows = (spark.range(0, 4, numPartitions=2).mapInArrow(_report, "loaded string, parent string")
             .collect())
     assert len(rows) == 2
     for row in rows:
         assert row["loaded"].split(",") == list(ENGINE), row
-        assert f"-m {worker_daemon.MODULE} pyspark.worker" in row["parent"], row
+        assert f"-m {local_session.DAEMON_MODULE} pyspark.worker" in row["parent"], row
 
 
 def test_only_a_local_master_running_this_interpreter_gets_it():
-    assert worker_daemon.session_settings("local[2]", sys.executable) == {worker_daemon.SETTING: worker_daemon.MODULE}
-    assert worker_daemon.session_settings("local", sys.executable)
-    assert worker_daemon.session_settings("spark://host:7077", sys.executable) == {}
-    assert worker_daemon.session_settings(None, sys.executable) == {}
-    assert worker_daemon.session_settings("local[*]", "/no/such/python") == {}
-    assert worker_daemon.session_settings("local[*]", None) == {}
+    assert local_session.daemon_settings("local[2]", sys.executable) == {local_session.DAEMON_SETTING: local_session.DAEMON_MODULE}
+    assert local_session.daemon_settings("local", sys.executable)
+    assert local_session.daemon_settings("spark://host:7077", sys.executable) == {}
+    assert local_session.daemon_settings(None, sys.executable) == {}
+    assert local_session.daemon_settings("local[*]", "/no/such/python") == {}
+    assert local_session.daemon_settings("local[*]", None) == {}
 
 
 def test_the_daemon_starts_when_its_preload_fails(tmp_path):
@@ -54,7 +55,7 @@ def test_the_daemon_starts_when_its_preload_fails(tmp_path):
     (fake / "__init__.py").write_text("")
     (fake / "engine" / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
     (fake / "worker_daemon.py").write_text(open(worker_daemon.__file__).read())
-    proc = subprocess.Popen([sys.executable, "-m", worker_daemon.MODULE, "pyspark.worker"], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", local_session.DAEMON_MODULE, "pyspark.worker"], cwd=tmp_path,
                             env={**os.environ, "PYTHONPATH": str(tmp_path)},
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -72,7 +73,7 @@ def test_a_local_masters_session_hands_task_results_over_directly(spark):
     driver-local upsert's toArrow of its batch), its workers fork from the daemon; a cluster master
     (local-cluster[...] is one) gets neither. The tests' session starts with them, as the adapter's."""
     assert local_session.session_settings("local[2]", sys.executable) == {
-        worker_daemon.SETTING: worker_daemon.MODULE, "spark.task.maxDirectResultSize": str(128 << 20)}
+        local_session.DAEMON_SETTING: local_session.DAEMON_MODULE, "spark.task.maxDirectResultSize": str(128 << 20)}
     assert local_session.session_settings("local", "/no/such/python") == {"spark.task.maxDirectResultSize": str(128 << 20)}
     for cluster in ("spark://host:7077", "local-cluster[2,1,1024]", "yarn", None):
         assert local_session.session_settings(cluster, sys.executable) == {}
