@@ -1,8 +1,65 @@
-"""How a model's configs name columns, once for every materialization."""
+"""A model's configs: how they name columns (once for every materialization), the configs dbt-spark
+does not know (`PaimonConfig`), and a Paimon upsert's configs read and checked once (`UpsertConfig`).
+"""
 
 from __future__ import annotations
 
-from typing import Any, List
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+from dbt.adapters.spark.impl import SparkConfig
+from dbt_common.exceptions import DbtRuntimeError
+
+from ..engine.settings import EXECUTIONS, Execution, RunSettings
+
+
+@dataclass
+class PaimonConfig(SparkConfig):
+    """The configs this adapter adds to dbt-spark's (dbt's AdapterSpecificConfigs)."""
+
+    unique_key: Optional[Union[str, List[str]]] = None
+    sequence_by: Optional[str] = None
+    execution: Optional[str] = None  # the engine's: auto | local | distributed
+    key_index: Optional[bool] = None  # cross-partition tables: bootstrap from the key index (default true)
+
+
+@dataclass(frozen=True)
+class UpsertConfig:
+    """A paimon_upsert model's configs (and an incremental model's kept in a Paimon table), as dbt
+    gives them, checked once in their dbt names. Column names are resolved later, against the
+    model's columns (materializations.py)."""
+
+    unique_key: List[str]
+    partition_by: List[str]
+    sequence_by: List[str]
+    options: Dict[str, Any]
+    execution: Execution
+    key_index: bool
+    merge_update_columns: Any = None
+    merge_exclude_columns: Any = None
+    incremental_predicates: Any = None
+
+    @classmethod
+    def of(cls, name: str, config: Mapping[str, Any]) -> "UpsertConfig":
+        execution = config.get("execution")
+        if execution is not None and execution not in tuple(Execution):
+            raise DbtRuntimeError(f"{name}: execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
+        key_index = config.get("key_index")
+        if key_index not in (None, True, False):
+            raise DbtRuntimeError(f"{name}: key_index must be true or false, got {key_index!r}")
+        return cls(unique_key=column_list(config.get("unique_key")),
+                   partition_by=column_list(config.get("partition_by")),
+                   sequence_by=column_list(config.get("sequence_by")),
+                   options=dict(config.get("options") or {}),
+                   execution=Execution(execution or Execution.AUTO), key_index=key_index is not False,
+                   merge_update_columns=config.get("merge_update_columns"),
+                   merge_exclude_columns=config.get("merge_exclude_columns"),
+                   incremental_predicates=config.get("incremental_predicates") or config.get("predicates"))
+
+    def run_settings(self) -> RunSettings:
+        """The engine's settings of this model's runs (run keys among `options` join them in the
+        engine)."""
+        return RunSettings(execution=self.execution, key_index=self.key_index)
 
 
 def column_list(value: Any) -> List[str]:

@@ -11,17 +11,23 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from dbt.adapters.events.logging import AdapterLogger
+from dbt_common.exceptions import CompilationError, DbtRuntimeError
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..engine.spark_types import fits, from_spark, to_spark
 from ..store import options as opts
-from ..store.errors import SchemaError
+from ..store.errors import PaimonError, SchemaError
 from ..store.fileio import FileIO
 from ..store.schema import DataField, SchemaManager, TableSchema
 from ..store.snapshot import SnapshotManager
 from ..store.types import DataType
+
+log = AdapterLogger("Paimon")
 
 ON_SCHEMA_CHANGE = ("ignore", "fail", "append_new_columns", "sync_all_columns")
 
@@ -166,3 +172,69 @@ def _now() -> int:
     import time
 
     return int(time.time() * 1000)
+
+
+def apply_on_schema_change(name: str, path: str, schema: TableSchema, batch: DataFrame, mode: str,
+                           options: Mapping[str, Any], sequence: List[str]):
+    """The batch to write and the evolved schema (committed), per on_schema_change (`mode`); the
+    errors are worded in dbt's config names."""
+    change = diff(schema, batch.schema)
+    if not change.changed:
+        return batch, None
+    log.debug(f"{name}: schema change ({mode}): {change.describe()}")
+    if mode == "fail":
+        raise CompilationError(
+            f"{name}: the model's columns no longer match the Paimon table and on_schema_change='fail': "
+            f"{change.describe()}. Set on_schema_change to 'append_new_columns' or 'sync_all_columns', or "
+            f"rebuild the table with --full-refresh")
+    if mode == "ignore":
+        if change.removed:
+            raise DbtRuntimeError(
+                f"{name}: the model no longer returns column(s) {change.removed} of the Paimon table; with "
+                f"on_schema_change='ignore' every column must be given. Set on_schema_change to "
+                f"'append_new_columns' (they become null) or 'sync_all_columns' (they are dropped), or "
+                f"rebuild the table with --full-refresh")
+        if change.added:
+            log.debug(f"{name}: on_schema_change='ignore': not adding {[f.name for f in change.added]}")
+        return batch.select(*[F.col(f"`{c}`") for c in batch.columns
+                              if c.lower() in {n.lower() for n in schema.field_names}]), None
+    retype: Dict[str, Any] = {}
+    if change.retyped:
+        if mode != "sync_all_columns":
+            bad = [n for n, _, _ in change.retyped]
+            raise DbtRuntimeError(f"{name}: column(s) {bad} changed type ({change.describe()}); "
+                                  f"on_schema_change='{mode}' does not change types")
+        for col, old, new in change.retyped:
+            wider = widened(old, new)
+            if wider is None:
+                raise DbtRuntimeError(
+                    f"{name}: column {col!r} is {old.sql()} in the Paimon table and cannot become "
+                    f"{new.simpleString()} in place (only lossless widenings are applied); cast it in the "
+                    f"model or rebuild the table with --full-refresh")
+            retype[col] = wider
+    drop = change.removed if mode == "sync_all_columns" else []
+    # The model may read its own table ({{ this }}): evaluate it against the table as it is now,
+    # before its schema (and so its catalog entry) changes under the running job.
+    batch = batch.localCheckpoint(eager=True)
+    new_options = {k: v for k, v in new_column_options(options, change.added).items()}
+    try:
+        evolved = evolve(schema, add=change.added, drop=drop, retype=retype, options=new_options,
+                                   protected=sequence)
+    except PaimonError as e:
+        raise DbtRuntimeError(f"{name}: {e}") from e
+    commit(path, evolved)
+    log.info(f"{name}: Paimon schema {evolved.id} ({mode}): added {[f.name for f in change.added]}, "
+             f"dropped {drop}, widened {list(retype)}")
+    if mode == "append_new_columns":  # columns the model left out are written as null
+        for col in change.removed:
+            field = evolved.field(col)
+            batch = batch.withColumn(col, F.lit(None).cast(spark_type(field.type)))
+    return batch, evolved
+
+
+def new_column_options(options: Mapping[str, Any], added) -> Dict[str, str]:
+    """Per-column options (`fields.<c>.*`) the config gives for columns this run adds, stored as
+    the engine stores them (its `count` aggregate is Paimon's `sum` plus a marker)."""
+    prefixes = tuple(f"fields.{f.name}." for f in added)
+    stored, _ = opts.count_sugar({k: v for k, v in options.items() if k.startswith(prefixes)})
+    return stored

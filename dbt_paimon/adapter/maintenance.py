@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from dbt.adapters.base.relation import BaseRelation
 from dbt_common.exceptions import DbtRuntimeError
@@ -26,23 +26,22 @@ from ..store.orphan_files import older_than_millis
 from ..store.system_tables import SYSTEM_TABLES
 from ..store.table import FileStoreTable
 from .connections import error_message
+from .tables import Tables
 
-if TYPE_CHECKING:
-    from .impl import PaimonAdapter
 
 
 # ---- the table behind a relation -------------------------------------------------------------------
 
-def resolve(adapter: "PaimonAdapter", relation: Any, operation: str) -> BaseRelation:
+def resolve(tables: Tables, relation: Any, operation: str) -> BaseRelation:
     """A Relation for `relation`: a Relation as is (its schema defaulting to the target's), or a
     string `schema.table` / `table` (then the target's schema)."""
     if relation is None or (isinstance(relation, str) and not relation.strip()):
         raise DbtRuntimeError(f"{operation}: give the table as relation (a ref(), 'schema.table' or 'table')")
-    default_schema = adapter.config.credentials.schema
+    default_schema = tables.default_schema
     if isinstance(relation, BaseRelation):
         if not relation.identifier:
             raise DbtRuntimeError(f"{operation}: relation {relation} names no table")
-        return adapter.Relation.create(schema=relation.schema or default_schema, identifier=relation.identifier,
+        return tables.Relation.create(schema=relation.schema or default_schema, identifier=relation.identifier,
                                        type="table")
     if not isinstance(relation, str):
         raise DbtRuntimeError(f"{operation}: relation must be a ref(), 'schema.table' or 'table', got {relation!r}")
@@ -50,17 +49,17 @@ def resolve(adapter: "PaimonAdapter", relation: Any, operation: str) -> BaseRela
     if len(parts) > 2 or not all(parts):
         raise DbtRuntimeError(f"{operation}: relation {relation!r} is not 'schema.table' or 'table'")
     schema, identifier = (default_schema, parts[0]) if len(parts) == 1 else parts
-    return adapter.Relation.create(schema=schema, identifier=identifier, type="table")
+    return tables.Relation.create(schema=schema, identifier=identifier, type="table")
 
 
 def _name(relation: BaseRelation) -> str:
     return f"{relation.schema}.{relation.identifier}"
 
 
-def open_table(adapter: "PaimonAdapter", relation: Any, operation: str) -> Tuple[BaseRelation, str, FileStoreTable]:
+def open_table(tables: Tables, relation: Any, operation: str) -> Tuple[BaseRelation, str, FileStoreTable]:
     """(relation, path, table) of an existing Paimon table; a clear error when there is none."""
-    rel = resolve(adapter, relation, operation)
-    path = adapter.paimon_table_path(rel)
+    rel = resolve(tables, relation, operation)
+    path = tables.path(rel)
     if not FileStoreTable.exists(path):
         raise DbtRuntimeError(f"{operation}: {_name(rel)} is not a Paimon table: there is no Paimon table at {path}")
     try:
@@ -101,18 +100,18 @@ def _ids(ids: Iterable[int]) -> str:
 
 # ---- operations ------------------------------------------------------------------------------------
 
-def delete_rows(adapter: "PaimonAdapter", relation: Any, where: Any) -> Dict[str, Any]:
+def delete_rows(tables: Tables, relation: Any, where: Any) -> Dict[str, Any]:
     op = "paimon_delete"
     if where is None or not str(where).strip():
         raise DbtRuntimeError(f"{op}: give the rows to delete as where (a Spark SQL predicate over the table's "
                               f"columns, e.g. \"dt >= '20230503'\"; where: 'true' deletes every row)")
-    rel, path, table = open_table(adapter, relation, op)
+    rel, path, table = open_table(tables, relation, op)
     before = table.snapshots.latest_id()
     try:
-        result = delete(adapter.spark(), path, str(where))
+        result = delete(tables.spark(), path, str(where))
     except Exception as e:  # noqa: BLE001 - the engine writes nothing when it fails
         raise _failed(op, rel, e, "nothing was deleted") from e
-    adapter._resync(rel, path)
+    tables.resync(rel, path)
     written = result.snapshot_id if result.snapshot_id != before else None
     if written is None:
         message = f"DELETE 0 from {_name(rel)}: no row matched, no snapshot written"
@@ -125,15 +124,15 @@ def delete_rows(adapter: "PaimonAdapter", relation: Any, where: Any) -> Dict[str
             "seconds": round(result.seconds, 3), "message": message}
 
 
-def compact_table(adapter: "PaimonAdapter", relation: Any) -> Dict[str, Any]:
+def compact_table(tables: Tables, relation: Any) -> Dict[str, Any]:
     op = "paimon_compact"
-    rel, path, table = open_table(adapter, relation, op)
+    rel, path, table = open_table(tables, relation, op)
     files_before = sum(len(s.files) for s in table.plan().splits)
     try:
-        sid = compact(adapter.spark(), path)
+        sid = compact(tables.spark(), path)
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e) from e
-    adapter._resync(rel, path)
+    tables.resync(rel, path)
     try:  # for the message only: the compaction is committed whatever happens here
         files_after: Optional[int] = sum(len(s.files) for s in FileStoreTable.open(path).plan().splits)
     except Exception:  # noqa: BLE001
@@ -151,7 +150,7 @@ _KIND_WORDS = (("data", "data files"), ("manifest", "manifests"), ("index", "ind
                ("snapshot", "snapshot files"))
 
 
-def expire(adapter: "PaimonAdapter", relation: Any, retain_max: Any = None, retain_min: Any = None,
+def expire(tables: Tables, relation: Any, retain_max: Any = None, retain_min: Any = None,
            older_than: Any = None, max_deletes: Any = None) -> Dict[str, Any]:
     op = "paimon_expire"
     retain_max = _int_arg(op, "retain_max", retain_max, 1)
@@ -163,7 +162,7 @@ def expire(adapter: "PaimonAdapter", relation: Any, retain_max: Any = None, reta
             time_retained_ms = parse_duration_ms("older_than", str(older_than))
         except PaimonError as e:
             raise DbtRuntimeError(f"{op}: {e}") from e
-    rel, path, table = open_table(adapter, relation, op)
+    rel, path, table = open_table(tables, relation, op)
     if retain_max is not None and retain_min is None:
         # "keep at most N": the table's snapshot.num-retained.min (Paimon's default 10) must not exceed it
         configured = table.schema.core.snapshot_num_retained_min
@@ -173,7 +172,7 @@ def expire(adapter: "PaimonAdapter", relation: Any, retain_max: Any = None, reta
                                         time_retained_ms=time_retained_ms, max_deletes=max_deletes)
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "nothing was expired") from e
-    adapter._resync(rel, path)
+    tables.resync(rel, path)
     after = FileStoreTable.open(path).snapshots
     earliest, latest = after.earliest_id(), after.latest_id()
     counts = {kind: result.count(kind) for kind, _ in _KIND_WORDS}
@@ -189,35 +188,35 @@ def expire(adapter: "PaimonAdapter", relation: Any, retain_max: Any = None, reta
             "latest_snapshot": latest, "message": message}
 
 
-def create_tag(adapter: "PaimonAdapter", relation: Any, tag: Any, snapshot_id: Any = None,
+def create_tag(tables: Tables, relation: Any, tag: Any, snapshot_id: Any = None,
                time_retained: Any = None, ignore_if_exists: bool = False) -> Dict[str, Any]:
     op = "paimon_create_tag"
     if tag is None or not str(tag).strip():
         raise DbtRuntimeError(f"{op}: give the tag's name as tag")
     sid = _int_arg(op, "snapshot_id", snapshot_id, 1)
-    rel, path, table = open_table(adapter, relation, op)
+    rel, path, table = open_table(tables, relation, op)
     try:
         created = table.create_tag(str(tag), sid, time_retained=str(time_retained) if time_retained else None,
                                    ignore_if_exists=bool(ignore_if_exists))
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "no tag was created") from e
-    adapter._resync(rel, path)
+    tables.resync(rel, path)
     kept = f", retained for {time_retained}" if created.time_retained is not None else ""
     return {"operation": "create_tag", "relation": _name(rel), "table_path": path, "tag": created.name,
             "snapshot_id": created.snapshot_id,
             "message": f"TAG {_name(rel)}: tag '{created.name}' on snapshot {created.snapshot_id}{kept}"}
 
 
-def delete_tag(adapter: "PaimonAdapter", relation: Any, tag: Any) -> Dict[str, Any]:
+def delete_tag(tables: Tables, relation: Any, tag: Any) -> Dict[str, Any]:
     op = "paimon_delete_tag"
     if tag is None or not str(tag).strip():
         raise DbtRuntimeError(f"{op}: give the tag's name as tag")
-    rel, path, table = open_table(adapter, relation, op)
+    rel, path, table = open_table(tables, relation, op)
     try:
         deleted = table.delete_tag(str(tag))
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "no tag was deleted") from e
-    adapter._resync(rel, path)
+    tables.resync(rel, path)
     message = (f"DELETE TAG {_name(rel)}: tag '{tag}' deleted" if deleted
                else f"DELETE TAG {_name(rel)}: there is no tag '{tag}', nothing deleted")
     return {"operation": "delete_tag", "relation": _name(rel), "table_path": path, "tag": str(tag),
@@ -233,15 +232,15 @@ def _one_target(op: str, snapshot_id: Any, tag: Any) -> Tuple[Optional[int], Opt
     return sid, name
 
 
-def rollback(adapter: "PaimonAdapter", relation: Any, snapshot_id: Any = None, tag: Any = None) -> Dict[str, Any]:
+def rollback(tables: Tables, relation: Any, snapshot_id: Any = None, tag: Any = None) -> Dict[str, Any]:
     op = "paimon_rollback"
     sid, name = _one_target(op, snapshot_id, tag)
-    rel, path, table = open_table(adapter, relation, op)
+    rel, path, table = open_table(tables, relation, op)
     try:
         result = table.rollback_to(sid if sid is not None else name)
     except Exception as e:  # noqa: BLE001
         raise _failed(op, rel, e, "nothing was rolled back") from e
-    adapter._resync(rel, path)
+    tables.resync(rel, path)
     target = f"snapshot {sid}" if sid is not None else f"tag '{name}' (snapshot {result.snapshot.id})"
     removed = [f"snapshot(s) {_ids(result.removed_snapshots)}"] if result.removed_snapshots else []
     removed += [f"tag(s) {', '.join(result.removed_tags)}"] if result.removed_tags else []
@@ -263,7 +262,7 @@ def _bool_arg(operation: str, name: str, value: Any) -> bool:
     raise DbtRuntimeError(f"{operation}: {name} must be true or false, got {value!r}")
 
 
-def remove_orphan_files(adapter: "PaimonAdapter", relation: Any, older_than: Any = "1 d",
+def remove_orphan_files(tables: Tables, relation: Any, older_than: Any = "1 d",
                         dry_run: Any = False) -> Dict[str, Any]:
     """Paimon's remove_orphan_files: delete files of the table that no snapshot or tag references
     and that are older than `older_than` (default 1 day, as Paimon: a younger file may belong to a
@@ -275,7 +274,7 @@ def remove_orphan_files(adapter: "PaimonAdapter", relation: Any, older_than: Any
         older_than_millis(text)  # checked before the table is touched; the cutoff is taken again below
     except PaimonError as e:
         raise DbtRuntimeError(f"{op}: {e}") from e
-    rel, path, table = open_table(adapter, relation, op)
+    rel, path, table = open_table(tables, relation, op)
     try:
         result = table.remove_orphan_files(older_than=text, dry_run=dry)
     except Exception as e:  # noqa: BLE001
@@ -303,21 +302,21 @@ def view_name(rel: BaseRelation, what: str) -> str:
     return f"paimon__{_clean(rel.schema)}__{_clean(rel.identifier)}__{what}"
 
 
-def _view(adapter: "PaimonAdapter", name: str, df) -> BaseRelation:
+def _view(tables: Tables, name: str, df) -> BaseRelation:
     df.createOrReplaceTempView(name)
-    return adapter.Relation.create(identifier=name, type="view")
+    return tables.Relation.create(identifier=name, type="view")
 
 
 def _tag_names(table: FileStoreTable) -> List[str]:
     return sorted(table.tags.names())
 
 
-def as_of(adapter: "PaimonAdapter", relation: Any, snapshot_id: Any = None, tag: Any = None) -> BaseRelation:
+def as_of(tables: Tables, relation: Any, snapshot_id: Any = None, tag: Any = None) -> BaseRelation:
     """A temporary view of the table as of a snapshot or a tag."""
     op = "paimon_as_of"
     sid, name = _one_target(op, snapshot_id, tag)
-    rel, path, table = open_table(adapter, relation, op)
-    reader = adapter.spark().read.format("paimon")
+    rel, path, table = open_table(tables, relation, op)
+    reader = tables.spark().read.format("paimon")
     if sid is not None:
         if table.snapshots.try_snapshot(sid) is None:
             earliest, latest = table.snapshots.earliest_id(), table.snapshots.latest_id()
@@ -334,7 +333,7 @@ def as_of(adapter: "PaimonAdapter", relation: Any, snapshot_id: Any = None, tag:
                                   f"{', '.join(tags) if tags else 'none'})")
         reader, what = reader.option("tag", name), f"tag_{_clean(name)}"
     try:
-        return _view(adapter, view_name(rel, what), reader.load(path))
+        return _view(tables, view_name(rel, what), reader.load(path))
     except Exception as e:  # noqa: BLE001
         raise DbtRuntimeError(f"{op}: cannot read {_name(rel)} at {path} as of {what}: {error_message(e)}") from e
 
@@ -347,13 +346,13 @@ def check_system_table(name: Any) -> str:
     return text
 
 
-def system_table(adapter: "PaimonAdapter", relation: Any, name: Any) -> BaseRelation:
+def system_table(tables: Tables, relation: Any, name: Any) -> BaseRelation:
     """A temporary view of one of the table's system tables (snapshots, files, ...)."""
     op = "paimon_system_table"
     system = check_system_table(name)
-    rel, path, _ = open_table(adapter, relation, op)
+    rel, path, _ = open_table(tables, relation, op)
     try:
-        return _view(adapter, view_name(rel, f"sys_{system}"),
-                     adapter.spark().read.format("paimon").load(f"{path}${system}"))
+        return _view(tables, view_name(rel, f"sys_{system}"),
+                     tables.spark().read.format("paimon").load(f"{path}${system}"))
     except Exception as e:  # noqa: BLE001
         raise DbtRuntimeError(f"{op}: cannot read ${system} of {_name(rel)} at {path}: {error_message(e)}") from e

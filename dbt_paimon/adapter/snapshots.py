@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dbt.adapters.base.relation import BaseRelation
 from dbt.adapters.contracts.connection import AdapterResponse
@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..engine import upsert
-from ..engine.settings import EXECUTIONS, RUN_OPTIONS, Execution
+from ..engine.settings import EXECUTIONS, RUN_OPTIONS, Execution, RunSettings
 from ..engine.spark_types import fits, from_spark, to_spark
 from ..engine.upsert import TableMismatchError, check_table
 from ..store import options as opts
@@ -52,10 +52,9 @@ from ..store.schema import SchemaManager, TableSchema
 from ..store.table import FileStoreTable
 from . import evolution
 from .connections import error_message
+from .tables import Tables, schema_id
 from .configs import column_list, quoted
 
-if TYPE_CHECKING:
-    from .impl import PaimonAdapter
 
 log = AdapterLogger("Paimon")
 
@@ -110,23 +109,24 @@ def _resolve(name: str, columns: Sequence[str]) -> Optional[str]:
 
 # ---- checks: everything a run cannot honour is refused before anything is written ------------------
 
-def check(adapter: "PaimonAdapter", relation: BaseRelation, config: Mapping[str, Any], columns: Mapping[str, str],
-          sql: Optional[str] = None) -> None:
+def check(tables: Tables, relation: BaseRelation, config: Mapping[str, Any], columns: Mapping[str, str],
+          hard_deletes_behavior: Callable[[Mapping[str, Any]], str], sql: Optional[str] = None) -> None:
     """Refuse a snapshot this adapter cannot apply, in words, before any file is written.
 
     Without `sql`: the configuration alone (run before the pre-hooks). With `sql` (the snapshot's
     compiled query): also the query's columns against updated_at, check_cols, unique_key, the meta
-    column names and partition_by, and an existing table against the configuration."""
+    column names and partition_by, and an existing table against the configuration.
+    hard_deletes_behavior: dbt's reading of the hard_deletes configs (the adapter's)."""
     try:
-        mode, meta, used, options = _check_config(adapter, relation, config, columns)
+        mode, meta, used, options = _check_config(relation, config, columns, hard_deletes_behavior)
         if sql is not None:
-            _check_query(adapter, relation, config, meta, used, mode, sql, options)
+            _check_query(tables, relation, config, meta, used, mode, sql, options)
     except DbtRuntimeError as e:
         raise DbtRuntimeError(f"{e.msg}; nothing was written") from None
 
 
-def _check_config(adapter: "PaimonAdapter", relation: BaseRelation, config: Mapping[str, Any],
-                  columns: Mapping[str, str]) -> Tuple[str, Dict[str, str], List[str], Mapping[str, Any]]:
+def _check_config(relation: BaseRelation, config: Mapping[str, Any], columns: Mapping[str, str],
+                  hard_deletes_behavior: Callable[[Mapping[str, Any]], str]) -> Tuple[str, Dict[str, str], List[str], Mapping[str, Any]]:
     name = _name(relation)
     file_format = config.get("file_format")
     if file_format not in (None, "") and str(file_format).lower() != "paimon":
@@ -138,7 +138,7 @@ def _check_config(adapter: "PaimonAdapter", relation: BaseRelation, config: Mapp
         raise DbtRuntimeError(f"snapshot {name}: hard_deletes must be one of {', '.join(HARD_DELETES)}, "
                               f"got {hard_deletes!r}")
     try:
-        mode = adapter.get_hard_deletes_behavior(config)  # also refuses invalidate_hard_deletes with hard_deletes
+        mode = hard_deletes_behavior(config)  # also refuses invalidate_hard_deletes with hard_deletes
     except Exception as e:  # noqa: BLE001 - dbt's validation error, said with the snapshot's name
         raise DbtRuntimeError(f"snapshot {name}: {e}") from None
     execution = config.get("execution")
@@ -159,10 +159,10 @@ def _check_config(adapter: "PaimonAdapter", relation: BaseRelation, config: Mapp
     return mode, meta, used, options
 
 
-def _check_query(adapter: "PaimonAdapter", relation: BaseRelation, config: Mapping[str, Any], meta: Dict[str, str],
+def _check_query(tables: Tables, relation: BaseRelation, config: Mapping[str, Any], meta: Dict[str, str],
                  used: List[str], mode: str, sql: str, options: Mapping[str, Any]) -> None:
     name = _name(relation)
-    spark = adapter.spark()
+    spark = tables.spark()
     try:  # analysis only: no Spark job runs
         query_columns = spark.sql(sql).columns
     except Exception as e:  # noqa: BLE001
@@ -210,7 +210,7 @@ def _check_query(adapter: "PaimonAdapter", relation: BaseRelation, config: Mappi
         given = {k: v for k, v in given.items() if k not in RUN_OPTIONS}  # may differ between runs
     except PaimonError as e:
         raise DbtRuntimeError(f"snapshot {name}: {e}") from None
-    path = adapter.paimon_table_path(relation)
+    path = tables.path(relation)
     if FileStoreTable.exists(path):
         _check_table(name, path, SchemaManager(FileIO.get(path), path).latest(), meta, partitions, given)
 
@@ -245,19 +245,19 @@ def _check_table(name: str, path: str, schema: TableSchema, meta: Dict[str, str]
 
 # ---- the run -----------------------------------------------------------------------------------------
 
-def stored_view(adapter: "PaimonAdapter", relation: BaseRelation) -> BaseRelation:
+def stored_view(tables: Tables, relation: BaseRelation) -> BaseRelation:
     """A temporary view of the snapshot table's rows, kept by Spark after their first read, for
     dbt's staging query to read instead of the table: that query reads it up to four times
     (current versions for inserts, updates, deletes, deletion records) and `_changes` twice more,
     and each read of the table itself would read its files again. Released by `apply` (a run that
     fails before it, by the next run of the snapshot). Named after schema and table: snapshots of
     one name in two schemas may run at once (threads), and temporary views have no schema."""
-    spark = adapter.spark()
+    spark = tables.spark()
     view = f"{relation.schema}__{relation.identifier}__dbt_snapshot_stored"
     _release(spark, view)
     # a view of this DataFrame's plan, so every query of the view finds the cached data
     spark.table(relation.render()).persist(StorageLevel.MEMORY_AND_DISK).createOrReplaceTempView(view)
-    return adapter.Relation.create(identifier=view, type="view")
+    return tables.Relation.create(identifier=view, type="view")
 
 
 def _release(spark: Any, view: str) -> None:
@@ -266,28 +266,28 @@ def _release(spark: Any, view: str) -> None:
         spark.catalog.dropTempView(view)
 
 
-def apply(adapter: "PaimonAdapter", relation: BaseRelation, source: BaseRelation, columns: Mapping[str, str], *,
+def apply(tables: Tables, relation: BaseRelation, source: BaseRelation, columns: Mapping[str, str], *,
           created: bool, stored: Optional[BaseRelation] = None, partition_by: Any = None,
           options: Optional[Mapping[str, Any]] = None, execution: Optional[str] = None,
           valid_to_current: Optional[str] = None) -> SnapshotResponse:
     """One `dbt snapshot` of one snapshot: `source` is the temporary view of dbt's rows, the whole
     first snapshot (`created`: build_snapshot_table) or the staging query's change set over the
     table's rows in `stored` (stored_view). One Paimon snapshot when something changed, none otherwise."""
-    spark = adapter.spark()
+    spark = tables.spark()
     try:
-        return _apply(adapter, spark, relation, source, columns, created, stored, partition_by, options, execution,
+        return _apply(tables, spark, relation, source, columns, created, stored, partition_by, options, execution,
                       valid_to_current)
     finally:
         if stored is not None:
             _release(spark, stored.identifier)
 
 
-def _apply(adapter: "PaimonAdapter", spark: Any, relation: BaseRelation, source: BaseRelation,
+def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelation,
            columns: Mapping[str, str], created: bool, stored: Optional[BaseRelation], partition_by: Any,
            options: Optional[Mapping[str, Any]], execution: Optional[str],
            valid_to_current: Optional[str]) -> SnapshotResponse:
     name = _name(relation)
-    path = adapter.paimon_table_path(relation)
+    path = tables.path(relation)
     meta = meta_columns(columns)
     io = FileIO.get(path)
     try:
@@ -314,13 +314,13 @@ def _apply(adapter: "PaimonAdapter", spark: Any, relation: BaseRelation, source:
             if unchanged:
                 log.debug(f"{name}: no version changed, no Paimon snapshot written ({time.time() - t0:.1f}s)")
                 if evolved is not None:
-                    adapter._resync(relation, path)
+                    tables.resync(relation, path)
                 return SnapshotResponse(
                     _message="SNAPSHOT 0: no changes" + (f", added column(s) {', '.join(added)}" if added else ""),
-                    code="SNAPSHOT", rows_affected=0, table_path=path, schema_id=_schema_id(path),
+                    code="SNAPSHOT", rows_affected=0, table_path=path, schema_id=schema_id(path),
                     added_columns=added or None)
         result = upsert(batch, path, primary_keys=[meta["dbt_scd_id"]], partition_keys=column_list(partition_by),
-                        options=options or {}, execution=execution or Execution.AUTO)
+                        options=options or {}, settings=RunSettings(execution=execution or Execution.AUTO))
     except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
         if evolved is not None:
             evolution.rollback(path, evolved, io)
@@ -331,14 +331,14 @@ def _apply(adapter: "PaimonAdapter", spark: Any, relation: BaseRelation, source:
             what = (f"two rows of this run share a {meta['dbt_scd_id']} (is unique_key unique in the snapshot's "
                     f"query?): {what}")
         raise DbtRuntimeError(f"snapshot of {name} failed, nothing was written: {what}") from e
-    adapter._resync(relation, path)
+    tables.resync(relation, path)
     closed = result.updated + result.moved
     message = f"SNAPSHOT {result.inserted + closed}: {result.inserted} opened, {closed} closed"
     log.debug(f"{name}: {message} in {time.time() - t0:.1f}s (Paimon snapshot {result.snapshot_id})")
     return SnapshotResponse(
         _message=message, code="SNAPSHOT", rows_affected=result.inserted + closed, snapshot_id=result.snapshot_id,
         opened=result.inserted, closed=closed, rows_written=result.rows_written, table_path=path,
-        schema_id=_schema_id(path), added_columns=added or None,
+        schema_id=schema_id(path), added_columns=added or None,
         extra_snapshots=list(result.extra_snapshots or []) or None, execution=result.execution)
 
 
@@ -407,11 +407,3 @@ def _changes(name: str, target: DataFrame, staged: DataFrame, schema: TableSchem
     for f in new_fields:
         closing = closing.withColumn(f.name, F.lit(None).cast(f.dataType))
     return closing.unionByName(opening), new_fields
-
-
-def _schema_id(path: str) -> Optional[int]:
-    """For the run result only: a failure to read it back must not report the commit as failed."""
-    try:
-        return SchemaManager(FileIO.get(path), path).latest().id
-    except Exception:  # noqa: BLE001
-        return None

@@ -207,19 +207,19 @@ class TestMaintenanceThroughDbt:
                                 ("`other`.`t`", ("other", "t")),
                                 (adapter.Relation.create(schema="s", identifier="t"), ("s", "t")),
                                 (adapter.Relation.create(identifier="t"), (schema, "t"))]:
-            rel = maintenance.resolve(adapter, given, "op")
+            rel = maintenance.resolve(adapter.tables, given, "op")
             assert (rel.schema, rel.identifier) == expected
         for bad, message in [(None, "op: give the table as relation"), ("a.b.c", "is not 'schema.table' or 'table'"),
                              (42, "relation must be a ref(), 'schema.table' or 'table'")]:
             with pytest.raises(DbtRuntimeError, match=re.escape(message)):
-                maintenance.resolve(adapter, bad, "op")
+                maintenance.resolve(adapter.tables, bad, "op")
         with pytest.raises(DbtRuntimeError, match="give exactly one of snapshot_id and tag"):
-            maintenance.rollback(adapter, "customers")
+            maintenance.rollback(adapter.tables, "customers")
         with pytest.raises(DbtRuntimeError, match="retain_max must be at least 1, got 0"):
-            maintenance.expire(adapter, "customers", retain_max=0)
+            maintenance.expire(adapter.tables, "customers", retain_max=0)
         with pytest.raises(DbtRuntimeError, match="snapshot_id must be an integer, got 'x'"):
-            maintenance.as_of(adapter, "customers", snapshot_id="x")
+            maintenance.as_of(adapter.tables, "customers", snapshot_id="x")
         with pytest.raises(DbtRuntimeError, match="must be a duration such as"):
-            maintenance.expire(adapter, "customers", older_than="soon")
+            maintenance.expire(adapter.tables, "customers", older_than="soon")
         assert maintenance.view_name(adapter.Relation.create(schema="s", identifier="t"), "tag_v1") == "paimon__s__t__tag_v1"
         assert maintenance._ids([1, 2, 3, 7, 9, 10]) == "1-3, 7, 9-10"

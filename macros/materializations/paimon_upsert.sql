@@ -57,18 +57,9 @@
   {%- endif -%}
 
   {%- set response = adapter.paimon_upsert(
-        target_relation, tmp_relation,
-        unique_key=config.get('unique_key'),
-        partition_by=config.get('partition_by'),
-        options=config.get('options'),
-        sequence_by=config.get('sequence_by'),
-        execution=config.get('execution'),
-        key_index=config.get('key_index'),
+        target_relation, tmp_relation, model.config,
         on_schema_change=on_schema_change,
         full_refresh=full_refresh,
-        merge_update_columns=config.get('merge_update_columns'),
-        merge_exclude_columns=config.get('merge_exclude_columns'),
-        incremental_predicates=config.get('incremental_predicates') or config.get('predicates'),
         contract=({'constraints': model.constraints, 'columns': model.columns} if config.get('contract').enforced else none)) -%}
   {%- do store_result('main', response=response) -%}
 

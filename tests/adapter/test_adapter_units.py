@@ -77,11 +77,11 @@ def test_spark_settings_fork_local_workers_from_the_preloading_daemon(tmp_path, 
     master, workers of another Python, or a profile's own daemon module do not."""
     import sys
 
-    from dbt_paimon import worker_daemon
+    from dbt_paimon.engine import local_session
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     local = _creds(warehouse=str(tmp_path), master="local[2]").spark_settings()
-    assert local["spark.python.daemon.module"] == "dbt_paimon.worker_daemon" == worker_daemon.MODULE
+    assert local["spark.python.daemon.module"] == "dbt_paimon.worker_daemon" == local_session.DAEMON_MODULE
     assert "spark.python.daemon.module" not in _creds(warehouse=str(tmp_path), master="spark://h:7077").spark_settings()
     other = _creds(warehouse=str(tmp_path), master="local[*]",
                    server_side_parameters={"spark.pyspark.python": "/opt/other/bin/python3"}).spark_settings()

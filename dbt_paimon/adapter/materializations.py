@@ -1,0 +1,246 @@
+"""The materializations' work on Paimon tables: what macros/materializations/*.sql call through the
+adapter (paimon_upsert, clone, docs) once the Jinja side has run hooks and built the model's view.
+
+A run either commits and reports what it did, or fails with nothing written: a full refresh builds
+the new table beside the old one (staging.py) and swaps it in only after its commit; a schema change
+committed before a failed upsert is rolled back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
+
+from dbt.adapters.base.relation import BaseRelation
+from dbt.adapters.contracts.connection import AdapterResponse
+from dbt.adapters.events.logging import AdapterLogger
+from dbt_common.exceptions import DbtRuntimeError
+
+from ..engine import upsert
+from ..engine.upsert import TableMismatchError, check_table
+from ..store.clone import clone_table
+from ..store.errors import PaimonError
+from ..store.fileio import FileIO
+from ..store.schema import SchemaManager, TableSchema, resolve_columns
+from ..store.table import FileStoreTable
+from . import constraints, evolution, incremental, staging
+from .configs import UpsertConfig
+from .connections import error_message
+from .tables import Tables, schema_id
+
+log = AdapterLogger("Paimon")
+
+MATERIALIZATION = "paimon_upsert"
+# dbt-spark configs that mean nothing for a Paimon table: said out loud rather than dropped silently.
+UNSUPPORTED_CONFIGS = {
+    "file_format": "a paimon_upsert model is always a Paimon table",
+    "location_root": "Paimon tables live at <warehouse>/<schema>.db/<model>",
+    "clustered_by": "use options={'bucket': N, 'bucket-key': ...} for fixed buckets",
+    "buckets": "use options={'bucket': N}",
+    "tblproperties": "Paimon table options go in options={...}",
+    "unique_key_nulls": "primary key columns are NOT NULL in Paimon",
+}
+
+
+@dataclass
+class PaimonAdapterResponse(AdapterResponse):
+    """What one paimon_upsert did; lands in run_results.json as the node's adapter_response."""
+
+    snapshot_id: Optional[int] = None
+    inserted: int = 0
+    updated: int = 0
+    moved: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    rows_written: int = 0
+    table_path: Optional[str] = None
+    schema_id: Optional[int] = None
+    extra_snapshots: Optional[List[int]] = None  # e.g. a compaction committed right after the upsert
+    execution: Optional[str] = None  # where the engine ran the job: local (the driver) or distributed
+    bootstrap: Optional[str] = None  # where the job learnt where keys live: "key index" or "table"
+    phases: Optional[Dict[str, float]] = None  # seconds by phase of the upsert (UpsertResult.phases)
+
+
+# ---- before the model runs --------------------------------------------------------------------------
+
+def warn_unsupported(config: Mapping[str, Any], materialization: str = MATERIALIZATION) -> List[str]:
+    """Warn about configs a paimon_upsert model ignores; returns their names."""
+    ignored = []
+    for name, why in UNSUPPORTED_CONFIGS.items():
+        value = config.get(name)
+        if value in (None, [], {}, "") or (name == "file_format" and value in ("parquet", "paimon")):
+            continue
+        ignored.append(name)
+        log.warning(f"{materialization}: config {name}={value!r} is ignored: {why}")
+    return ignored
+
+
+def warn_grants(relation: BaseRelation, grant_config: Optional[Mapping[str, Any]]) -> bool:
+    """Warn that `grants` cannot be applied (as dbt-duckdb does for its files); True if it warned."""
+    if not grant_config:
+        return False
+    log.warning(f"{relation}: grants {dict(grant_config)} are not applied: a Paimon warehouse on a filesystem "
+                f"or object store has no grants (give access through the storage's own permissions)")
+    return True
+
+
+# ---- paimon_upsert ------------------------------------------------------------------------------------
+
+def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, config: Mapping[str, Any],
+                 on_schema_change: Optional[str] = "ignore", full_refresh: bool = False,
+                 contract: Optional[Mapping[str, Any]] = None) -> PaimonAdapterResponse:
+    """Upsert the rows of `source` (the model's temporary view) into the Paimon table of `relation`,
+    creating it first if needed (or anew with full_refresh); one snapshot. `config`: the model's
+    configs (UpsertConfig). contract: an enforced contract's constraints ({"constraints":
+    model-level, "columns": model.columns}, constraints.py)."""
+    spark = tables.spark()
+    path = tables.path(relation)
+    name = f"{relation.schema}.{relation.identifier}"
+    given = UpsertConfig.of(name, config)
+    on_schema_change = on_schema_change or "ignore"
+    if on_schema_change not in evolution.ON_SCHEMA_CHANGE:
+        raise DbtRuntimeError(f"{name}: on_schema_change must be one of {', '.join(evolution.ON_SCHEMA_CHANGE)}, "
+                              f"got {on_schema_change!r}")
+    try:
+        batch = spark.table(source.render())
+    except Exception as e:  # noqa: BLE001
+        raise DbtRuntimeError(f"{name}: the model's SQL failed: {error_message(e)}") from e
+    columns = batch.columns
+    keys = _columns(name, "unique_key", given.unique_key, columns)
+    not_null: List[str] = []
+    if contract is not None:
+        keys, not_null = constraints.from_contract(name, contract.get("constraints") or [],
+                                                   contract.get("columns") or {}, keys)
+        keys = _columns(name, "primary_key constraint", keys, columns)
+        not_null = _columns(name, "not_null constraint", not_null, columns)
+    if not keys:
+        raise DbtRuntimeError(
+            f"{name}: a {MATERIALIZATION} model needs unique_key (a column or a list of columns): it is the "
+            f"Paimon table's primary key, and Paimon keeps primary-key tables")
+    partitions = _columns(name, "partition_by", given.partition_by, columns)
+    sequence = _columns(name, "sequence_by", given.sequence_by, columns)
+    if len(sequence) > 1:
+        raise DbtRuntimeError(f"{name}: sequence_by takes one column, got {sequence}")
+    updated = incremental.check_merge_config(name, columns, keys, given.merge_update_columns,
+                                             given.merge_exclude_columns)
+    io = FileIO.get(path)
+    exists = FileStoreTable.exists(path, io)
+    target = path
+    if full_refresh and exists:
+        target, exists = staging.staged_path(path, "refresh"), False
+    evolved: Optional[TableSchema] = None
+    try:
+        if exists:
+            schema = SchemaManager(io, path).latest()
+            _check_keys(name, path, schema, keys, partitions)  # before a schema change commits
+            batch, evolved = evolution.apply_on_schema_change(name, path, schema, batch, on_schema_change,
+                                                              given.options, sequence)
+            if updated is not None or given.incremental_predicates:
+                batch = incremental.merge_batch(name, batch, spark.read.format("paimon").load(path), keys,
+                                                updated, given.incremental_predicates)
+        t0 = time.time()
+        result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=given.options,
+                        sequence_by=sequence[0] if sequence else None, settings=given.run_settings(),
+                        not_null=not_null)
+    except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
+        if evolved is not None:
+            evolution.rollback(path, evolved, io)
+        if target != path:
+            staging.discard(target)
+        if isinstance(e, DbtRuntimeError):
+            raise
+        what = str(e) if isinstance(e, PaimonError) else error_message(e)
+        raise DbtRuntimeError(f"{MATERIALIZATION} of {name} failed, nothing was written: {what}") from e
+    if target != path:
+        staging.swap(target, path)
+    tables.resync(relation, path)
+    phases = ", ".join(f"{k} {v:.3f}s" for k, v in (result.phases or {}).items())
+    log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id}, "
+              f"{result.attempts} attempt(s); {phases})")
+    return PaimonAdapterResponse(
+        _message=result.summary(), code="UPSERT", rows_affected=result.rows_affected,
+        snapshot_id=result.snapshot_id, **result.as_dict(), rows_written=result.rows_written, table_path=path,
+        schema_id=schema_id(path),
+        extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,
+        execution=result.execution, bootstrap=(result.bootstrap or {}).get("source"),
+        phases=dict(result.phases) or None)
+
+
+def _columns(name: str, what: str, wanted: List[str], columns: List[str]) -> List[str]:
+    """Config column names resolved against the model's columns by the engine's one rule
+    (case-insensitively, as Spark)."""
+    try:
+        return resolve_columns(what, wanted, columns)
+    except PaimonError as e:
+        raise DbtRuntimeError(f"{name}: {e}") from None
+
+
+def _check_keys(name: str, path: str, schema: TableSchema, keys: List[str], partitions: List[str]) -> None:
+    """The engine's check (check_table), its disagreements said in the model's config names."""
+    try:
+        check_table(schema, keys, partitions, {}, path)
+    except TableMismatchError as e:
+        config = {"primary key": ("unique_key", "the table's primary key is"),
+                  "partition keys": ("partition_by", "the table is partitioned by")}
+        problems = [f"{config[what][0]} {given} but {config[what][1]} {stored}"
+                    for what, given, stored in e.mismatches]
+        raise DbtRuntimeError(
+            f"{name}: the model's config disagrees with the existing Paimon table at {path}: "
+            f"{'; '.join(problems)}. Keys cannot change in place: rebuild the table with --full-refresh "
+            f"(nothing was written)") from None
+
+
+# ---- dbt clone ------------------------------------------------------------------------------------------
+
+def clone(tables: Tables, relation: BaseRelation, source: BaseRelation, replace: bool = False) -> AdapterResponse:
+    """`dbt clone` of a Paimon table: a new table at `relation` with `source`'s latest rows, its
+    files shared (store/clone.py); an existing table there is replaced only with `replace`
+    (--full-refresh), and then only once the clone is complete."""
+    path, source_path = tables.path(relation), tables.path(source)
+    name = f"{relation.schema}.{relation.identifier}"
+    io = FileIO.get(path)
+    staged = path
+    if FileStoreTable.exists(path, io):
+        if not replace:
+            return AdapterResponse(_message=f"CLONE {name}: exists already (nothing done)")
+        staged = staging.staged_path(path, "clone")
+    try:
+        result = clone_table(io, source_path, staged)
+    except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
+        staging.remove_tree(staged)
+        what = str(e) if isinstance(e, PaimonError) else error_message(e)
+        raise DbtRuntimeError(f"clone of {source.schema}.{source.identifier} into {name} failed, nothing was "
+                              f"written: {what}") from e
+    if staged != path:
+        staging.swap(staged, path)
+    tables.resync(relation, path)
+    log.debug(f"{name}: cloned from {source_path} snapshot {result.source_snapshot}: {result.files} files, "
+              f"{result.bytes} bytes shared")
+    return AdapterResponse(_message=f"CLONE {name}: {result.files} files of snapshot {result.source_snapshot}",
+                           code="CLONE", rows_affected=0)
+
+
+# ---- docs -----------------------------------------------------------------------------------------------
+
+def persist_docs(tables: Tables, relation: BaseRelation, model: Mapping[str, Any], for_relation: bool,
+                 for_columns: bool) -> bool:
+    """Write the model's description and column descriptions into the Paimon schema (a new
+    schema-N, read by every Paimon reader) and Spark's catalog entry. True when they changed."""
+    path = tables.path(relation)
+    if not FileStoreTable.exists(path):
+        return False
+    schema = SchemaManager(FileIO.get(path), path).latest()
+    comment = (model.get("description") or "") if for_relation else None
+    descriptions = {}
+    if for_columns:
+        for col_name, col in (model.get("columns") or {}).items():
+            descriptions[col.get("name") or col_name] = col.get("description") or ""
+        descriptions = {k: v for k, v in descriptions.items() if k.lower() in
+                        {n.lower() for n in schema.field_names}}
+    docs = evolution.with_docs(schema, comment, descriptions)
+    if docs is None:
+        return False
+    evolution.commit(path, docs)
+    tables.resync(relation, path)
+    return True
