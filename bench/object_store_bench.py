@@ -55,7 +55,7 @@ def main() -> None:
 
     from pyspark.sql import SparkSession
 
-    from dbt_paimon.engine import register, upsert
+    from dbt_paimon.engine import RunSettings, register, upsert
     from dbt_paimon.store import FileStoreTable, fileio
     from tests.s3 import BUCKET, free_port, make_user, start_moto
 
@@ -84,12 +84,12 @@ def main() -> None:
                           else f"s3://{BUCKET}/bench-{uuid.uuid4().hex[:8]}/wh")
                     path = f"{wh}/db.db/w1_{execution}"
                     upsert(spark.createDataFrame(base), path, primary_keys="id", partition_keys="dt",
-                           options={"bucket": "-1"}, execution=execution)
+                           options={"bucket": "-1"}, settings=RunSettings(execution=execution))
                     df = spark.createDataFrame(batch).cache()
                     df.count()
                     offset = os.path.getsize(log_path)
                     started = time.perf_counter()
-                    result = upsert(df, path, primary_keys="id", partition_keys="dt", execution=execution)
+                    result = upsert(df, path, primary_keys="id", partition_keys="dt", settings=RunSettings(execution=execution))
                     seconds = time.perf_counter() - started
                     requests, _ = requests_since(log_path, offset)
                     df.unpersist()

@@ -1,6 +1,7 @@
 """The Spark engine: the only part of dbt-paimon that talks to Spark.
 
-- upsert(df, path, ...): one job that upserts a DataFrame into a Paimon table, one snapshot.
+- upsert(df, path, ..., settings=RunSettings(...)): one job that upserts a DataFrame into a Paimon
+  table, one snapshot; a run's settings (where it runs, the object store's, ...) in one object.
 - delete(spark, path, where): -D records for every live row matching a Spark SQL predicate.
 - compact(spark, path[, buckets]): full compaction of buckets into one COMPACT snapshot.
 - register(spark): the `paimon` data source for spark.read.format("paimon").
@@ -8,7 +9,8 @@
 
 from .compaction import compact
 from .delete import DeleteResult, delete
+from .settings import Execution, RunSettings
 from .source import register
 from .upsert import UpsertResult, upsert
 
-__all__ = ["upsert", "delete", "compact", "register", "UpsertResult", "DeleteResult"]
+__all__ = ["upsert", "delete", "compact", "register", "RunSettings", "Execution", "UpsertResult", "DeleteResult"]

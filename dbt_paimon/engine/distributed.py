@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import pickle
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
@@ -148,111 +149,151 @@ def _routes(n: int) -> list[int]:
         span *= 4
 
 
+@dataclass(frozen=True)
+class _Sizes:
+    """How many tasks each stage of one job runs."""
+
+    parallelism: int
+    assigners: int
+    writers: int
+    bootstrap_tasks: int
+
+
+@dataclass
+class _Routed:
+    """The batch's rows (and what their assigners must learn) shuffled to the assigners."""
+
+    to_assigners: DataFrame
+    counted: bool  # the assigners count their buckets' keys (a cross-partition table with data)
+    packed: bool   # rows packed per assigner (key_lookup.route_task), not one Spark row each
+    boot: dict     # where the job learnt where keys live (UpsertResult.bootstrap)
+    lookup: KeyLookup | None = None  # the key index the assigners look their keys up in
+    commit: key_lookup.JobCommit | None = None  # and record their keys' share of the commit in
+
+
 def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, stage: StageRows,
              settings: RunSettings, size: int | None) -> JobOutput:
-    schema = table.schema
+    """One job of one of two shapes, by how the assigners learn where the table's keys live: from
+    the key index (a cross-partition table whose keys it can hold), or from a bootstrap that reads
+    the table's keys (any other cross-partition table; HASH_DYNAMIC, from its hash index). Then the
+    assigners assign, and write or hand over to writers; the driver collects what was written."""
     parallelism = spark.sparkContext.defaultParallelism
-    num_assigners = settings.assigner_parallelism or sized_tasks(size, parallelism)
-    num_writers = settings.sink_parallelism or sized_tasks(size, max(parallelism * 2, 1))
-    bootstrap_tasks = settings.bootstrap_parallelism or parallelism * 2
+    sizes = _Sizes(parallelism, settings.assigner_parallelism or sized_tasks(size, parallelism),
+                   settings.sink_parallelism or sized_tasks(size, max(parallelism * 2, 1)),
+                   settings.bootstrap_parallelism or parallelism * 2)
     splits, next_sequence, index_files = tasks.bucket_state(table, plan)
-    hashed = stage.hashed
+    if settings.key_index and key_lookup.usable(stage):
+        routed = _routed_by_key_index(spark, table, batch, plan, stage, sizes, splits)
+    else:
+        routed = _routed_with_bootstrap(spark, table, batch, plan, stage, sizes, splits, index_files)
+    written = _assigned_and_written(table, stage, routed, sizes, next_sequence, index_files, settings)
+    return _job_output(spark, table, stage, batch, routed, written)
+
+
+def _routed_by_key_index(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, stage: StageRows,
+                         sizes: _Sizes, splits) -> _Routed:
+    """Cross-partition, bootstrapped from the key index: built first by a Spark job when the table
+    has none (index_build.py: the table's keys never reach the driver), else caught up by the
+    driver to this snapshot. No pass over the batch for a Bloom filter, no read of the table's
+    keys: one pass over the batch, each task sending its rows, packed, to their assigners by
+    Paimon's key hash (key_lookup.route_task), who look their keys up (JobLookup: in parallel,
+    whatever the batch's partitions: a batch read from one file is one partition), take the counts
+    of the buckets they own (b % assigners) from the index's state, and write their keys' share of
+    the index's record; the driver adds the runs' names and the counts. A new table's first load is
+    routed the same way with nothing to look up: its assigners open the buckets of the keys that
+    reach them in the next runs too (tasks.assign_write_task)."""
     lookup, commit, boot = None, None, {}
-    keyed = settings.key_index and key_lookup.usable(stage)  # cross-partition: rows routed by Paimon's key hash
-    if splits and keyed:
-        # The bootstrap from the key index: built first by a Spark job when the table has none
-        # (index_build.py: the table's keys never reach the driver), else caught up by the driver
-        # to this snapshot; the tasks look their batch keys up in it. No pass over the batch for a
-        # Bloom filter, no read of the table's keys; each assigner looks its keys up and writes
-        # its keys' share of the index's record, the driver adds the runs' names and the counts.
+    if splits:
         started = time.perf_counter()
         lookup = KeyLookup(table, plan, stage)
-        lookup.refresh(lambda at: index_build.build(spark, table, at, bootstrap_tasks))
+        lookup.refresh(lambda at: index_build.build(spark, table, at, sizes.bootstrap_tasks))
         boot = {"source": "key index", **lookup.stats(), "seconds": round(time.perf_counter() - started, 4)}
-        commit = lookup.job_commit()  # the assigners record their keys in the index themselves
-        boot_index = {}
-    else:
-        boot = {"source": "table"} if splits else {}
-        bloom_bits, partitions = _batch_digest(spark, batch, schema, plan) if splits else (None, None)
-        splits, boot_index = tasks.prune(splits, index_files, partitions, schema)
+        commit = lookup.job_commit()
+    # Few, big tasks, which stream their rows in chunks (coalesce never adds partitions; asking
+    # costs a round of planning)
+    source = batch.coalesce(sizes.parallelism) if lookup is not None else batch
+    packed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage, dict(key_lookup.INDEX_TUNING),
+                                                     _routes(sizes.assigners)),
+                               struct_of(PACKED))
+    return _Routed(packed.repartition(sizes.assigners, F.col(TO)), counted=bool(splits), packed=True, boot=boot,
+                   lookup=lookup, commit=commit)
 
-    rows = batch.mapInArrow(tasks.hash_task(stage), struct_of(stage.batch())) if hashed else batch
-    if not keyed:  # packed instead (each column added is a round of Spark's analyzer in the driver)
-        rows = rows.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(SOURCE, F.lit(int(Source.BATCH)).cast("tinyint"))
-    # Every row reaches its assigner through ROUTE (a value the shuffle hashes): a row by its key
-    # (cross-partition) or by (partition, key hash) (HASH_DYNAMIC), as Paimon routes them; and
-    # what an assigner must count for the buckets it owns (b % assigners == its id) goes to the
-    # owner by a chosen ROUTE value: one count row per bucket (cross-partition), the index
-    # entries of its buckets (HASH_DYNAMIC, Paimon's PartitionIndex.loadIndex bucketFilter).
+
+def _routed_with_bootstrap(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan, stage: StageRows,
+                           sizes: _Sizes, splits, index_files: dict) -> _Routed:
+    """Bootstrapped from the table, as Paimon's IndexBootstrap: the live keys of the batch's
+    partitions (a Bloom filter of the batch's keys prunes them in the reading tasks) join the
+    batch's rows on their way to the assigners; a HASH_DYNAMIC table's hash index entries instead.
+    Every row reaches its assigner through ROUTE (a value the shuffle hashes): a row by its key
+    (cross-partition) or by (partition, key hash) (HASH_DYNAMIC), as Paimon routes them; and what
+    an assigner must count for the buckets it owns (b % assigners == its id) goes to the owner by a
+    chosen ROUTE value: one count row per bucket (cross-partition), the index entries of its
+    buckets (HASH_DYNAMIC, Paimon's PartitionIndex.loadIndex bucketFilter)."""
+    schema, hashed = table.schema, stage.hashed
+    boot = {"source": "table"} if splits else {}
+    bloom_bits, partitions = _batch_digest(spark, batch, schema, plan) if splits else (None, None)
+    splits, boot_index = tasks.prune(splits, index_files, partitions, schema)
     counted = bool(splits) and not hashed
-    routes = _routes(num_assigners) if counted or boot_index or keyed else None
-    route_of_row = None  # a keyed job's tasks route their rows themselves (route_task)
-    if not keyed:
-        route_of_row = (F.hash(*[F.col(f"`{p}`") for p in schema.partition_keys], F.col(HASH)) if hashed
-                        else F.hash(*[F.col(f"`{k}`") for k in schema.primary_keys]))
-    routed = None  # rows routed by Paimon's key hash (and the live keys found), packed per assigner
-    if keyed:  # with splits, the lookup above is set
-        # One pass over the batch: each task sends its rows, packed, to their assigners
-        # (key_lookup.route_task), who look their keys up (JobLookup: in parallel, whatever the
-        # batch's partitions: a batch read from one file is one partition) and take the counts of
-        # the buckets they own (b % assigners) from the index's state. A new table's first load is
-        # routed the same way, by Paimon's key hash, with nothing to look up: its assigners open
-        # the buckets of the keys that reach them in the next runs too (tasks.assign_write_task).
-        # Few, big tasks, which stream their rows in chunks (coalesce never adds partitions;
-        # asking costs a round of planning)
-        source = batch.coalesce(parallelism) if lookup is not None else batch
-        routed = source.mapInArrow(key_lookup.route_task(table.path, table.io, stage, dict(key_lookup.INDEX_TUNING),
-                                                        routes),
-                                  struct_of(PACKED))
-    else:
-        rows = rows.withColumn(ROUTE, route_of_row)
-        if splits:
-            groups = tasks.chunk_splits(splits, bootstrap_tasks)
-            live = jobs.descriptors(spark, groups).mapInArrow(
-                tasks.live_keys_task(table.path, table.io, stage, bloom_bits, routes if counted else None),
-                struct_of(stage.live_key(counted)))
-            # a count row carries its owner's ROUTE; a live key is routed as the batch rows are
-            live = live.withColumn(ROUTE, F.coalesce(F.col(ROUTE), route_of_row) if counted else route_of_row)
-            rows = rows.unionByName(live, allowMissingColumns=True)
+    rows = batch.mapInArrow(tasks.hash_task(stage), struct_of(stage.batch())) if hashed else batch
+    # packed columns added at once (each column added is a round of Spark's analyzer in the driver)
+    rows = rows.withColumn(BUCKET, F.lit(None).cast("int")).withColumn(SOURCE, F.lit(int(Source.BATCH)).cast("tinyint"))
+    routes = _routes(sizes.assigners) if counted or boot_index else None
+    route_of_row = (F.hash(*[F.col(f"`{p}`") for p in schema.partition_keys], F.col(HASH)) if hashed
+                    else F.hash(*[F.col(f"`{k}`") for k in schema.primary_keys]))
+    rows = rows.withColumn(ROUTE, route_of_row)
+    if splits:
+        groups = tasks.chunk_splits(splits, sizes.bootstrap_tasks)
+        live = jobs.descriptors(spark, groups).mapInArrow(
+            tasks.live_keys_task(table.path, table.io, stage, bloom_bits, routes if counted else None),
+            struct_of(stage.live_key(counted)))
+        # a count row carries its owner's ROUTE; a live key is routed as the batch rows are
+        live = live.withColumn(ROUTE, F.coalesce(F.col(ROUTE), route_of_row) if counted else route_of_row)
+        rows = rows.unionByName(live, allowMissingColumns=True)
     if boot_index:
         entries = list(boot_index.values())
-        step = max(1, len(entries) // bootstrap_tasks + 1)
+        step = max(1, len(entries) // sizes.bootstrap_tasks + 1)
         indexed = jobs.descriptors(spark, [entries[i:i + step] for i in range(0, len(entries), step)]).mapInArrow(
             tasks.index_entries_task(table.path, table.io, stage), struct_of(stage.index_entry()))
         indexed = indexed.withColumn(ROUTE, route_of_row)
         # An entry whose hash routes to another assigner than its bucket's owner goes to both:
         # the router maps the hash, the owner counts it (an assigner's extra hashes map nothing,
         # no batch row of theirs reaches it).
-        router = F.pmod(F.hash(F.col(ROUTE)), F.lit(num_assigners))
-        owner = F.pmod(F.col(BUCKET), F.lit(num_assigners))
+        router = F.pmod(F.hash(F.col(ROUTE)), F.lit(sizes.assigners))
+        owner = F.pmod(F.col(BUCKET), F.lit(sizes.assigners))
         owner_route = F.element_at(F.array(*[F.lit(r) for r in routes]), owner + 1)
         to_owner = indexed.where(router != owner).withColumn(ROUTE, owner_route)
         rows = rows.unionByName(indexed, allowMissingColumns=True).unionByName(to_owner, allowMissingColumns=True)
-    if routed is not None:
-        to_assigners = routed.repartition(num_assigners, F.col(TO))
-    else:
-        rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
-        to_assigners = rows.repartition(num_assigners, F.col(ROUTE))
-    recording = commit.write if commit is not None else None  # each assigner's share of the index's record
-    looking_up = lookup.job_lookup() if lookup is not None else None  # each assigner's keys and counts
-    if schema.bucket_mode == BucketMode.KEY_DYNAMIC and not settings.sink_parallelism:
-        # a cross-partition table's assigners write their rows themselves (tasks.assign_write_task):
-        # one stage and one shuffle less; sink.parallelism asks for writers of their own
-        written = to_assigners.mapInArrow(
-            tasks.assign_write_task(stage, num_assigners, counted, table.path, table.io, next_sequence,
-                                    packed=routed is not None, record=recording, lookup=looking_up),
+    rows = rows.select(*[F.col(f"`{f.name}`") for f in stage.routed(counted)])
+    return _Routed(rows.repartition(sizes.assigners, F.col(ROUTE)), counted=counted, packed=False, boot=boot)
+
+
+def _assigned_and_written(table: FileStoreTable, stage: StageRows, routed: _Routed, sizes: _Sizes,
+                          next_sequence, index_files: dict, settings: RunSettings) -> DataFrame:
+    """The assign stage, and the write stage after it: a cross-partition table's assigners write
+    the rows they assign themselves (tasks.assign_write_task: one stage and one shuffle less);
+    `sink.parallelism` asks for writers of their own, to which the assigners send each writer its
+    buckets' rows packed (PACKED): whole buckets per writer, as a shuffle by (partition, bucket)
+    would, in a few large values."""
+    recording = routed.commit.write if routed.commit is not None else None  # each assigner's share of the record
+    looking_up = routed.lookup.job_lookup() if routed.lookup is not None else None  # its keys and counts
+    if table.schema.bucket_mode == BucketMode.KEY_DYNAMIC and not settings.sink_parallelism:
+        return routed.to_assigners.mapInArrow(
+            tasks.assign_write_task(stage, sizes.assigners, routed.counted, table.path, table.io, next_sequence,
+                                    packed=routed.packed, record=recording, lookup=looking_up),
             struct_of(PAYLOAD))
-    else:
-        # the assigners send each writer its buckets' rows packed (PACKED): whole buckets per
-        # writer, as a shuffle by (partition, bucket) would, in a few large values
-        to_writers = _routes(num_writers)
-        assigned = to_assigners.mapInArrow(
-            tasks.assign_task(stage, num_assigners, counted, to_writers, packed=routed is not None,
-                              record=recording, lookup=looking_up),
-            struct_of(PACKED))
-        written = assigned.repartition(num_writers, F.col(TO)).mapInArrow(
-            tasks.write_task(table.path, schema, table.io, next_sequence, index_files, packed=True),
-            struct_of(PAYLOAD))
+    to_writers = _routes(sizes.writers)
+    assigned = routed.to_assigners.mapInArrow(
+        tasks.assign_task(stage, sizes.assigners, routed.counted, to_writers, packed=routed.packed,
+                          record=recording, lookup=looking_up),
+        struct_of(PACKED))
+    return assigned.repartition(sizes.writers, F.col(TO)).mapInArrow(
+        tasks.write_task(table.path, table.schema, table.io, next_sequence, index_files, packed=True),
+        struct_of(PAYLOAD))
+
+
+def _job_output(spark: SparkSession, table: FileStoreTable, stage: StageRows, batch: DataFrame, routed: _Routed,
+                written: DataFrame) -> JobOutput:
+    """Runs the job and gathers what its tasks wrote; a task's refusal aborts what the others wrote."""
     # Arrow batches sized in rows from the batch's row width, not by Spark's per-row byte check
     payloads = jobs.collect_payloads(spark, written, settings=jobs.rows_settings(spark, batch.schema))
     refused = [p.error for p in payloads if isinstance(p, tasks.Refused)]
@@ -265,8 +306,9 @@ def _run_job(spark: SparkSession, table: FileStoreTable, batch: DataFrame, plan,
         counts += part_counts
         index_changes.update(part_index)
         recorded += part_recorded
-    if commit is not None:
-        recorded, replaced = _one_run_per_shard(spark, table, stage, commit, recorded)
-    record = lookup.job_recorder(commit, recorded, entries, replaced) if commit is not None else None
+    record = None
+    if routed.commit is not None:
+        recorded, replaced = _one_run_per_shard(spark, table, stage, routed.commit, recorded)
+        record = routed.lookup.job_recorder(routed.commit, recorded, entries, replaced)
     return JobOutput(entries, counts, index_changes, written._jdf.queryExecution().executedPlan().toString(),
-                     record, boot)
+                     record, routed.boot)

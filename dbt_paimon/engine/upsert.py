@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import pyarrow as pa
@@ -154,33 +154,24 @@ def _quoted(name: str) -> str:
 
 def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None = None,
            partition_keys: str | Sequence[str] | None = (), options: Mapping[str, object] | None = None,
-           sequence_by: str | None = None, execution: str | Execution = Execution.AUTO,
-           storage_options: Mapping[str, object] | None = None,
-           settings: RunSettings | None = None, not_null: Sequence[str] = ()) -> UpsertResult:
+           sequence_by: str | None = None, not_null: Sequence[str] = (),
+           settings: RunSettings | None = None) -> UpsertResult:
     """Upsert df into the Paimon table at path (created if absent); commits one snapshot.
-
-    storage_options: the object store's settings by Paimon's names (s3.endpoint, s3.access-key,
-    ...); they may also be given among `options`, and are never stored with the table.
-
-    execution: "distributed" runs the Spark job; "local" runs its topology inside the driver
-    (engine/local.py); "auto" picks local on a local master when the batch and the table's keys
-    fit in the driver.
 
     not_null: columns that must not be null (dbt's not_null constraints): NOT NULL in a new table's
     schema; checked before anything is written, with the table's own NOT NULL columns.
 
-    settings: the run's settings (settings.py) as one object, instead of execution and
-    storage_options. Run keys among `options` (dynamic-bucket.assigner-parallelism,
-    sink.parallelism, cross-partition-upsert.bootstrap-parallelism, commit.max-retries) go to
-    the run's settings: they may differ from the table's stored options."""
+    settings: the run's settings (settings.py RunSettings): where the job runs (`execution`:
+    "distributed" the Spark job; "local" its topology inside the driver, engine/local.py; "auto",
+    the default, local on a local master when the batch and the table's keys fit in the driver),
+    the object store's settings (`storage_options`, by Paimon's names: s3.endpoint, ...; never
+    stored with the table), parallelism, retries, the key index. Run keys and store settings
+    given among `options` (dynamic-bucket.assigner-parallelism, sink.parallelism,
+    cross-partition-upsert.bootstrap-parallelism, commit.max-retries, s3.*) join the run's settings,
+    as Paimon users give them: they may differ from the table's stored options."""
     started, started_perf = time.time(), time.perf_counter()
     spark = df.sparkSession
     path = path.rstrip("/")
-    if settings is None:
-        settings = RunSettings(execution=execution, storage_options=storage_options)
-    elif execution != Execution.AUTO or storage_options:  # given as well: they override
-        settings = replace(settings, execution=settings.execution if execution == Execution.AUTO else execution,
-                           storage_options={**(settings.storage_options or {}), **(storage_options or {})} or None)
     settings, table_options = RunSettings.from_options(options, settings)
     io = FileIO.get(path, dict(settings.storage_options) if settings.storage_options else None)
     primary_keys, partition_keys = _as_list(primary_keys), _as_list(partition_keys)

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from dbt_paimon.engine import upsert
+from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.store.errors import DataError, SchemaError
 from dbt_paimon.store.table import FileStoreTable
 
@@ -59,7 +59,7 @@ CASES = [
 @pytest.mark.parametrize("name,make,kwargs,error,message", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_refused_and_nothing_is_committed(spark, base, name, make, kwargs, error, message, execution):
     before = _files(base)
-    args = {"primary_keys": "id", "partition_keys": "dt", "execution": execution, **kwargs}
+    args = {"primary_keys": "id", "partition_keys": "dt", "settings": RunSettings(execution=execution), **kwargs}
     with pytest.raises(error) as info:
         upsert(make(spark), base, **args)
     assert message in str(info.value)

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from dbt_paimon.assign.rows import StageRows
-from dbt_paimon.engine import bloom, tasks, upsert
+from dbt_paimon.engine import RunSettings, bloom, tasks, upsert
 from dbt_paimon.store.read import TableRead
 from dbt_paimon.store.table import FileStoreTable
 
@@ -70,7 +70,7 @@ def test_pruned_bootstraps_keep_each_key_in_one_place(spark, warehouse, executio
         read.clear()
         batch = [_row(i, "b", 2) for i in range(90, 110)] + [_row(i, "c", 2) for i in (0, 1)]
         result = upsert(frame(spark, batch), path, primary_keys=["id", "dt"], partition_keys="dt",
-                        execution=execution)
+                        settings=RunSettings(execution=execution))
         assert (result.inserted, result.updated) == (10, 12)
         if execution == "local":  # the driver-local executor reads splits in this process
             assert set(read) == {("b",), ("c",)}
@@ -90,10 +90,10 @@ def test_date_partitions_are_pruned_alike_on_both_sides(spark, warehouse, execut
     days = [datetime.date(2024, 1, 1), datetime.date(2024, 2, 29), datetime.date(1969, 12, 31)]
     first = [{"id": i, "d": d, "v": 0} for d in days for i in range(20)]
     upsert(frame(spark, first, schema), path, primary_keys=["id", "d"], partition_keys="d", options={"bucket": "-1"},
-           execution=execution)
+           settings=RunSettings(execution=execution))
     again = [{"id": i, "d": d, "v": 1} for d in days[1:] for i in range(15, 25)]
     result = upsert(frame(spark, again, schema), path, primary_keys=["id", "d"], partition_keys="d",
-                    execution=execution)
+                    settings=RunSettings(execution=execution))
     assert (result.inserted, result.updated) == (10, 10)
     assert all(n == 1 for n in live_places(path).values())
     rows = {(r["id"], r["d"]): r["v"] for r in spark_rows(spark, path)}

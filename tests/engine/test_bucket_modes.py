@@ -5,7 +5,7 @@ what we wrote and land every key where we put it."""
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.engine import local, upsert
+from dbt_paimon.engine import RunSettings, local, upsert
 from dbt_paimon.store.index import HashIndexFile, read_hash_index
 from dbt_paimon.store.key_hash import java_bucket, key_hashes
 from dbt_paimon.store.table import FileStoreTable
@@ -60,7 +60,7 @@ def test_fixed_bucket_rows_land_where_paimon_hashes_them(spark, warehouse, execu
     for batch in batches[:2]:
         expected = model.apply(batch)
         r = upsert(frame(spark, batch), path, primary_keys=KEY, partition_keys=["dt"], options={"bucket": "3"},
-                   execution=execution)
+                   settings=RunSettings(execution=execution))
         assert (r.inserted, r.updated, r.moved) == (expected["inserted"], expected["updated"], 0)
     table = FileStoreTable.open(path)
     reader = table.new_read(["id"])
@@ -83,7 +83,7 @@ def test_dynamic_bucket_keeps_a_hash_index_pypaimon_accepts(spark, store_warehou
     for batch in batches[:3]:
         expected = model.apply(batch)
         r = upsert(frame(spark, batch), path, primary_keys=KEY, partition_keys=["dt"], options=options,
-                   execution=execution)
+                   settings=RunSettings(execution=execution))
         assert (r.inserted, r.updated) == (expected["inserted"], expected["updated"])
     table = FileStoreTable.open(path)
     assert table.schema.bucket_mode == "HASH_DYNAMIC"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from dbt_paimon.engine import upsert
+from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.store import CommitConflictError
 from dbt_paimon.store.options import CoreOptions
 from dbt_paimon.store.retry import retry_wait_ms
@@ -55,7 +55,7 @@ def test_a_job_that_loses_more_races_than_before_still_commits(spark, warehouse,
     landed = _racing(spark, monkeypatch, path, losses=5)  # the job used to give up after 3 attempts
     started = time.perf_counter()
     result = upsert(frame(spark, [{**ROW, "id": 3, "dt": "b", "v": 30}, {**ROW, "id": 11, "dt": "b"}]), path,
-                    primary_keys="id", partition_keys="dt", execution=execution)
+                    primary_keys="id", partition_keys="dt", settings=RunSettings(execution=execution))
     assert result.attempts == 6 and landed == [101, 102, 103, 104, 105]
     # Paimon's waits after attempts 1..5: 20 + 40 + 80 + 160 + 320 ms at least
     assert time.perf_counter() - started >= 0.62

@@ -7,7 +7,7 @@ import uuid
 
 import pyarrow as pa
 
-from dbt_paimon.engine import upsert
+from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import by_key, frame, pypaimon_rows, spark_rows
@@ -28,7 +28,7 @@ def test_first_row_batch_read_skips_level0_at_append_snapshots(spark, warehouse,
         before = model.sorted_rows()
         model.apply(batch)
         result = upsert(frame(spark, batch), path, primary_keys="id", partition_keys="dt", options=OPTIONS,
-                        execution=execution)
+                        settings=RunSettings(execution=execution))
         table = FileStoreTable.open(path)
         append = table.snapshots.snapshot(result.snapshot_id)
         (compact_id,) = result.extra_snapshots
@@ -96,7 +96,7 @@ def test_driver_local_upsert_compacts_without_a_spark_job(spark, warehouse, monk
             model.apply(batch)
             result, jobs[execution, i] = _jobs_after_commit(spark, monkeypatch, lambda: upsert(
                 frame(spark, batch), path, primary_keys="id", partition_keys="dt", options=OPTIONS,
-                execution=execution))
+                settings=RunSettings(execution=execution)))
             assert result.execution == execution
             (compact_id,) = result.extra_snapshots
             table = FileStoreTable.open(path)

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from dbt_paimon.engine import compact, delete, upsert
+from dbt_paimon.engine import RunSettings, compact, delete, upsert
 from dbt_paimon.store.compact_strategy import sorted_run_count
 from dbt_paimon.store.errors import SchemaError
 from dbt_paimon.store.table import FileStoreTable
@@ -90,7 +90,7 @@ def test_thirty_upserts_with_compaction_keep_buckets_small(spark, warehouse, exe
     for batch in random_batches(seed=30, batches=30, size=8, key_space=40, partitions=("a", "b")):
         model.apply(batch)
         upsert(frame(spark, batch), path, primary_keys="id", partition_keys="dt", options=options,
-               execution=execution)
+               settings=RunSettings(execution=execution))
     table = FileStoreTable.open(path)
     splits = table.plan().splits
     assert max(len(s.files) for s in splits) < stop_trigger
@@ -151,7 +151,7 @@ def test_full_compaction_every_delta_commits(spark, warehouse, execution):
     options = {"full-compaction.delta-commits": "2"}
     for i in range(4):
         upsert(frame(spark, [{**ROW, "id": i, "dt": "ab"[i % 2]}]), path, primary_keys="id", partition_keys="dt",
-               options=options, execution=execution)
+               options=options, settings=RunSettings(execution=execution))
     table = FileStoreTable.open(path)
     kinds = [table.snapshots.snapshot(i).commit_kind for i in range(1, table.latest_snapshot().id + 1)]
     assert kinds == ["APPEND", "APPEND", "COMPACT", "APPEND", "APPEND", "COMPACT"]
@@ -165,7 +165,7 @@ def test_driver_local_compaction_failing_in_one_bucket_leaves_no_files(spark, wa
     options = {"write-only": "true", "bucket": "4"}
     for i in range(2):
         upsert(frame(spark, [{**ROW, "id": k, "v": i} for k in range(40)]), path, primary_keys="id",
-               options=options, execution="local")
+               options=options, settings=RunSettings(execution="local"))
     table = FileStoreTable.open(path)
     assert len(table.plan().splits) == 4
     before, latest = data_files(path), table.latest_snapshot().id
@@ -200,13 +200,13 @@ def test_small_upserts_compact_their_small_runs_not_the_bucket(spark, warehouse,
     # big enough that a few small files (mostly Parquet footers) stay far below twice its size
     base = 20_000
     upsert(frame(spark, [{**ROW, "id": k, "v": 0, "s": f"row {k}"} for k in range(base)]), path,
-           primary_keys="id", options=options, execution=execution)
+           primary_keys="id", options=options, settings=RunSettings(execution=execution))
     compact(spark, path)
     big = {f.file_name for s in FileStoreTable.open(path).plan().splits for f in s.files}
     expected = {k: 0 for k in range(base)}
     for i in range(8):
         rows = [{**ROW, "id": k, "v": i + 1} for k in (2 * i, 2 * i + 1, base + i)]
-        upsert(frame(spark, rows), path, primary_keys="id", options=options, execution=execution)
+        upsert(frame(spark, rows), path, primary_keys="id", options=options, settings=RunSettings(execution=execution))
         for r in rows:
             if engine == "deduplicate" or r["id"] not in expected:
                 expected[r["id"]] = r["v"]

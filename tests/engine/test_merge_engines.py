@@ -3,7 +3,7 @@ small buckets, against the independent model; read back by the `paimon` source a
 
 import pytest
 
-from dbt_paimon.engine import upsert
+from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import frame, live_places, pypaimon_rows, spark_rows
@@ -33,7 +33,7 @@ def test_merge_engine_random_batches(spark, store_warehouse, name, execution):
     for i, batch in enumerate(random_batches(seed=20 + len(name), batches=4, size=30, key_space=45)):
         expected = model.apply(batch)
         result = upsert(frame(spark, batch), path, primary_keys="id", partition_keys="dt",
-                        options={**BASE, **options}, execution=execution)
+                        options={**BASE, **options}, settings=RunSettings(execution=execution))
         got = {k: getattr(result, k) for k in expected}
         assert got == expected, f"batch {i}"
         places = live_places(path)

@@ -3,7 +3,7 @@ and checked before anything is written, on both executors, whether the run or th
 
 import pytest
 
-from dbt_paimon.engine import upsert
+from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.store import DataError
 from dbt_paimon.store.table import FileStoreTable
 
@@ -19,16 +19,16 @@ def _rows(*rows):
 def test_not_null_columns_are_declared_and_enforced(spark, warehouse, execution):
     path = f"{warehouse}/db.db/nn_{execution}"
     upsert(frame(spark, _rows((1, "a", "ann", 1), (2, "b", "bob", 2)), SCHEMA), path, primary_keys="id",
-           partition_keys="dt", not_null=["NAME"], execution=execution)
+           partition_keys="dt", not_null=["NAME"], settings=RunSettings(execution=execution))
     table = FileStoreTable.open(path)
     assert table.schema.field("name").type.sql() == "STRING NOT NULL"
     assert table.schema.field("v").type.nullable
     with pytest.raises(DataError, match="column 'name' is NOT NULL .* null in 1 input row"):
         upsert(frame(spark, _rows((3, "a", None, 3)), SCHEMA), path, primary_keys="id", partition_keys="dt",
-               execution=execution)  # the table's schema says so, whatever the run says
+               settings=RunSettings(execution=execution))  # the table's schema says so, whatever the run says
     with pytest.raises(DataError, match="column 'v' is NOT NULL .* null in [12] input row"):
         upsert(frame(spark, _rows((3, "a", "cid", None), (4, "a", "dee", None)), SCHEMA), path, primary_keys="id",
-               partition_keys="dt", not_null=["v"], execution=execution)  # the run says so
+               partition_keys="dt", not_null=["v"], settings=RunSettings(execution=execution))  # the run says so
     assert table.latest_snapshot().id == FileStoreTable.open(path).latest_snapshot().id
     assert [(r["id"], r["name"]) for r in pypaimon_rows(path)] == [(1, "ann"), (2, "bob")]
 

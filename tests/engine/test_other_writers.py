@@ -24,7 +24,7 @@ from collections import Counter
 
 import pytest
 
-from dbt_paimon.engine import compact, delete, upsert
+from dbt_paimon.engine import RunSettings, compact, delete, upsert
 from dbt_paimon.store.table import FileStoreTable
 from tests.java_paimon.javapaimon import Read
 from tests.oracle import rows
@@ -148,7 +148,7 @@ class Run:
         expected = self.model.apply(batch)
         execution = rnd.choice(self.executions)
         result = upsert(frame(self.spark, batch), self.path, primary_keys="id", partition_keys="dt",
-                        options=self.options, sequence_by=self.sequence_by, execution=execution)
+                        options=self.options, sequence_by=self.sequence_by, settings=RunSettings(execution=execution))
         got = {k: getattr(result, k) for k in expected}
         assert got == expected, self.failure(f"upsert counts {got} != model {expected}")
         self.touched -= set(ids)

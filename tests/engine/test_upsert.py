@@ -1,7 +1,7 @@
 """Cross-partition upserts on a real local SparkSession, checked against an independent model and
 read back three ways: the `paimon` Spark source, pypaimon 2.1.0 and the model."""
 
-from dbt_paimon.engine import upsert
+from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import frame, live_places, pypaimon_rows, spark_rows
@@ -14,7 +14,7 @@ def _run(spark, path, batches, model, options, sequence_by=None, execution="auto
     for i, batch in enumerate(batches):
         expected = model.apply(batch)
         result = upsert(frame(spark, batch), path, primary_keys=["id"], partition_keys=["dt"],
-                        options=options, sequence_by=sequence_by, execution=execution)
+                        options=options, sequence_by=sequence_by, settings=RunSettings(execution=execution))
         got = {k: getattr(result, k) for k in expected}
         assert got == expected, f"batch {i}: counts {got} != model {expected}"
         assert result.snapshot_id == i + 1
@@ -87,9 +87,9 @@ def test_a_wide_decimal_key_moves_partitions(spark, warehouse, execution):
     schema = "id decimal(22,0), dt string, v bigint"
     big = Decimal("1234567890123456789012")
     upsert(spark.createDataFrame([(big, "a", 1), (Decimal(7), "a", 2)], schema), path, primary_keys="id",
-           partition_keys="dt", execution=execution)
+           partition_keys="dt", settings=RunSettings(execution=execution))
     result = upsert(spark.createDataFrame([(big, "b", 3), (Decimal(8), "b", 4)], schema), path, primary_keys="id",
-                    partition_keys="dt", execution=execution)
+                    partition_keys="dt", settings=RunSettings(execution=execution))
     assert (result.inserted, result.moved) == (1, 1)
     want = [{"id": Decimal(7), "dt": "a", "v": 2}, {"id": Decimal(8), "dt": "b", "v": 4},
             {"id": big, "dt": "b", "v": 3}]

@@ -168,7 +168,7 @@ SHARED_RUNS = [("local", None), ("distributed", 2), ("distributed", 3)]
 
 @pytest.fixture(scope="module")
 def engine_tables(spark, java, paimon_spark, tmp_path_factory):
-    from dbt_paimon.engine import upsert
+    from dbt_paimon.engine import RunSettings, upsert
     from tests.engine.helpers import frame
     from tests.engine.model import UpsertModel, random_batches
 
@@ -184,7 +184,7 @@ def engine_tables(spark, java, paimon_spark, tmp_path_factory):
             execution, assigners = SHARED_RUNS[i] if name in SHARED_BUCKETS else ("auto", None)
             run = {"dynamic-bucket.assigner-parallelism": str(assigners)} if assigners else {}
             result = upsert(frame(spark, batch), path, primary_keys=key, partition_keys="dt",
-                            options={**options, **run}, execution=execution)
+                            options={**options, **run}, settings=RunSettings(execution=execution))
             if assigners:
                 shared += _buckets_written_twice(path, result.snapshot_id)
         out[name] = SimpleNamespace(path=path, key=key, expected=model.sorted_rows(), moved=moved, shared=shared)
