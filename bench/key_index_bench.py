@@ -4,7 +4,7 @@ memory of looking up a 10K batch in an index of 1M, 10M and 100M keys.
     python bench/key_index_bench.py [--keys 1000000,10000000,100000000] [--batch 10000]
 
 An index is written from synthetic entries (keys 0..N-1 in 100 partitions, the entry layout and
-sharding of store/key_index.py: ~2M keys per shard), not from a Paimon table: a 100M-row table
+sharding of dbt_paimon/key_index/: ~2M keys per shard), not from a Paimon table: a 100M-row table
 takes hours to write on 2 cores, the index minutes. Each lookup runs in a fresh process (cold
 page cache is not forced: the index files were just written), which reports the lookup's seconds,
 the bytes its run reads touched, and the growth of its resident memory (VmRSS, memory-mapped pages included) over the lookup. The batch
@@ -42,9 +42,10 @@ def write_index(root: str, keys: int) -> float:
     """An index of `keys` keys at <root>/db.db/.t.dbt-key-index; seconds taken."""
     import numpy as np
     import pyarrow as pa
+    from dbt_paimon.key_index import BucketState, IndexState, KeyIndex
+    from dbt_paimon.key_index.merge_policy import add_runs
     from dbt_paimon.store import binary_row
     from dbt_paimon.store.fileio import FileIO
-    from dbt_paimon.store.key_index import BucketState, IndexState, KeyIndex
 
     t0 = time.perf_counter()
     schema = _schema()
@@ -68,7 +69,7 @@ def write_index(root: str, keys: int) -> float:
             "dt": pa.array(names, pa.string()).take(pa.array(part)),
             "_p": pa.array(pbytes, pa.binary()).take(pa.array(part)), "_bucket": pa.array(np.zeros(len(ids), np.int32)),
             "_gen": pa.array(gens[part]), "_live": pa.array(np.ones(len(ids), np.bool_))})
-        index._add_runs(state, entries.cast(index.entry_schema))
+        add_runs(index.files, state, entries.cast(index.entry_schema), index.max_runs)
     index.save(state)
     index.clean(state, now_ms=int(time.time() * 1000) + 10 * 3_600_000)  # merged-away runs: nobody reads them
     return time.perf_counter() - t0
@@ -83,8 +84,8 @@ def lookup(root: str, keys: int, batch: int) -> dict:
     """In this (fresh) process: one lookup of `batch` keys; seconds, bytes, RSS growth."""
     import numpy as np
     import pyarrow as pa
+    from dbt_paimon.key_index import KeyIndex
     from dbt_paimon.store.fileio import FileIO
-    from dbt_paimon.store.key_index import KeyIndex
 
     path = os.path.join(root, "db.db", "t")
     index = KeyIndex(FileIO.get(path), path, _schema())

@@ -123,7 +123,7 @@ class Peer(Base):
                 # The key index as an earlier driver-local upsert leaves it (a base written by the
                 # Spark job has none yet: the first local upsert builds it, once; its cost is
                 # setup_seconds'). The later parts' Spark jobs bootstrap from it and record in it.
-                from dbt_paimon.store.key_index import KeyIndex
+                from dbt_paimon.key_index import KeyIndex
                 from dbt_paimon.store.table import FileStoreTable
                 table = FileStoreTable.open(self._table(work_dir))
                 KeyIndex(table.io, table.path, table.schema).refresh(table.plan())

@@ -11,7 +11,8 @@ import uuid
 
 from dbt.adapters.events.logging import AdapterLogger
 
-from ..store import fileio, key_index
+from .. import key_index
+from ..store import fileio
 from ..store.fileio import FileIO
 from ..store.object_store import copy_tree
 from ..store.table import FileStoreTable

@@ -6,7 +6,7 @@
 
 A cross-partition table (KEY_DYNAMIC) has no writer stage: its assigners write the rows they
 assign (tasks.assign_write_task), one shuffle in all; `sink.parallelism` asks for writers of their
-own. A cross-partition table with a key index (store/key_index.py) bootstraps from it instead of
+own. A cross-partition table with a key index (dbt_paimon/key_index/) bootstraps from it instead of
 the bootstrap tasks: the driver catches the index up to the job's snapshot; one stage over the
 batch sends its rows to their assigners packed (key_lookup.route_task), replacing the bootstrap
 tasks, the Bloom-filter pass over the batch and the row-by-row shuffle; each assigner looks its
@@ -33,7 +33,8 @@ from pyspark.sql import functions as F
 
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import BUCKET, DIGEST, HASH, PACKED, PAYLOAD, ROUTE, SOURCE, TO, Source, StageRows
-from ..store import key_hash, key_index
+from .. import key_index
+from ..store import key_hash
 from ..store.options import BucketMode
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable

@@ -1,6 +1,6 @@
 """The key index built by a Spark job, for a table whose upserts run on Spark and has none yet.
 
-A driver-local upsert builds a missing index in the driver (store/key_index.py `build`: every live
+A driver-local upsert builds a missing index in the driver (key_index/build.py `build`: every live
 key read once, in threads). The Spark job must not pull the table's keys into the driver, so it
 builds the index with two stages, then bootstraps from it as from any index:
 
@@ -27,8 +27,8 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ..assign.rows import PAYLOAD
+from ..key_index import BUCKET, GEN, H, LIVE, P, IndexState, KeyIndex
 from ..store.fileio import FileIO
-from ..store.key_index import BUCKET, GEN, H, LIVE, P, IndexState, KeyIndex
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import jobs, key_lookup, tasks

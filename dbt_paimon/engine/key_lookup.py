@@ -1,4 +1,4 @@
-"""The bootstrap of a cross-partition upsert from the key index (store/key_index.py), and the
+"""The bootstrap of a cross-partition upsert from the key index (dbt_paimon/key_index/), and the
 commit's record in it.
 
     refresh the index to the job's snapshot ─► look up the batch's keys ─► live keys + bucket counts
@@ -25,12 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..store.groups import group_codes
+from .. import key_index as ki
 from ..assign.rows import BUCKET, COUNT, KIND, SOURCE, Source, StageRows, conform
+from ..key_index import IndexState, KeyIndex
 from ..store import binary_row
-from ..store import key_index as ki
 from ..store.datafile import DELETE, INSERT
-from ..store.key_index import IndexState, KeyIndex
+from ..store.groups import group_codes
 from ..store.scan import FileStoreScan, Plan
 from ..store.table import FileStoreTable
 from . import tasks

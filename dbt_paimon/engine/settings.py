@@ -70,7 +70,7 @@ class RunSettings:
     commit_max_retries: int | None = None
     storage_options: Mapping[str, object] | None = None
     # cross-partition tables, driver-local jobs: bootstrap from the key index beside the table
-    # (store/key_index.py) instead of reading every key of the table
+    # (dbt_paimon/key_index/) instead of reading every key of the table
     key_index: bool = True
 
     def __post_init__(self):

@@ -23,7 +23,8 @@ from pyspark.sql import DataFrame
 
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import StageRows
-from ..store import key_index, options as opts
+from .. import key_index
+from ..store import options as opts
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestFile

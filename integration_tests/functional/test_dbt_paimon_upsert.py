@@ -10,8 +10,8 @@ from dbt.tests.util import run_dbt, run_dbt_and_capture
 
 import pyarrow as pa
 
+from dbt_paimon.key_index import KeyIndex
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.key_index import KeyIndex
 from tests.oracle import pypaimon_read
 
 CUSTOMERS_SQL = """
@@ -167,7 +167,7 @@ class TestPaimonUpsertModel:
         assert rebuilt["adapter_response"]["snapshot_id"] == 1
         assert [r[:2] for r in _rows(project, "customers")] == [(1, "a"), (5, "a")]
         # nothing of the refresh is left beside the table but the new table's key index, which
-        # followed it and needs no catch-up (store/key_index.py)
+        # followed it and needs no catch-up (dbt_paimon/key_index/)
         assert [n for n in os.listdir(os.path.dirname(path)) if n.startswith(".customers")] == [
             ".customers.dbt-key-index"]
         table = FileStoreTable.open(path)

@@ -119,7 +119,7 @@ def main(config_path: str, out_path: str) -> None:
 
         # 3b. the key index, built by the second upsert's Spark job on the executors (on S3): the
         # Spark job's lookup tasks read it and its writer tasks record their rows in it
-        from dbt_paimon.store.key_index import KeyIndex
+        from dbt_paimon.key_index import KeyIndex
         from dbt_paimon.store.table import FileStoreTable
         for rows in random_batches(config["seed"] + 2, config["index_batches"], config["size"], config["key_space"]):
             result = upsert(frame(spark, rows), config["table"], primary_keys="id", partition_keys="dt")

@@ -1,4 +1,4 @@
-"""The key index of cross-partition tables (store/key_index.py, engine/key_lookup.py), issue 14.
+"""The key index of cross-partition tables (dbt_paimon/key_index/, engine/key_lookup.py), issue 14.
 
 Every check compares the index's answer with the truth read from the table's files split by split
 (where each key is live), after our upserts on both executors, after writers that do not keep the
@@ -16,11 +16,15 @@ import time
 import pyarrow as pa
 import pytest
 
+from dbt_paimon import key_index as ki
 from dbt_paimon.engine import compact, delete, key_lookup, upsert
 from dbt_paimon.engine.settings import RunSettings
+from dbt_paimon.key_index import KeyIndex
+from dbt_paimon.key_index import build as ki_build
+from dbt_paimon.key_index import layout as ki_layout
+from dbt_paimon.key_index import lookup as ki_lookup
+from dbt_paimon.key_index.merge_policy import merge_shard
 from dbt_paimon.store import binary_row
-from dbt_paimon.store import key_index as ki
-from dbt_paimon.store.key_index import KeyIndex
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import live_places
@@ -160,12 +164,12 @@ def test_a_build_in_the_driver_leaves_one_run_per_shard(spark, table_path, monke
     key in one run, not in each flush's."""
     rng = random.Random(12)
     _upsert(spark, table_path, _rows(rng, range(60)), index=False)
-    monkeypatch.setattr(ki, "BUILD_FLUSH_ROWS", 7)
+    monkeypatch.setattr(ki_build, "BUILD_FLUSH_ROWS", 7)
     table = FileStoreTable.open(table_path)
     flushes = []
-    add_runs = ki.KeyIndex._add_runs
-    monkeypatch.setattr(ki.KeyIndex, "_add_runs", lambda self, state, entries: (
-        flushes.append(entries.num_rows if entries is not None else 0), add_runs(self, state, entries))[1])
+    add_runs = ki_build.add_runs
+    monkeypatch.setattr(ki_build, "add_runs", lambda files, state, entries, max_runs: (
+        flushes.append(entries.num_rows if entries is not None else 0), add_runs(files, state, entries, max_runs))[1])
     state = KeyIndex(table.io, table.path, table.schema, **TUNING).build(table.plan())
     assert len([n for n in flushes if n]) >= 5 and state.shards == 8
     assert [len(runs) for runs in state.runs] == [1] * 8
@@ -501,12 +505,12 @@ def test_a_lookup_finds_every_entry_of_its_hashes_from_the_fences(spark, table_p
     entries = pa.table({ki.H: hashes, "id": np.arange(n, dtype=np.int64), "dt": ["2024-01-01"] * n,
                         ki.P: [binary_row.serialize(["2024-01-01"], table.schema.partition_types)] * n, ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32),
                         ki.LIVE: np.ones(n, bool)})
-    _, name = index._write_run(None, entries, seq=5)
+    _, name = index.files.write_run(None, entries, seq=5)
     if layout == "fixed-step":
         _as_fixed_step_run(index, name)
     for wanted in (np.array([7], np.int32), np.arange(-60, 60, dtype=np.int32),
                    np.unique(rng.integers(-55, 55, 20)).astype(np.int32), np.array([-1000, 1000], np.int32)):
-        found = index._candidates([(5, name, wanted)])
+        found = ki_lookup._candidates(index.files, [(5, name, wanted)])
         got = sorted(i for t in found for i in t.column("id").to_pylist())
         assert got == sorted(np.flatnonzero(np.isin(hashes, wanted)).tolist()), wanted
         assert all(set(t.column(ki.SEQ).to_pylist()) == {5} for t in found)
@@ -528,11 +532,11 @@ def test_a_keys_window_of_hashes_is_one_page(spark, table_path):
     entries = pa.table({ki.H: hashes, "id": np.arange(n, dtype=np.int64), "dt": ["2024-01-01"] * n,
                         ki.P: [binary_row.serialize(["2024-01-01"], table.schema.partition_types)] * n,
                         ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32), ki.LIVE: np.ones(n, bool)})
-    _, name = index._write_run(None, entries, seq=1)
-    reader, mapped = index._open_run(name, random_access=True)
+    _, name = index.files.write_run(None, entries, seq=1)
+    reader, mapped = index.files.open_run(name, random_access=True)
     base = pa.py_buffer(mapped).address
     wanted = hashes + 1  # none on a fence: each is strictly inside a window
-    windows = index._windows(reader, wanted)
+    windows = ki_lookup._windows(reader, wanted)
     assert len(windows) == 3
     for batch, lo, hi in windows:
         h = batch.column(0).to_numpy()
@@ -584,15 +588,15 @@ def test_a_merge_keeps_each_keys_newest_entry_only(spark, table_path, whole):
                             "dt": [p for _, p, _ in rows], ki.P: [part[p] for _, p, _ in rows],
                             ki.BUCKET: pa.array([0] * len(rows), pa.int32()),
                             ki.GEN: pa.array([1] * len(rows), pa.int32()), ki.LIVE: [live for _, _, live in rows]})
-        return index._write_run(None, entries.cast(index.entry_schema), seq)
+        return index.files.write_run(None, entries.cast(index.entry_schema), seq)
 
     oldest = run(1, [(7, "a", True), (8, "a", True), (9, "a", True)])
     middle = run(2, [(7, "a", False), (7, "b", True), (8, "a", False)])   # 7 moved to b, 8 deleted
     newest = run(3, [(7, "b", False), (7, "c", True), (10, "c", True)])   # 7 moved again, 10 new
     state.runs = [[newest, middle, oldest] if whole else [newest, middle, oldest, run(0, [(11, "a", True)])]]
-    index._merge_shard(state, 0, 3)
+    merge_shard(index.files, state, 0, index.max_runs, 3)
     assert len(state.runs[0]) == (1 if whole else 2)
-    merged = index._read_run(state.runs[0][0][1])
+    merged = index.files.read_run(state.runs[0][0][1])
     assert sorted(merged.column("id").to_pylist()) == ([7, 9, 10] if whole else [7, 8, 9, 10])
     found = index.lookup(state, pa.table({"id": pa.array([7, 8, 9, 10], pa.int64())}))
     assert {r["id"]: r["dt"] for r in found.to_pylist()} == {7: "c", 9: "a", 10: "c"}
@@ -638,14 +642,14 @@ def test_fixed_width_keys_ride_in_the_location_column(spark, table_path, kind, o
 
     if old_layout_first:
         with monkeypatch.context() as m:
-            m.setattr(ki, "_key_words", lambda types: None)
+            m.setattr(ki_layout, "_key_words", lambda types: None)
             up(range(40), "a")
             up(range(20, 45), "b")
     def layouts():  # per run of the index: whether its key rides in _loc
         table = FileStoreTable.open(table_path)
         index = KeyIndex(table.io, table.path, table.schema, **TUNING)
         state = index.refresh(table.plan())
-        return index, state, {all(k not in index._open_run(n)[0].schema.names for k in names)
+        return index, state, {all(k not in index.files.open_run(n)[0].schema.names for k in names)
                               for shard in state.runs for _, n in shard}
 
     for step in range(4):

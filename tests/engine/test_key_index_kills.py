@@ -19,14 +19,15 @@ import textwrap
 
 import pytest
 
-from dbt_paimon.store import key_index as ki
+from dbt_paimon import key_index as ki
+from dbt_paimon.key_index.merge_policy import add_runs
 from dbt_paimon.store.table import FileStoreTable
 
 from .test_key_index import TUNING, _rows, _upsert, assert_index_right, small_index  # noqa: F401 (fixture)
 
 CHILD = textwrap.dedent("""
     import sys, time, json
-    from dbt_paimon.store import key_index as ki
+    from dbt_paimon import key_index as ki
     from dbt_paimon.store.table import FileStoreTable
     path, stop_at, half = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "half"
     tuning = json.loads(sys.argv[4])
@@ -139,8 +140,8 @@ def test_an_update_stopped_before_its_pointer_leaves_the_previous_version(spark,
     table = FileStoreTable.open(table_path)
     index = ki.KeyIndex(table.io, table.path, table.schema, **TUNING)
     state = index.load()
-    index._add_runs(state, index._entries(_keys_table([100, 101]), next(iter(state.buckets))[0],
-                                          next(iter(state.buckets))[1], 999))
+    add_runs(index.files, state, index.layout.entries(_keys_table([100, 101]), next(iter(state.buckets))[0],
+                                                      next(iter(state.buckets))[1], 999), index.max_runs)
     if step == "manifest written":
         index.io.write_bytes(f"{index.dir}/manifest-stray.json", b"{}")
     assert open(os.path.join(d, ki.LATEST)).read() == before

@@ -1,4 +1,4 @@
-"""store/key_index.py: a commit's entries become one run per shard, each in the run order (hash, key).
+"""key_index/run_file.py: a commit's entries become one run per shard, each in the run order (hash, key).
 
 The entries are sorted once (their hashes as integers, then the runs of equal hashes by key) and
 cut by shard; each run is read back from its file and compared with Arrow's sort of that shard's
@@ -10,10 +10,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from dbt_paimon import key_index as ki
+from dbt_paimon.key_index import KeyIndex
+from dbt_paimon.key_index import lookup as ki_lookup
+from dbt_paimon.key_index import run_file as ki_run_file
 from dbt_paimon.store import binary_row
-from dbt_paimon.store import key_index as ki
 from dbt_paimon.store.fileio import FileIO
-from dbt_paimon.store.key_index import KeyIndex
 from dbt_paimon.store.schema import build_schema
 
 
@@ -54,7 +56,7 @@ def _arrow_sorted(entries):
 def test_the_run_order_is_arrows_sort_by_hash_and_key(tmp_path, key_type, hashes_in):
     index = _index(tmp_path, key_type)
     entries = _entries(index, 3000, hashes_in, np.random.default_rng(hashes_in % 97))
-    order = index._sorted(entries.cast(index.entry_schema).combine_chunks())
+    order = ki_run_file._sorted(index.layout, entries.cast(index.entry_schema).combine_chunks())
     assert entries.take(pa.array(order)).equals(_arrow_sorted(entries))  # Arrow's sort is stable
 
 
@@ -68,11 +70,11 @@ def test_a_commits_entries_become_one_sorted_run_per_shard_listing_its_own_parti
     assert [s for s, _ in runs] == sorted(set(shard.tolist()))
     for s, name in runs:
         mine = entries.filter(pa.array(shard == s))
-        back = index._read_run(name)
+        back = index.files.read_run(name)
         assert back.select(mine.column_names).equals(_arrow_sorted(mine).cast(back.select(mine.column_names).schema))
-        reader, _ = index._open_run(name)
+        reader, _ = index.files.open_run(name)
         listed = reader.schema.metadata[b"partitions"]
-        assert sorted(index._partitions(listed)[ki.P].to_pylist()) == sorted(set(mine.column(ki.P).to_pylist()))
+        assert sorted(index.files._partitions(listed)[ki.P].to_pylist()) == sorted(set(mine.column(ki.P).to_pylist()))
         assert len(set(mine.column(ki.P).to_pylist())) == 2
 
 
@@ -83,4 +85,4 @@ def test_right_bounds_from_the_left_are_numpys(entries, span):
     h = np.sort(rng.integers(-span // 2, span // 2, entries)).astype(np.int32)
     hashes = np.sort(rng.integers(-span // 2 - 2, span // 2 + 2, 500)).astype(np.int32)
     left = np.searchsorted(h, hashes, "left")
-    assert ki._right_bounds(h, hashes, left).tolist() == np.searchsorted(h, hashes, "right").tolist()
+    assert ki_lookup._right_bounds(h, hashes, left).tolist() == np.searchsorted(h, hashes, "right").tolist()
