@@ -43,9 +43,12 @@ def ensure_venv() -> str:
         raise RuntimeError(f"Paimon's Spark connector runs on pyspark {SPARK_CONNECTOR_PYSPARK}, which needs "
                            f"`{INTERPRETER}` on PATH")
     shutil.rmtree(VENV, ignore_errors=True)
-    for cmd in ([interpreter, "-m", "venv", VENV],
-                [python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                 f"pyspark=={SPARK_CONNECTOR_PYSPARK}"]):
+    # uv, when the project's venv has it (run.sh installs it), builds pyspark's sdist in a fraction
+    # of pip's time; pip otherwise
+    uv = os.path.join(os.path.dirname(sys.executable), "uv")
+    install = ([uv, "pip", "install", "-q", "--python", python] if os.access(uv, os.X_OK)
+               else [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"])
+    for cmd in ([interpreter, "-m", "venv", VENV], install + [f"pyspark=={SPARK_CONNECTOR_PYSPARK}"]):
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
