@@ -51,17 +51,22 @@ PARALLEL_WRITE_ROWS = 32_768
 
 
 _UNKNOWN = 1 << 62
+# Spark says Long.MaxValue (spark.sql.defaultSizeInBytes) for a relation it cannot size (RDDs,
+# Python data sources, so our own `paimon` source), and a projection or filter over one scales
+# that down by row width: 3 rows read from a Paimon table and projected were "4.2e18 bytes", so
+# 4,096 tasks of a few rows each (a 327 s run of a 3-row model). No real batch reaches this.
+_NO_ESTIMATE_ABOVE = 1 << 50  # 1 PiB
 
 
 def estimated_bytes(df: DataFrame) -> int:
     """Spark's size estimate of a DataFrame (from files, a cache or literal rows); _UNKNOWN when it
-    has none (Spark then says Long.MaxValue, e.g. for RDDs and Python data sources)."""
+    has none."""
     try:
         size = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
         size = int(size if isinstance(size, int) else size.toString())  # py4j: int, or a Scala BigInt
     except Exception:  # noqa: BLE001 - no estimate
         return _UNKNOWN
-    return _UNKNOWN if size >= (1 << 63) - 1 else size
+    return _UNKNOWN if size >= _NO_ESTIMATE_ABOVE else size
 
 
 def unknown(size: int) -> bool:
