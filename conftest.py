@@ -46,3 +46,9 @@ def s3_warehouse(s3_server):
 
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Every JVM the suite starts (Spark drivers in this process and in children, a cluster's master,
+# workers and executors, Java Paimon) compiles with C1 only: a test JVM lives seconds to minutes on
+# tiny data, where C2's compiler threads cost more CPU than its code saves. On the integration
+# project's three batches the JVM used 65 CPU-s instead of 139 (tests only: the product's JVMs
+# keep the JDK's default).
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
