@@ -38,7 +38,7 @@ from ..store import key_hash
 from ..store.options import BucketMode
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
-from . import bloom, deploy, index_build, jobs, key_lookup, local, tasks
+from . import bloom, deploy, index_build, jobs, key_lookup, local, recommit, tasks
 from .executor import JobOutput
 from .key_lookup import KeyLookup
 from .settings import Execution, RunSettings
@@ -78,6 +78,11 @@ class DistributedExecutor:
 
     def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
         return _run_job(self.spark, table, self.batch, plan, stage, self.settings, self.size)
+
+    def holds_any(self, schema: TableSchema, hashes: np.ndarray) -> bool:
+        keys = self.batch.select(*[F.col(f"`{k}`") for k in schema.primary_keys])
+        hits = jobs.collect_payloads(self.spark, keys.mapInArrow(recommit.hits_task(schema, hashes), struct_of(PAYLOAD)))
+        return sum(hits) > 0
 
 
 def _batch_digest(spark: SparkSession, batch: DataFrame, schema: TableSchema, plan):

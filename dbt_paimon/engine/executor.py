@@ -16,8 +16,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+import numpy as np
+
 from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import StageRows
+from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from .settings import Execution
 
@@ -48,6 +51,10 @@ class Executor(Protocol):
     def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
         """One attempt of the job on the table's plan (None: a new table); stage: the upsert's
         rows between stages (the table's schema, sequence_by, the run's NOT NULL columns)."""
+
+    def holds_any(self, schema: TableSchema, hashes: np.ndarray) -> bool:
+        """Whether a key of the batch has one of these hashes (Paimon's hash of the whole primary
+        key, sorted): after a commit conflict, whether the commits between touched the batch's keys."""
 
 
 def driver_threads() -> int:

@@ -31,8 +31,9 @@ from ..store.groups import group_codes
 from ..assign.rows import BUCKET, Source, StageRows, conform, of_source
 from ..store.index import HashIndexFile
 from ..store.read import TableRead
+from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
-from . import bloom, deploy, jobs, key_lookup, tasks
+from . import bloom, deploy, jobs, key_lookup, recommit, tasks
 from .executor import JobOutput, driver_threads
 from .key_lookup import KeyLookup
 from .settings import Execution
@@ -188,6 +189,9 @@ class LocalExecutor:
     def __init__(self, batch: pa.Table, key_index: bool = True):
         self.batch = batch
         self.key_index = key_index  # cross-partition tables: bootstrap from the key index (key_lookup.py)
+
+    def holds_any(self, schema: TableSchema, hashes: np.ndarray) -> bool:
+        return recommit.key_hits(self.batch, schema, hashes) > 0
 
     def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
         schema = stage.schema

@@ -6,8 +6,8 @@
 This module checks the input against the table, plans, commits and retries; the job between plan
 and commit runs on one of two executors (executor.py): in the driver on an Arrow batch (local.py)
 or as one Spark job (distributed.py). If another writer committed after the bootstrap snapshot, the
-files written may duplicate keys that moved meanwhile: they are deleted and the job re-runs on the
-new snapshot.
+job's files are committed on the new snapshot when those commits changed none of its keys
+(recommit.py); else they are deleted and the job runs again on it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ..store.retry import after_conflict
 from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
-from . import key_lookup, local
+from . import key_lookup, local, recommit
 from .distributed import DistributedExecutor
 from .executor import Executor
 from .local import LocalExecutor
@@ -54,7 +54,8 @@ class UpsertResult(AssignCounts):
     table_path: str = ""
     snapshot_id: int | None = None
     rows_written: int = 0
-    attempts: int = 1
+    attempts: int = 1  # commit attempts (each conflict is one more, of commit.max-retries)
+    recommits: int = 0  # conflicts after which the job's files were committed as they were, without re-running it
     seconds: float = 0.0
     extra_snapshots: list[int] = field(default_factory=list)
     plan: str = ""  # Spark's executed physical plan of the job (or the driver-local plan), for logs and tests
@@ -257,73 +258,106 @@ def _retry_options(schema: TableSchema, settings: RunSettings) -> opts.CoreOptio
 
 def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSchema, exists: bool,
               stage: StageRows, started: float, phases: dict, retry: opts.CoreOptions) -> UpsertResult:
-    """Plan, run the job on the executor, commit; on a commit conflict, again on the new snapshot, up to
-    commit.max-retries times (`retry`: the options that say it), waiting as Paimon's writers do between
-    attempts (store/retry.py). phases: the seconds spent so far by phase, added to."""
+    """Plan, run the job on the executor, commit. A commit conflict (another writer committed after
+    the job's snapshot) is one attempt of commit.max-retries (`retry`: the options that say it),
+    waited for as Paimon's writers do (store/retry.py); then the job's files are committed on the
+    new snapshot as they are when the commits between changed nothing the job read or wrote
+    (recommit.py), else the job runs again on it. phases: the seconds spent so far by phase."""
     clock = _PhaseClock(phases)
-    attempt = 0
-    while True:  # once more on each commit conflict, up to commit.max-retries
+    attempt, recommits = 0, 0
+    while True:  # a run of the job
         attempt += 1
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
-        snapshot_id = plan.snapshot.id if plan and plan.snapshot else None
+        base = plan.snapshot if plan else None
         clock.lap("plan")
         job = executor.run_job(table, plan, stage)
         clock.lap("job")
         for name, seconds in job.phases.items():
             phases[name] = phases.get(name, 0.0) + seconds
-        if _before_commit is not None:
-            _before_commit(attempt)
-        commit = table.new_commit()
-
-        def abandon():
-            commit.abort(job.entries)
-            for meta in job.index_changes.values():
-                HashIndexFile(io, path).delete(meta)
-
         if not exists:
             try:
                 SchemaManager(io, path).create(schema)
             except SchemaError:
-                abandon()
+                _abandon(io, path, table, job)
                 raise
             exists = True
-        index_manifest = ...
-        if job.index_changes:
-            previous = plan.snapshot.index_manifest if plan and plan.snapshot else None
-            index_manifest = IndexManifestFile(io, path).combine(previous, job.index_changes)
-            written_manifest = f"{path}/manifest/{index_manifest}"
-            drop_index_files = abandon
-
-            def abandon():
-                drop_index_files()
-                io.delete(written_manifest)
-        try:
-            result = commit.commit(job.entries, APPEND, expected_latest=snapshot_id, index_manifest=index_manifest)
-        except CommitConflictError as e:
-            clock.lap("commit")
-            abandon()
-            after_conflict(retry, attempt, e, "upsert job", path, log)
-            clock.lap("commit")
-            continue
-        except BaseException:
-            abandon()
-            raise
-        clock.lap("commit")
-        extra = after_commit(spark, path, io, executor.execution) if result is not None else []
-        clock.lap("post_commit")
-        if job.record is not None and result is not None:
+        while True:  # its commit, on `base`, then on each newer snapshot it stays right on
+            if _before_commit is not None:
+                _before_commit(attempt)
             try:
-                job.record(result.snapshot.id, extra)
-            except Exception as e:  # noqa: BLE001 - the index catches up next time; the upsert is done
-                log.warning("the key index of %s was not updated (%s); the next upsert catches it up", path, e)
-            clock.lap("index_record")
-        return UpsertResult(**job.counts.as_dict(), table_path=path,
-                            snapshot_id=result.snapshot.id if result else snapshot_id,
-                            rows_written=sum(e.file.row_count for e in job.entries), attempts=attempt,
-                            extra_snapshots=extra, seconds=time.time() - started, plan=job.plan,
-                            execution=executor.execution.value, bootstrap=job.bootstrap,
-                            phases={name: round(phases[name], 4) for name in PHASES if name in phases})
+                result = _commit(io, path, table, job, base)
+            except CommitConflictError as e:
+                clock.lap("commit")
+                try:
+                    after_conflict(retry, attempt, e, "upsert job", path, log)
+                except CommitConflictError:
+                    _abandon(io, path, table, job)
+                    raise
+                attempt += 1
+                latest = table.snapshots.latest()
+                try:
+                    why = recommit.why_not(table, base, latest, job, lambda h: executor.holds_any(schema, h))
+                except Exception as check_error:  # noqa: BLE001 - what cannot be checked is run again
+                    why = f"the commits between could not be checked ({check_error})"
+                clock.lap("commit")
+                if why is None:
+                    recommits += 1
+                    base = latest
+                    continue
+                log.info("%s: running the upsert job again on snapshot %s: %s", path,
+                         latest.id if latest else None, why)
+                _abandon(io, path, table, job)
+                attempt -= 1  # the outer loop counts the run
+                break
+            except BaseException:
+                _abandon(io, path, table, job)
+                raise
+            clock.lap("commit")
+            return _finished(spark, executor, io, path, job, result, base, attempt, recommits, started, phases,
+                             clock)
+
+
+def _commit(io: FileIO, path: str, table: FileStoreTable, job, base):
+    """The job's files and HASH index changes as one APPEND snapshot on `base` (CommitConflictError
+    when the latest snapshot is another by then)."""
+    index_manifest, written = ..., None
+    if job.index_changes:
+        index_manifest = IndexManifestFile(io, path).combine(base.index_manifest if base else None, job.index_changes)
+        written = f"{path}/manifest/{index_manifest}"
+    try:
+        return table.new_commit().commit(job.entries, APPEND, expected_latest=base.id if base else None,
+                                         index_manifest=index_manifest)
+    except BaseException:
+        if written is not None:  # built on `base`: the next attempt builds its own
+            io.delete(written)
+        raise
+
+
+def _abandon(io: FileIO, path: str, table: FileStoreTable, job) -> None:
+    """The job's files and HASH index files deleted: it is run again or given up."""
+    table.new_commit().abort(job.entries)
+    for meta in job.index_changes.values():
+        HashIndexFile(io, path).delete(meta)
+
+
+def _finished(spark, executor: Executor, io: FileIO, path: str, job, result, base, attempt: int, recommits: int,
+              started: float, phases: dict, clock: "_PhaseClock") -> UpsertResult:
+    """After the commit: post-commit work where the job ran, the key index's record, the result."""
+    extra = after_commit(spark, path, io, executor.execution) if result is not None else []
+    clock.lap("post_commit")
+    if job.record is not None and result is not None:
+        try:
+            job.record(result.snapshot.id, extra)
+        except Exception as e:  # noqa: BLE001 - the index catches up next time; the upsert is done
+            log.warning("the key index of %s was not updated (%s); the next upsert catches it up", path, e)
+        clock.lap("index_record")
+    return UpsertResult(**job.counts.as_dict(), table_path=path,
+                        snapshot_id=result.snapshot.id if result else (base.id if base else None),
+                        rows_written=sum(e.file.row_count for e in job.entries), attempts=attempt,
+                        recommits=recommits, extra_snapshots=extra, seconds=time.time() - started, plan=job.plan,
+                        execution=executor.execution.value, bootstrap=job.bootstrap,
+                        phases={name: round(phases[name], 4) for name in PHASES if name in phases})
 
 
 class _PhaseClock:

@@ -34,7 +34,7 @@ def after_conflict(core: CoreOptions, attempt: int, error: CommitConflictError, 
     if attempt > core.commit_max_retries:
         raise CommitConflictError(f"{error}; gave up after {attempt} attempts of the {job} "
                                   f"({give_up_hint(core)})") from None
-    log.warning("%s of %s conflicted with a concurrent commit (%s); running again on the new snapshot",
+    log.warning("%s of %s conflicted with a concurrent commit (%s); trying again on the new snapshot",
                 job, path, error)
     wait_before_retry(core, attempt)
 

@@ -1,0 +1,88 @@
+"""A job whose commit lost the race: its files committed on the newer snapshot as they are, when
+the commits that beat it changed nothing the job read or wrote; run again otherwise.
+
+A job reads, for each key of its batch, where the key lives and what it holds (the bootstrap),
+and writes its rows into buckets with sequence numbers above the bucket's (the plan's). Its
+files are exactly what a run on the newer snapshot would write when, since the job's snapshot:
+
+- no commit changed a key of the batch: the APPEND commits' rows (their +I/+U/-U/-D rows, read
+  from the files they added) hold none of the batch's keys. Then every key's place and value,
+  so the job's assignment, its merges, its skips and its counts, are the same on the newer
+  snapshot. Compared by Paimon's hash of the whole primary key over the whole batch, skipped and
+  unchanged keys included (a hash collision costs a re-run, never a wrong answer). A COMPACT
+  commit changes no key: it rewrites files and keeps every row's sequence number, so the job's
+  sequence numbers stay above its keys' rows in every bucket;
+- nothing was rewritten: no OVERWRITE, no schema change, no snapshot gone between
+  (store/conflicts.py); the job removes no file of its own;
+- (HASH_DYNAMIC) no commit rewrote the HASH index file of a bucket whose index file the job
+  rewrites: the commit's index manifest is the newer snapshot's with the job's buckets' files in
+  place, so the two writers' new keys stay in the buckets each put them in.
+
+Fixed buckets and cross-partition tables need no more: a key that no commit touched is where the
+job found it, and two writers' different keys may share a bucket (their order in it is by key;
+sequence numbers only order a key's own rows). A bucket's row count target is soft, as it is for
+Paimon's concurrent writers. The key index (key_index/) compares file sets per bucket, so the
+job's record of its commit leaves the other commits' files to the next catch-up.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..store.conflicts import changes_since
+from ..store.key_hash import key_hashes
+from ..store.manifest import ADD
+from ..store.options import BucketMode
+from ..store.schema import TableSchema
+from ..store.snapshot import Snapshot
+from ..store.table import FileStoreTable
+from .executor import JobOutput
+from .tasks import payload
+
+
+def why_not(table: FileStoreTable, base: Snapshot | None, latest: Snapshot | None, job: JobOutput,
+            holds_any: Callable[[np.ndarray], bool]) -> str | None:
+    """None when the job's files are right on `latest` as they were on `base`; else why they may
+    not be. holds_any(hashes): whether the batch has a key of one of these hashes (key_hits)."""
+    if base is None or latest is None:
+        return "the table had no snapshot when the job read it"
+    if any(e.kind != ADD for e in job.entries):
+        return "the job removes files"
+    schema = table.schema
+    changes = changes_since(table.io, table.path, schema, base, latest)
+    if changes.rebuilt:
+        return changes.rebuilt
+    if schema.bucket_mode == BucketMode.HASH_DYNAMIC and changes.index_buckets & set(job.index_changes):
+        return "another commit rewrote the hash index of a bucket the job adds keys to"
+    if changes.appended:
+        theirs = changes.keys()
+        if theirs.num_rows and holds_any(np.unique(key_hash_of(theirs, schema))):
+            return "another commit changed keys of the batch"
+    return None
+
+
+def key_hash_of(rows: pa.Table, schema: TableSchema) -> np.ndarray:
+    """Paimon's hash of each row's whole primary key."""
+    keys = list(schema.primary_keys)
+    return key_hashes([rows.column(k) for k in keys], [schema.field(k).type for k in keys])
+
+
+def key_hits(rows: pa.Table, schema: TableSchema, hashes: np.ndarray) -> int:
+    """How many of the rows' keys hash to one of `hashes` (sorted, unique)."""
+    if not rows.num_rows or not hashes.size:
+        return 0
+    return int(np.isin(key_hash_of(rows, schema), hashes, assume_unique=False).sum())
+
+
+def hits_task(schema: TableSchema, hashes: np.ndarray):
+    """Spark task over the batch's key columns: one payload, the count of its rows whose key hashes
+    to one of `hashes` (DistributedExecutor.holds_any)."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        hits = 0
+        for batch in batches:
+            hits += key_hits(pa.Table.from_batches([batch]), schema, hashes)
+        yield payload(hits)
+    return run

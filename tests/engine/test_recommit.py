@@ -1,0 +1,125 @@
+"""A conflict costs what it invalidates (issue 41): when the commits that beat a job changed none of
+its batch's keys, its files are committed on the new snapshot without running it again; when they
+changed one (written, skipped or moved), or rewrote a HASH index file the job rewrites too, the
+job runs again. Either way the table is what the serial order of the commits gives."""
+
+import importlib
+
+import pytest
+
+from dbt_paimon.engine import RunSettings, compact, delete, upsert
+from dbt_paimon.engine.distributed import DistributedExecutor
+from dbt_paimon.engine.local import LocalExecutor
+from dbt_paimon.store.table import FileStoreTable
+
+from .helpers import data_files, frame, live_places, spark_rows
+
+ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 10}
+# (primary key, partition keys, options) of each bucket mode
+LAYOUTS = {
+    "cross-partition": ("id", "dt", {}),
+    "fixed": ("id", (), {"bucket": "2"}),
+    "dynamic": ("id", (), {}),
+}
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """How many times an upsert job ran (either executor)."""
+    count = []
+    for cls in (LocalExecutor, DistributedExecutor):
+        original = cls.run_job
+
+        def counted(self, *args, _original=original, **kwargs):
+            count.append(1)
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(cls, "run_job", counted)
+    return count
+
+
+def _race(monkeypatch, action):
+    """Run `action` (another writer's commit) between the first attempt's job and its commit."""
+    mod = importlib.import_module("dbt_paimon.engine.upsert")
+
+    def racing_writer(attempt):
+        if attempt == 1:
+            monkeypatch.setattr(mod, "_before_commit", None)  # the racing writer itself is not raced
+            action()
+
+    monkeypatch.setattr(mod, "_before_commit", racing_writer)
+
+
+def _table(spark, path, layout, rows, **kwargs):
+    pk, parts, options = LAYOUTS[layout]
+    return upsert(frame(spark, rows), path, primary_keys=pk, partition_keys=parts, options=options, **kwargs)
+
+
+def _check_files(path):
+    assert all(n == 1 for n in live_places(path).values())
+    table = FileStoreTable.open(path)
+    assert data_files(path) == {f"{s.bucket_path}/{f.file_name}" for s in table.plan().splits for f in s.files}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_race_on_other_keys_commits_the_jobs_files_as_they_are(spark, warehouse, monkeypatch, execution, layout,
+                                                                 runs):
+    path = f"{warehouse}/db.db/other_keys_{layout}"
+    _table(spark, path, layout, [{**ROW, "id": i} for i in range(10)])
+    # another writer updates key 5 (and, where no HASH index file is shared, adds key 50)
+    theirs = [{**ROW, "id": 5, "v": 55}] + ([] if layout == "dynamic" else [{**ROW, "id": 50, "v": 50}])
+    _race(monkeypatch, lambda: _table(spark, path, layout, theirs))
+    runs.clear()
+    ours = [{**ROW, "id": 3, "v": 30}, {**ROW, "id": 11, "v": 11}]
+    result = _table(spark, path, layout, ours, settings=RunSettings(execution=execution))
+    assert (result.attempts, result.recommits, len(runs)) == (2, 1, 2)  # the racer's run, ours once
+    assert (result.inserted, result.updated) == (1, 1) and result.snapshot_id == 3
+    rows = {r["id"]: r["v"] for r in spark_rows(spark, path)}
+    assert rows == {**{i: 0 for i in range(10)}, 3: 30, 5: 55, 11: 11, **({} if layout == "dynamic" else {50: 50})}
+    _check_files(path)
+
+
+def test_a_race_on_a_key_the_job_skipped_runs_it_again(spark, warehouse, monkeypatch, execution, runs):
+    """Key 3's stored row is newer (sequence_by) than the batch's, so the job skips it; the racing
+    writer deletes key 3, after which the batch's row is the only one: the job must run again."""
+    path = f"{warehouse}/db.db/skipped"
+    _table(spark, path, "cross-partition", [{**ROW, "id": i} for i in range(10)], sequence_by="seq")
+    _race(monkeypatch, lambda: delete(spark, path, "id = 3"))
+    runs.clear()
+    result = _table(spark, path, "cross-partition", [{**ROW, "id": 3, "v": 30, "seq": 5}, {**ROW, "id": 11}],
+                    sequence_by="seq", settings=RunSettings(execution=execution))
+    assert (result.attempts, result.recommits, len(runs)) == (2, 0, 2)
+    assert (result.inserted, result.skipped) == (2, 0)
+    rows = {r["id"]: r["v"] for r in spark_rows(spark, path)}
+    assert rows[3] == 30 and 11 in rows
+    _check_files(path)
+
+
+def test_new_keys_in_the_same_dynamic_bucket_run_the_job_again(spark, warehouse, monkeypatch, execution, runs):
+    """Both writers add keys to the one open bucket of a dynamic-bucket table: each rewrote that
+    bucket's HASH index file, so the job runs again and the index holds both writers' keys."""
+    path = f"{warehouse}/db.db/same_bucket"
+    _table(spark, path, "dynamic", [{**ROW, "id": i} for i in range(10)])
+    # one assigner each: a new key goes to the first bucket with room (with more, to its assigner's)
+    one = RunSettings(assigner_parallelism=1)
+    _race(monkeypatch, lambda: _table(spark, path, "dynamic", [{**ROW, "id": 50, "v": 50}], settings=one))
+    runs.clear()
+    result = _table(spark, path, "dynamic", [{**ROW, "id": 11, "v": 11}],
+                    settings=RunSettings(execution=execution, assigner_parallelism=1))
+    assert (result.attempts, result.recommits, len(runs)) == (2, 0, 3)
+    again = _table(spark, path, "dynamic", [{**ROW, "id": 50, "v": 51}, {**ROW, "id": 11, "v": 12}])
+    assert (again.inserted, again.updated) == (0, 2)  # the index knows both writers' keys
+    _check_files(path)
+
+
+def test_a_compaction_racing_the_job_changes_no_key(spark, warehouse, monkeypatch, execution, runs):
+    path = f"{warehouse}/db.db/compacted"
+    _table(spark, path, "cross-partition", [{**ROW, "id": i, "dt": "ab"[i % 2]} for i in range(10)])
+    _race(monkeypatch, lambda: compact(spark, path))
+    runs.clear()
+    result = _table(spark, path, "cross-partition", [{**ROW, "id": 3, "dt": "b", "v": 30}, {**ROW, "id": 4, "dt": "b"}],
+                    settings=RunSettings(execution=execution))
+    assert (result.attempts, result.recommits, len(runs)) == (2, 1, 1)
+    assert (result.updated, result.moved) == (1, 1)
+    rows = {r["id"]: (r["dt"], r["v"]) for r in spark_rows(spark, path)}
+    assert rows[3] == ("b", 30) and rows[4] == ("b", 0) and len(rows) == 10
+    _check_files(path)
