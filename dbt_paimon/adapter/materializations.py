@@ -60,6 +60,8 @@ class PaimonAdapterResponse(AdapterResponse):
     execution: Optional[str] = None  # where the engine ran the job: local (the driver) or distributed
     bootstrap: Optional[str] = None  # where the job learnt where keys live: "key index" or "table"
     phases: Optional[Dict[str, float]] = None  # seconds by phase of the upsert (UpsertResult.phases)
+    attempts: int = 1  # commit attempts: each conflict with another writer's commit is one more
+    recommits: int = 0  # conflicts after which the job's files were committed as they were (no re-run)
 
 
 # ---- before the model runs --------------------------------------------------------------------------
@@ -157,14 +159,14 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
     tables.resync(relation, path)
     phases = ", ".join(f"{k} {v:.3f}s" for k, v in (result.phases or {}).items())
     log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id}, "
-              f"{result.attempts} attempt(s); {phases})")
+              f"{result.attempts} attempt(s), {result.recommits} without a re-run; {phases})")
     return PaimonAdapterResponse(
         _message=result.summary(), code="UPSERT", rows_affected=result.rows_affected,
         snapshot_id=result.snapshot_id, **result.as_dict(), rows_written=result.rows_written, table_path=path,
         schema_id=schema_id(path),
         extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,
         execution=result.execution, bootstrap=(result.bootstrap or {}).get("source"),
-        phases=dict(result.phases) or None)
+        phases=dict(result.phases) or None, attempts=result.attempts, recommits=result.recommits)
 
 
 def _columns(name: str, what: str, wanted: List[str], columns: List[str]) -> List[str]:
