@@ -264,9 +264,8 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
     new snapshot as they are when the commits between changed nothing the job read or wrote
     (recommit.py), else the job runs again on it. phases: the seconds spent so far by phase."""
     clock = _PhaseClock(phases)
-    attempt, recommits = 0, 0
+    attempt, recommits = 1, 0  # attempt: the commit attempt, one more after each conflict
     while True:  # a run of the job
-        attempt += 1
         table = FileStoreTable(path, schema, io)
         plan = table.plan() if exists else None
         base = plan.snapshot if plan else None
@@ -308,7 +307,6 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
                 log.info("%s: running the upsert job again on snapshot %s: %s", path,
                          latest.id if latest else None, why)
                 _abandon(io, path, table, job)
-                attempt -= 1  # the outer loop counts the run
                 break
             except BaseException:
                 _abandon(io, path, table, job)

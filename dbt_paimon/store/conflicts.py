@@ -39,7 +39,6 @@ class Changes:
     rebuilt: str | None = None  # why files written on `base` cannot stand on `latest`
     appended: list[ManifestEntry] = field(default_factory=list)  # the data files APPEND commits added
     index_buckets: set = field(default_factory=set)  # (partition, bucket) whose HASH index file changed
-    commits: int = 0
 
     def keys(self) -> pa.Table:
         """The primary key of every row the APPEND commits wrote, deletes too (a key written
@@ -72,7 +71,6 @@ def changes_since(io: FileIO, path: str, schema: TableSchema, base: Snapshot, la
             return _rebuilt(changes, f"snapshot {sid} is gone (expired or rolled back)")
         if snapshot.schema_id != schema.id:
             return _rebuilt(changes, f"snapshot {sid} has schema {snapshot.schema_id}, the job wrote {schema.id}")
-        changes.commits += 1
         if snapshot.commit_kind == COMPACT:
             continue  # rewrites files, keeps every key's rows
         if snapshot.commit_kind != APPEND:
