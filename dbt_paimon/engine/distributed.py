@@ -75,12 +75,24 @@ class DistributedExecutor:
         self.settings = settings
         self.size = local.estimated_bytes(batch) if size is None else size
         deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
+        self._keys = 0  # the batch's keys, as the last job counted them
+        self._digest: np.ndarray | None = None  # of the batch's key hashes, once a commit conflicted
 
     def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
-        return _run_job(self.spark, table, self.batch, plan, stage, self.settings, self.size)
+        job = _run_job(self.spark, table, self.batch, plan, stage, self.settings, self.size)
+        self._keys = sum(job.counts.as_dict().values())
+        return job
 
     def holds_any(self, schema: TableSchema, hashes: np.ndarray) -> bool:
         keys = self.batch.select(*[F.col(f"`{k}`") for k in schema.primary_keys])
+        if self._digest is None:  # one pass, at the first conflict; the checks after it are the driver's
+            cores, bits = max(self.spark.sparkContext.defaultParallelism, 1), recommit.digest_bits(self._keys)
+            self._digest = np.zeros(bits // 8, dtype=np.uint8)
+            for digest in jobs.collect_payloads(self.spark, keys.coalesce(cores).mapInArrow(
+                    recommit.digest_task(schema, bits), struct_of(PAYLOAD))):
+                self._digest |= np.frombuffer(digest, dtype=np.uint8)
+        if not recommit.digest_may_hold(self._digest, hashes):
+            return False
         hits = jobs.collect_payloads(self.spark, keys.mapInArrow(recommit.hits_task(schema, hashes), struct_of(PAYLOAD)))
         return sum(hits) > 0
 

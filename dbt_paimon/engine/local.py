@@ -189,9 +189,12 @@ class LocalExecutor:
     def __init__(self, batch: pa.Table, key_index: bool = True):
         self.batch = batch
         self.key_index = key_index  # cross-partition tables: bootstrap from the key index (key_lookup.py)
+        self._hashes: np.ndarray | None = None  # the batch's key hashes, sorted, once a commit conflicted
 
     def holds_any(self, schema: TableSchema, hashes: np.ndarray) -> bool:
-        return recommit.key_hits(self.batch, schema, hashes) > 0
+        if self._hashes is None:
+            self._hashes = np.unique(recommit.key_hash_of(self.batch, schema))
+        return bool(np.isin(hashes, self._hashes).any())
 
     def run_job(self, table: FileStoreTable, plan, stage: StageRows) -> JobOutput:
         schema = stage.schema

@@ -23,6 +23,12 @@ job found it, and two writers' different keys may share a bucket (their order in
 sequence numbers only order a key's own rows). A bucket's row count target is soft, as it is for
 Paimon's concurrent writers. The key index (key_index/) compares file sets per bucket, so the
 job's record of its commit leaves the other commits' files to the next catch-up.
+
+The check must be quick: a job whose check takes longer than the time between the other writers'
+commits loses every race (a long job among a stream of short ones starves). So each executor
+answers it from what it holds after the first check: the driver's batch, its keys' hashes; a
+Spark batch, a digest of them (a bitmap of the hashes, one bit per hash modulo its size, built by one
+pass over the batch at the first conflict), and only a hash the digest may hold costs a pass.
 """
 
 from __future__ import annotations
@@ -75,6 +81,46 @@ def key_hits(rows: pa.Table, schema: TableSchema, hashes: np.ndarray) -> int:
     if not rows.num_rows or not hashes.size:
         return 0
     return int(np.isin(key_hash_of(rows, schema), hashes, assume_unique=False).sum())
+
+
+# 16 bits per key: a hash the batch does not hold is taken for one of its own about 6% of the time
+DIGEST_BITS_PER_KEY = 16
+DIGEST_MIN_BITS, DIGEST_MAX_BITS = 1 << 16, 1 << 27  # 8 KB to 16 MB in the driver
+
+
+def digest_bits(keys: int) -> int:
+    """The digest's size in bits for a batch of `keys` keys: a power of two, so that a hash's bit is
+    its low bits."""
+    want = max(keys, 1) * DIGEST_BITS_PER_KEY
+    return min(max(1 << (want - 1).bit_length(), DIGEST_MIN_BITS), DIGEST_MAX_BITS)
+
+
+def key_digest(rows: pa.Table, schema: TableSchema, bits: int) -> np.ndarray:
+    """The rows' key hashes as a bitmap of `bits` bits (uint8, little bit order)."""
+    out = np.zeros(bits // 8, dtype=np.uint8)
+    if rows.num_rows:
+        slots = key_hash_of(rows, schema).astype(np.int64) & (bits - 1)
+        np.bitwise_or.at(out, slots >> 3, (1 << (slots & 7)).astype(np.uint8))
+    return out
+
+
+def digest_may_hold(digest: np.ndarray, hashes: np.ndarray) -> bool:
+    """Whether a key of the batch may hash to one of `hashes`: False is certain."""
+    if not hashes.size:
+        return False
+    slots = hashes.astype(np.int64) & (digest.size * 8 - 1)
+    return bool(((digest[slots >> 3] >> (slots & 7)) & 1).any())
+
+
+def digest_task(schema: TableSchema, bits: int):
+    """Spark task over the batch's key columns: one payload, the digest of its rows' keys
+    (DistributedExecutor.holds_any ORs them)."""
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        out = np.zeros(bits // 8, dtype=np.uint8)
+        for batch in batches:
+            out |= key_digest(pa.Table.from_batches([batch]), schema, bits)
+        yield payload(out.tobytes())
+    return run
 
 
 def hits_task(schema: TableSchema, hashes: np.ndarray):

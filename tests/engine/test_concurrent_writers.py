@@ -93,3 +93,51 @@ def test_three_writers_for_eleven_rounds_all_finish_in_a_serial_order(spark, war
         got = sorted(pypaimon_read(path, sid).to_pylist(), key=lambda row: row["id"])
         assert got == [model[k] for k in sorted(model)], f"snapshot {sid} ({kind})"
     assert all(n == 1 for n in live_places(path).values())
+
+
+def test_a_long_distributed_upsert_among_short_local_ones_commits_within_its_retries(spark, warehouse):
+    """No starvation (issue 41): short local upserts commit one after another, without a pause, for
+    as long as a long distributed upsert of other keys runs. Every one of their commits lands after
+    the long job's plan, so its commit conflicts; it must commit within commit.max-retries (Paimon's
+    default 10), on the new snapshot as it is, since none of the short jobs touched its keys."""
+    path = f"{warehouse}/db.db/starve"
+    upsert(frame(spark, [{**ROW, "id": k, "dt": "abc"[k % 3]} for k in range(KEYS)]), path, primary_keys="id",
+           partition_keys="dt")
+    long_rows = 20_000
+    long_batch = spark.range(1000, 1000 + long_rows).selectExpr(
+        "id", "element_at(array('a', 'b', 'c'), cast(id % 3 + 1 as int)) as dt", "id * 2 as v", "'long' as s",
+        "cast(1 as int) as amount", "true as flag", "cast(0 as bigint) as seq").repartition(8)
+    done, short = threading.Event(), []
+    rng = random.Random(3)
+
+    def stream() -> None:
+        r = 0
+        while not done.is_set():
+            rows = [{**ROW, "id": k, "dt": rng.choice("abc"), "v": 10 * r + i}
+                    for i, k in enumerate(rng.sample(range(KEYS), 4))]
+            result = upsert(frame(spark, rows), path, primary_keys="id", partition_keys="dt",
+                            settings=RunSettings(execution="local"))
+            short.append((result.snapshot_id, rows))
+            r += 1
+
+    thread = threading.Thread(target=stream)
+    thread.start()
+    try:
+        result = upsert(long_batch, path, primary_keys="id", partition_keys="dt",
+                        settings=RunSettings(execution="distributed"))
+    finally:
+        done.set()
+        thread.join()
+    conflicts = result.attempts - 1
+    print(f"\nlong upsert: {conflicts} conflicts, {result.recommits} committed without a re-run, "
+          f"{len(short)} short upserts meanwhile")
+    during = [sid for sid, _ in short if sid < result.snapshot_id]
+    assert conflicts >= 1 and len(during) >= conflicts  # the stream did beat it, and it still committed
+    assert result.recommits == conflicts  # never run again: no short job touched its keys
+    model = {k: {**ROW, "id": k, "dt": "abc"[k % 3]} for k in range(KEYS)}
+    for _, rows in sorted(short, key=lambda s: s[0]):
+        model.update({row["id"]: row for row in rows})
+    got = FileStoreTable.open(path).to_arrow().to_pylist()
+    assert len(got) == KEYS + long_rows
+    assert sorted((r for r in got if r["id"] < KEYS), key=lambda r: r["id"]) == [model[k] for k in range(KEYS)]
+    assert all(n == 1 for n in live_places(path).values())
