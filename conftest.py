@@ -8,7 +8,16 @@ import uuid
 
 import pytest
 
+from tests import schedule
 from tests.s3 import BUCKET, free_port, make_user, start_moto
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Units of work for pytest-xdist and their order (tests/schedule.py); serial runs keep the order."""
+    items[:] = schedule.order(items)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(schedule.group_of(item.nodeid)))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,71 @@
+"""How the suite is shared between pytest-xdist workers (`bash run.sh test` runs two, one per core).
+
+Half the suite's time is waiting (a JVM, a dbt parse, a child process), so two workers finish in
+much less time than one. Each worker is a test session of its own: its SparkSession, and the servers
+its tests ask for. What a unit of work is, and in which order the units are handed out:
+
+- a file is one unit (its module and class fixtures are built once), except the files that share a
+  costly server of their own: the standalone cluster's (tests/cluster) and Paimon's Spark connector's
+  (tests/paimon_spark) are one unit each, so one worker starts each;
+- the dbt functional suite first, `test_dbt_project.py` before all (integration_tests/conftest.py
+  says why), so that every worker's SparkSession is the one dbt's profile asks for;
+- then the longest first (SECONDS: the last measured seconds of the slow files on these 2 cores), so
+  that the last unit handed out is a short one. A stale figure only costs balance.
+
+`--dist loadgroup --no-loadscope-reorder` makes xdist keep the units and this order.
+"""
+
+from __future__ import annotations
+
+GROUPS = {"tests/cluster/": "cluster", "tests/paimon_spark/": "paimon-spark"}
+FIRST = "integration_tests/functional/test_dbt_project.py"
+DEFAULT_SECONDS = 5.0
+SECONDS = {
+    "integration_tests/functional/test_dbt_project.py": 313,
+    "integration_tests/functional/test_dbt_snapshots.py": 284,
+    "integration_tests/functional/test_dbt_incremental.py": 95,
+    "integration_tests/functional/test_dbt_processes.py": 74,
+    "integration_tests/functional/test_dbt_basic.py": 60,
+    "integration_tests/functional/test_dbt_paimon_upsert.py": 39,
+    "integration_tests/functional/test_dbt_containment.py": 32,
+    "integration_tests/functional/test_dbt_merge.py": 31,
+    "integration_tests/functional/test_dbt_maintenance.py": 25,
+    "integration_tests/functional/test_dbt_python_models.py": 20,
+    "integration_tests/functional/test_dbt_object_store.py": 18,
+    "integration_tests/functional/test_dbt_catalog_sync.py": 14,
+    "integration_tests/functional/test_dbt_no_half_done.py": 13,
+    "tests/engine/test_other_writers.py": 150,
+    "tests/packaging/test_wheel_smoke.py": 146,
+    "cluster": 131,
+    "paimon-spark": 145,
+    "tests/engine/test_key_index_kills.py": 109,
+    "tests/engine/test_maintenance.py": 90,
+    "tests/engine/test_key_index.py": 90,
+    "tests/engine/test_merge_engines.py": 89,
+    "tests/engine/test_concurrent_writers.py": 50,
+    "tests/engine/test_bucket_modes.py": 63,
+    "tests/java_paimon/test_java_reads_ours.py": 45,
+    "tests/engine/test_upsert.py": 44,
+    "tests/engine/test_job.py": 28,
+    "tests/store/test_object_store.py": 23,
+    "tests/engine/test_recommit.py": 20,
+}
+
+
+def group_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    for prefix, group in GROUPS.items():
+        if path.startswith(prefix):
+            return group
+    return path
+
+
+def order(items: list) -> list:
+    """The items grouped by unit, units in the order they are to be handed out."""
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(group_of(item.nodeid), []).append(item)
+
+    def rank(unit: str):
+        return (unit != FIRST, not unit.startswith("integration_tests/"), -SECONDS.get(unit, DEFAULT_SECONDS))
+    return [item for unit in sorted(units, key=rank) for item in units[unit]]
