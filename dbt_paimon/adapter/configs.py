@@ -4,6 +4,7 @@ does not know (`PaimonConfig`), and a Paimon upsert's configs read and checked o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Union
 
@@ -11,6 +12,7 @@ from dbt.adapters.spark.impl import SparkConfig
 from dbt_common.exceptions import DbtRuntimeError
 
 from ..engine.settings import EXECUTIONS, Execution, RunSettings
+from ..store.options import did_you_mean
 
 
 @dataclass
@@ -74,3 +76,41 @@ def column_list(value: Any) -> List[str]:
 def quoted(name: str) -> str:
     """A column name as a Spark SQL identifier."""
     return "`" + name.replace("`", "``") + "`"
+
+
+# The configs a Paimon model's or snapshot's run reads. A config dbt and this adapter do not know
+# that is a near miss of one of these is a typo dbt would pass over in silence (`unique_keys`,
+# `partiton_by`): the run stops, naming both.
+READ_CONFIGS = ("materialized", "unique_key", "partition_by", "sequence_by", "options", "execution", "key_index",
+                "incremental_strategy", "on_schema_change", "merge_update_columns", "merge_exclude_columns",
+                "incremental_predicates", "file_format", "full_refresh", "strategy", "updated_at", "check_cols",
+                "hard_deletes", "snapshot_meta_column_names", "dbt_valid_to_current")
+
+
+# Configs known elsewhere that are near misses of ours: dbt's hook spellings and internal names,
+# dbt-spark's and the configs of other adapters a project may target too (BigQuery's partitions)
+OTHER_CONFIGS = ("pre-hook", "post-hook", "predicates", "snapshot_table_column_names", "invalidate_hard_deletes",
+                 "tblproperties", "unique_key_nulls", "partitions", "cluster_by", "partition_expiration_days",
+                 "require_partition_filter", "sql_header")
+
+
+def check_names(config: Mapping[str, Any], materialization: str) -> None:
+    """Raise on a config that is a near miss of one the run reads (READ_CONFIGS)."""
+    known = _known_configs()
+    for key in config:
+        if key not in known:
+            hint = did_you_mean(str(key), READ_CONFIGS)
+            if hint:
+                raise DbtRuntimeError(f"{materialization}: unknown config {key!r}{hint}")
+
+
+@functools.lru_cache(maxsize=None)
+def _known_configs() -> frozenset:
+    names = set(PaimonConfig.__dataclass_fields__) | set(READ_CONFIGS) | set(OTHER_CONFIGS)
+    try:  # dbt's own configs of models, seeds, snapshots and tests
+        from dbt.artifacts.resources import NodeConfig, SeedConfig, SnapshotConfig, TestConfig
+    except ImportError:  # dbt-core absent: the adapter's unit tests
+        return frozenset(names)
+    for cls in (NodeConfig, SeedConfig, SnapshotConfig, TestConfig):
+        names |= set(cls.__dataclass_fields__)
+    return frozenset(names)

@@ -31,6 +31,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from ..engine import local_session
 from ..store import fileio
+from ..store.options import did_you_mean
 
 DEFAULT_WAREHOUSE = "paimon_warehouse"
 DEFAULT_MASTER = "local[*]"
@@ -42,6 +43,10 @@ TABLES_DIR_NAME = "tables"  # <spark_dir>/tables: spark.sql.warehouse.dir
 LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 LOG_FILE_PROPERTY = "dbt_paimon.log.file"
 DEFAULT_LOCK_TIMEOUT = 600
+# A paimon profile's own keys (docs/dbt.md "Profile reference"; dbt takes `type` and `threads`
+# itself): what a misspelt key is compared with
+PROFILE_KEYS = ("schema", "warehouse", "storage_options", "master", "spark_dir", "lock_timeout",
+                "server_side_parameters")
 
 # Settings a running SparkSession cannot change: they are used when the session starts and are not
 # sent again with every statement (Spark would log a warning for each).
@@ -90,6 +95,17 @@ class PaimonCredentials(SparkCredentials):
     # The object store's settings (Paimon's names: s3.endpoint, s3.access-key, s3.secret-key,
     # s3.region, s3.path.style.access; commit.lock). Never logged, never stored with a table.
     storage_options: Optional[Dict[str, Any]] = None
+
+    @classmethod
+    def validate(cls, data: Any) -> None:
+        """dbt's check of a profile target (aliases translated), then ours: a key that names no
+        setting is refused, since dbt-spark would drop it (`warehous:` would write to the default
+        warehouse)."""
+        super().validate(data)
+        for key in data if isinstance(data, dict) else ():
+            if key not in cls.__dataclass_fields__:
+                raise DbtRuntimeError(f"profile key {key!r} is not a paimon setting"
+                                      f"{did_you_mean(str(key), PROFILE_KEYS) or ' (' + ', '.join(PROFILE_KEYS) + ')'}")
 
     def __post_init__(self) -> None:
         if self.method != SparkConnectionMethod.SESSION:

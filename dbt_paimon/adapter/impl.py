@@ -68,8 +68,9 @@ class PaimonAdapter(SparkAdapter):
 
     def _build_spark_relation_list(self, row_list, relation_info_func):  # type: ignore[override]
         relations = super()._build_spark_relation_list(row_list, relation_info_func)
+        # Spark lists the session's temporary views with every schema; they belong to none
         return [r.incorporate(is_paimon=f"Provider: {catalog.PROVIDER_PREFIX}" in (r.information or ""))
-                for r in relations]
+                for r in relations if r.schema]
 
     def _get_columns_for_catalog(self, relation: BaseRelation):  # type: ignore[override]
         """Catalog rows of a Paimon table from its Paimon schema: Spark SQL types as `describe`

@@ -25,7 +25,7 @@ from ..store.fileio import FileIO
 from ..store.schema import SchemaManager, TableSchema, resolve_columns
 from ..store.table import FileStoreTable
 from . import constraints, evolution, incremental, staging
-from .configs import UpsertConfig
+from .configs import UpsertConfig, check_names
 from .connections import error_message
 from .tables import Tables, schema_id
 
@@ -67,7 +67,9 @@ class PaimonAdapterResponse(AdapterResponse):
 # ---- before the model runs --------------------------------------------------------------------------
 
 def warn_unsupported(config: Mapping[str, Any], materialization: str = MATERIALIZATION) -> List[str]:
-    """Warn about configs a paimon_upsert model ignores; returns their names."""
+    """Refuse a misspelt config (configs.check_names); warn about configs a paimon_upsert model
+    ignores; returns their names."""
+    check_names(config, materialization)
     ignored = []
     for name, why in UNSUPPORTED_CONFIGS.items():
         value = config.get(name)

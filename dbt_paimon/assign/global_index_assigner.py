@@ -173,8 +173,10 @@ class GlobalIndexAssigner:
             return rows, 0, order.to_numpy()
         ordered = rows.take(order)
         if not self.sequence_by:
+            followed = np.append(same_key, False)  # rows the next row repeats the key of
+            first = followed & ~np.concatenate([[False], followed[:-1]])  # one row per repeated key
             raise DataError(f"the input holds {int(same_key.sum())} duplicate row(s) for key(s) "
-                            f"{_describe(ordered, self.keys, np.append(same_key, False))}; make the key unique or "
+                            f"{_describe(ordered, self.keys, first)}; make the key unique or "
                             f"set sequence_by to say which row wins")
         tie = same_key & _adjacent_equal(ordered, [self.sequence_by])
         if tie.any():

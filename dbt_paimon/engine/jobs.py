@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import threading
 from contextlib import contextmanager
 from typing import Mapping, Sequence
 
@@ -59,19 +60,35 @@ def descriptors(spark: SparkSession, items: Sequence[object]) -> DataFrame:
     return spark.createDataFrame(rdd, "blob binary")
 
 
+# Session settings jobs have set and the values they replaced: (session, key) -> [the value before
+# the first of them (None: unset), how many jobs hold it]. Jobs of several threads (dbt threads,
+# writers racing) overlap: each putting back the value it found would leave the last one's setting
+# in the session for good, so the value before them all comes back when the last one ends.
+_held: dict[tuple[int, str], list] = {}
+_held_lock = threading.Lock()
+
+
 @contextmanager
 def spark_conf(spark: SparkSession, settings: Mapping[str, str]):
-    old = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
+    """The session's settings while a job runs; the user's values back when no job needs them."""
+    with _held_lock:
+        for k, v in settings.items():
+            held = _held.setdefault((id(spark), k), [spark.conf.get(k, None), 0])
+            held[1] += 1
+            spark.conf.set(k, v)
     try:
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
+        with _held_lock:
+            for k in settings:
+                held = _held[(id(spark), k)]
+                held[1] -= 1
+                if held[1] == 0:
+                    del _held[(id(spark), k)]
+                    if held[0] is None:
+                        spark.conf.unset(k)
+                    else:
+                        spark.conf.set(k, held[0])
 
 
 def reraise_task_error(exc: Exception) -> None:

@@ -6,10 +6,11 @@ a silently ignored option (a typo, or `changelog-producer` we do not implement) 
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from .errors import SchemaError
 from .stats_mode import StatsMode
@@ -216,6 +217,9 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
             if what == "stats-mode":
                 _stats_mode(key, value)
         elif key not in _KNOWN:
+            hint = did_you_mean(key, _KNOWN)
+            if hint:
+                raise SchemaError(f"unknown table option {key!r}{hint}")
             raise SchemaError(f"unknown table option {key!r} (dbt-paimon rejects options it does not honour; "
                               f"known: {', '.join(sorted(_KNOWN))}, fields.<column>.aggregate-function, "
                               f"fields.<column>.ignore-retract, fields.<column>.list-agg-delimiter, "
@@ -384,3 +388,9 @@ class CoreOptions:
     def is_count(self, field: str) -> bool:
         """The engine layer's `count` sugar: stored as `sum` with this marker."""
         return self.raw.get(f"fields.{field}.{COUNT_MARKER}", "false").lower() == "true"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` naming the one of `known` that `name` is a near miss of, else ''."""
+    match = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+    return f" (did you mean {match[0]!r}?)" if match else ""

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 
+from dbt.adapters.factory import reset_adapters
 from dbt.cli.main import dbtRunner
 
 
@@ -25,6 +26,16 @@ def invoke(project: str, args: list[str]):
 
 
 def main(project: str, out: str, steps: list[str]) -> None:
+    try:
+        _run(project, out, steps)
+    finally:
+        # dbt resets its adapters when an invocation starts, not when it ends: the last one's adapter
+        # (this project's warehouse) would be the one the next dbt-tests-adapter project in this
+        # process gets (dbt's register_adapter keeps a registered one)
+        reset_adapters()
+
+
+def _run(project: str, out: str, steps: list[str]) -> None:
     report: dict = {"runs": [], "tests": [], "show": None, "catalog": None, "seconds": {}}
     for step in steps:
         started = time.time()

@@ -39,6 +39,14 @@ class TestCatalogSync:
         assert catalog.sync(spark, warehouse)["conflicts"] == 1
         assert catalog.catalog_entry(spark, schema, "clash").is_view
 
+        # a session's temporary view (a failed model's, a macro's) is in no schema: Spark lists it
+        # with every schema, dbt must not (`dbt docs generate` fails on a relation without a schema)
+        spark.sql("create or replace temporary view leftover__dbt_tmp as select 1 as id")
+        with adapter.connection_named("__test"):
+            listed = adapter.list_relations_without_caching(adapter.Relation.create(schema=schema))
+        assert sorted(r.identifier for r in listed) == ["clash", "written_elsewhere"]
+        spark.catalog.dropTempView("leftover__dbt_tmp")
+
         # deleted from the warehouse: the entry goes
         shutil.rmtree(path)
         assert catalog.sync(spark, warehouse)["dropped"] == 1

@@ -24,8 +24,8 @@
   {#-- the configuration is checked before any hook or statement runs: a name leading out of the
        warehouse, another file_format, an invalid hard_deletes, a config the table cannot take --#}
   {%- do adapter.paimon_check_relation(target_relation) -%}
-  {%- do adapter.paimon_snapshot_check(target_relation, model.config, columns) -%}
   {%- do adapter.paimon_warn_unsupported(model.config, 'snapshot') -%}
+  {%- do adapter.paimon_snapshot_check(target_relation, model.config, columns) -%}
   {%- do adapter.paimon_warn_grants(target_relation, grant_config) -%}
 
   {%- set target_exists = adapter.paimon_table_exists(target_relation) -%}

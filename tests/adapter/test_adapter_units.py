@@ -190,3 +190,43 @@ def test_docs_schema_and_the_catalog_entry_it_gives(tmp_path):
     assert "`id` bigint COMMENT 'the key'" in ddl and "`n` int" in ddl
     assert "COMMENT 'The table\\'s \\'comment\\''" in ddl and f"USING {table.provider}" in ddl
     assert table_path("/wh", "Analytics", "Customers") == "/wh/analytics.db/customers"
+
+
+def test_a_misspelt_profile_key_fails_naming_the_key_it_misses(tmp_path):
+    """Through dbt's own reading of a profile target: `warehous:` would otherwise send every table
+    to the default warehouse."""
+    from dbt.config.profile import Profile
+    from dbt.exceptions import DbtProfileError
+
+    def target(**keys):
+        return Profile._credentials_from_profile({"type": "paimon", "schema": "s", **keys}, "p", "dev")
+
+    assert target(warehouse=str(tmp_path)).warehouse == str(tmp_path)
+    with pytest.raises(DbtProfileError, match=r"profile key 'warehous' is not a paimon setting \(did you mean "
+                                              r"'warehouse'\?\)"):
+        target(warehous=str(tmp_path))
+    with pytest.raises(DbtProfileError, match=r"profile key 'colour' is not a paimon setting \(schema, warehouse"):
+        target(colour="blue")
+
+
+def test_a_misspelt_model_config_fails_naming_the_config_it_misses():
+    from dbt_paimon.adapter.configs import check_names
+
+    check_names({"materialized": "incremental", "unique_key": "id", "post-hook": [], "meta": {},
+                 "my_team_flag": True, "partition_by": "dt"}, "incremental")  # known, or no near miss
+    for typo, meant in [("unique_keys", "unique_key"), ("partiton_by", "partition_by"), ("option", "options"),
+                        ("sequenceby", "sequence_by")]:
+        with pytest.raises(DbtRuntimeError, match=rf"incremental: unknown config '{typo}' \(did you mean '{meant}'\?\)$"):
+            check_names({"materialized": "incremental", typo: "x"}, "incremental")
+
+
+def test_a_misspelt_table_option_fails_naming_the_option_it_misses():
+    import pyarrow as pa
+
+    from dbt_paimon.store.schema import build_schema
+
+    arrow = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    with pytest.raises(SchemaError, match=r"^unknown table option 'bucket-keys' \(did you mean 'bucket-key'\?\)$"):
+        build_schema(arrow, ["id"], (), {"bucket": "2", "bucket-keys": "id"})
+    with pytest.raises(SchemaError, match=r"unknown table option 'colour' \(dbt-paimon rejects options"):
+        build_schema(arrow, ["id"], (), {"colour": "blue"})

@@ -78,6 +78,10 @@ def test_sequence_by_skips_older_rows_and_picks_the_newest_in_the_batch():
 def test_duplicate_keys_without_sequence_by_name_the_keys():
     with pytest.raises(DataError, match=r"\{'id': 4\}"):
         GlobalIndexAssigner(_schema()).process(_rows((4, "a", 1), (4, "b", 2)))
+    # each repeated key once, however often it repeats
+    with pytest.raises(DataError) as e:
+        GlobalIndexAssigner(_schema()).process(_rows((4, "a", 1), (5, "a", 1), (4, "b", 2), (4, "c", 3), (5, "a", 2)))
+    assert "3 duplicate row(s) for key(s) {'id': 4}, {'id': 5};" in str(e.value)
 
 
 def test_rowkind_field_deletes_a_key_where_it_lives():

@@ -83,3 +83,17 @@ def test_wide_rows_upsert_through_batches_of_few_rows(spark, warehouse, session_
     assert [r["id"] for r in rows] == list(range(2500))
     assert all((r["dt"], r["s"]) == (("a", "x" * 3000) if r["id"] < 1000 else ("b", "y" * 3000)) for r in rows)
     assert pypaimon_rows(path) == rows
+
+
+def test_jobs_that_overlap_put_the_sessions_own_setting_back(spark, session_bytes):
+    """Two jobs of two threads overlap (A starts, B starts, A ends, B ends): each setting the byte
+    bound off and putting back what it found would leave B's 'found' (A's setting) in the session."""
+    session_bytes("32m")
+    a, b = jobs.spark_conf(spark, {MAX_BYTES: "1"}), jobs.spark_conf(spark, {MAX_BYTES: "2"})
+    a.__enter__()
+    b.__enter__()
+    assert spark.conf.get(MAX_BYTES) == "2"
+    a.__exit__(None, None, None)
+    assert spark.conf.get(MAX_BYTES) == "2"  # B still runs
+    b.__exit__(None, None, None)
+    assert spark.conf.get(MAX_BYTES) == "32m"
