@@ -7,10 +7,11 @@ reported (pytest -s): commits without a re-run, re-runs."""
 import random
 import threading
 
-from dbt_paimon.engine import RunSettings, compact, delete, upsert
+from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.store.table import FileStoreTable
 from tests.oracle import pypaimon_read
 
+from .contention import Tally
 from .helpers import frame, live_places
 
 ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0}
@@ -40,44 +41,10 @@ def test_three_writers_for_eleven_rounds_all_finish_in_a_serial_order(spark, war
     upsert(frame(spark, [{**ROW, "id": k, "dt": "abc"[k % 3]} for k in range(KEYS)]), path, primary_keys="id",
            partition_keys="dt")
     plan = _ops(random.Random(41))
-    barrier = threading.Barrier(WRITERS)
-    lock = threading.Lock()
-    committed: dict[int, tuple] = {}  # snapshot id -> (kind, rows or keys)
-    stats = {"conflicts": 0, "recommits": 0, "failed": []}
-
-    def writer(w: int) -> None:
-        for r, (kind, what) in enumerate(plan[w]):
-            barrier.wait()
-            try:
-                if kind == "compact":
-                    sid, extra, attempts, recommits = compact(spark, path, execution="local"), [], 1, 0
-                elif kind == "delete":
-                    done = delete(spark, path, f"id in ({', '.join(map(str, what))})")
-                    sid, extra, attempts, recommits = done.snapshot_id, done.extra_snapshots or [], done.attempts, 0
-                else:
-                    done = upsert(frame(spark, what), path, primary_keys="id", partition_keys="dt",
-                                  settings=RunSettings(execution=kind))
-                    sid, extra, attempts, recommits = done.snapshot_id, done.extra_snapshots, done.attempts, done.recommits
-            except Exception as e:  # noqa: BLE001 - a failed run is what the test counts
-                with lock:
-                    stats["failed"].append(f"writer {w} round {r} {kind}: {e}")
-                continue
-            with lock:
-                stats["conflicts"] += attempts - 1
-                stats["recommits"] += recommits
-                if sid is not None:
-                    committed[sid] = (kind, what)
-                for s in extra:
-                    committed[s] = ("compact", None)
-
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(WRITERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    print(f"\n{WRITERS} writers x {ROUNDS} rounds: {stats['conflicts']} conflicts, {stats['recommits']} committed "
-          f"without a re-run, {stats['conflicts'] - stats['recommits']} re-runs, {len(stats['failed'])} failed")
-    assert stats["failed"] == []
+    barrier, tally = threading.Barrier(WRITERS), Tally()
+    threads = [threading.Thread(target=tally.ours, args=(spark, path, f"writer {w}", plan[w], barrier))
+               for w in range(WRITERS)]
+    committed = tally.run(threads, f"{WRITERS} writers x {ROUNDS} rounds")
 
     # every snapshot is one job's commit, and the serial order of the commits gives each of them
     latest = FileStoreTable.open(path).latest_snapshot().id

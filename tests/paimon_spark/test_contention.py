@@ -20,8 +20,9 @@ from __future__ import annotations
 import random
 import threading
 
-from dbt_paimon.engine import RunSettings, compact, delete, upsert
+from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
+from tests.engine.contention import Tally
 from tests.engine.helpers import COLUMNS, frame, live_places
 from tests.oracle import rows
 
@@ -50,35 +51,8 @@ def test_ours_and_paimons_writer_for_eleven_rounds_all_finish_in_a_serial_order(
     wh, name = table_name(path)
     rng = random.Random(41)
     plans = [_ours(rng), _ours(rng)]
-    barrier, lock = threading.Barrier(3), threading.Lock()
-    committed: dict[int, tuple] = {}  # snapshot id of ours -> (kind, rows or keys)
+    barrier, tally = threading.Barrier(3), Tally()
     paimons: list[tuple] = []  # Paimon's statements in order: (kind, rows or keys)
-    stats = {"conflicts": 0, "recommits": 0, "failed": []}
-
-    def ours(w: int) -> None:
-        for r, (kind, what) in enumerate(plans[w]):
-            barrier.wait()
-            try:
-                if kind == "compact":
-                    sid, extra, attempts, recommits = compact(spark, path, execution="local"), [], 1, 0
-                elif kind == "delete":
-                    done = delete(spark, path, f"id in ({', '.join(map(str, what))})")
-                    sid, extra, attempts, recommits = done.snapshot_id, done.extra_snapshots or [], done.attempts, 0
-                else:
-                    done = upsert(frame(spark, what), path, primary_keys="id", partition_keys="dt",
-                                  settings=RunSettings(execution=kind))
-                    sid, extra, attempts, recommits = done.snapshot_id, done.extra_snapshots, done.attempts, done.recommits
-            except Exception as e:  # noqa: BLE001 - a failed run is what the test counts
-                with lock:
-                    stats["failed"].append(f"writer {w} round {r} {kind}: {e}")
-                continue
-            with lock:
-                stats["conflicts"] += attempts - 1
-                stats["recommits"] += recommits
-                if sid is not None:
-                    committed[sid] = (kind, what)
-                for s in extra:
-                    committed[s] = ("compact", None)
 
     def paimon() -> None:
         prng, alive = random.Random(7), set(PAIMON_KEYS)
@@ -98,8 +72,7 @@ def test_ours_and_paimons_writer_for_eleven_rounds_all_finish_in_a_serial_order(
                 try:
                     paimon_spark.sql(wh, text)
                 except Exception as e:  # noqa: BLE001 - a failed run is what the test counts
-                    with lock:
-                        stats["failed"].append(f"Paimon round {r}: {e}")
+                    tally.fail(f"Paimon round {r}: {e}")
                     continue
                 paimons.append(job)
         finally:
@@ -109,19 +82,12 @@ def test_ours_and_paimons_writer_for_eleven_rounds_all_finish_in_a_serial_order(
         try:
             job(*args)
         except BaseException as e:  # noqa: BLE001 - a writer that stops frees the others, and fails the test
-            with lock:
-                stats["failed"].append(f"{job.__name__}{args}: {type(e).__name__}: {e}")
+            tally.fail(f"{job.__name__}{args[2:3]}: {type(e).__name__}: {e}")
             barrier.abort()
 
-    threads = [threading.Thread(target=guarded, args=(ours, 0)), threading.Thread(target=guarded, args=(ours, 1)),
-               threading.Thread(target=guarded, args=(paimon,))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    print(f"\nours x 2 and Paimon's x 1, {ROUNDS} rounds: {stats['conflicts']} conflicts of ours, "
-          f"{stats['recommits']} committed without a re-run, {len(stats['failed'])} failed")
-    assert stats["failed"] == []
+    threads = [threading.Thread(target=guarded, args=(tally.ours, spark, path, f"ours {w}", plans[w], barrier))
+               for w in (0, 1)] + [threading.Thread(target=guarded, args=(paimon,))]
+    committed = tally.run(threads, f"ours x 2 and Paimon's x 1, {ROUNDS} rounds (ours)")
 
     # the snapshots ours did not commit are Paimon's, one per statement, in its order
     latest = FileStoreTable.open(path).latest_snapshot().id
