@@ -104,8 +104,8 @@ class PaimonCredentials(SparkCredentials):
         super().validate(data)
         for key in data if isinstance(data, dict) else ():
             if key not in cls.__dataclass_fields__:
-                raise DbtRuntimeError(f"profile key {key!r} is not a paimon setting"
-                                      f"{did_you_mean(str(key), PROFILE_KEYS) or ' (' + ', '.join(PROFILE_KEYS) + ')'}")
+                hint = did_you_mean(str(key), PROFILE_KEYS) or f" ({', '.join(PROFILE_KEYS)})"
+                raise DbtRuntimeError(f"profile key {key!r} is not a paimon setting{hint}")
 
     def __post_init__(self) -> None:
         if self.method != SparkConnectionMethod.SESSION:

@@ -95,9 +95,10 @@ def digest_bits(keys: int) -> int:
     return min(max(1 << (want - 1).bit_length(), DIGEST_MIN_BITS), DIGEST_MAX_BITS)
 
 
-def key_digest(rows: pa.Table, schema: TableSchema, bits: int) -> np.ndarray:
-    """The rows' key hashes as a bitmap of `bits` bits (uint8, little bit order)."""
-    out = np.zeros(bits // 8, dtype=np.uint8)
+def key_digest(rows: pa.Table, schema: TableSchema, bits: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The rows' key hashes as a bitmap of `bits` bits (uint8, little bit order), set in `out` when
+    given (a task's digest over its Arrow batches)."""
+    out = np.zeros(bits // 8, dtype=np.uint8) if out is None else out
     if rows.num_rows:
         slots = key_hash_of(rows, schema).astype(np.int64) & (bits - 1)
         np.bitwise_or.at(out, slots >> 3, (1 << (slots & 7)).astype(np.uint8))
@@ -118,7 +119,7 @@ def digest_task(schema: TableSchema, bits: int):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         out = np.zeros(bits // 8, dtype=np.uint8)
         for batch in batches:
-            out |= key_digest(pa.Table.from_batches([batch]), schema, bits)
+            key_digest(pa.Table.from_batches([batch]), schema, bits, out)
         yield payload(out.tobytes())
     return run
 
