@@ -1,7 +1,8 @@
 """How the suite is shared between pytest-xdist workers (`bash run.sh test` runs two, one per core).
 
-Half the suite's time is waiting (a JVM, a dbt parse, a child process), so two workers finish in
-much less time than one. Each worker is a test session of its own: its SparkSession, and the servers
+One process leaves about a third of the 2 cores idle (waiting on a JVM, a child process, a
+server), which a second worker fills: the suite is CPU-bound beyond that (2,465 s on one worker,
+2,126-2,179 s on two). Each worker is a test session of its own: its SparkSession, and the servers
 its tests ask for. What a unit of work is, and in which order the units are handed out:
 
 - a file is one unit (its module and class fixtures are built once), except the files that share a
