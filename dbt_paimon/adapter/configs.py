@@ -27,8 +27,7 @@ class PaimonConfig(SparkConfig):
 
 @dataclass(frozen=True)
 class UpsertConfig:
-    """A paimon_upsert model's configs (and an incremental model's kept in a Paimon table), as dbt
-    gives them, checked once in their dbt names. Column names are resolved later, against the
+    """The configs of a model kept in a Paimon table (paimon_upsert, table, incremental), as dbt gives them, checked once in their dbt names. Column names are resolved later, against the
     model's columns (materializations.py)."""
 
     unique_key: List[str]
@@ -40,6 +39,10 @@ class UpsertConfig:
     merge_update_columns: Any = None
     merge_exclude_columns: Any = None
     incremental_predicates: Any = None
+    incremental_strategy: Optional[str] = None
+    event_time: Optional[str] = None  # microbatch: the column whose values place a row in a batch
+    batch_start: Any = None  # microbatch: the range of this run's batch, [start, end) (set by dbt)
+    batch_end: Any = None
 
     @classmethod
     def of(cls, name: str, config: Mapping[str, Any]) -> "UpsertConfig":
@@ -56,7 +59,11 @@ class UpsertConfig:
                    execution=Execution(execution or Execution.AUTO), key_index=key_index is not False,
                    merge_update_columns=config.get("merge_update_columns"),
                    merge_exclude_columns=config.get("merge_exclude_columns"),
-                   incremental_predicates=config.get("incremental_predicates") or config.get("predicates"))
+                   incremental_predicates=config.get("incremental_predicates") or config.get("predicates"),
+                   incremental_strategy=config.get("incremental_strategy"),
+                   event_time=config.get("event_time"),
+                   batch_start=config.get("__dbt_internal_microbatch_event_time_start"),
+                   batch_end=config.get("__dbt_internal_microbatch_event_time_end"))
 
     def run_settings(self) -> RunSettings:
         """The engine's settings of this model's runs (run keys among `options` join them in the

@@ -29,7 +29,7 @@ from ..engine.spark_types import spark_schema
 from ..store.fileio import FileIO
 from ..store.schema import SchemaManager
 from ..store.table import FileStoreTable
-from . import catalog, incremental, maintenance, materializations, python_models, snapshots
+from . import catalog, incremental, maintenance, materializations, python_models, seeds, snapshots
 from .configs import PaimonConfig
 from .connections import PaimonConnectionManager
 from .credentials import PaimonCredentials
@@ -174,6 +174,11 @@ class PaimonAdapter(SparkAdapter):
                       contract: Optional[Mapping[str, Any]] = None) -> PaimonAdapterResponse:
         return materializations.upsert_model(self.tables, relation, source, config, on_schema_change,
                                              full_refresh, contract)
+
+    @available
+    def paimon_seed(self, relation: BaseRelation, agate_table, column_types: List[str],
+                    config: Mapping[str, Any]) -> PaimonAdapterResponse:
+        return seeds.seed(self.tables, relation, agate_table, column_types, config)
 
     @available
     def paimon_clone(self, relation: BaseRelation, source: BaseRelation, replace: bool = False) -> AdapterResponse:

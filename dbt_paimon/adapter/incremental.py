@@ -6,8 +6,14 @@ Which models are Paimon tables (`table_format`):
 - incremental_strategy='merge' unless file_format names another format (delta, iceberg, hudi):
   dbt-spark can merge into no other format, and a user coming from dbt-spark or Databricks means an
   upsert on unique_key, which is what a Paimon primary-key table does.
-Everything else is dbt-spark's, unchanged. The adapter's default file_format stays dbt-spark's
-(parquet): a seed or a `table` model without a unique_key cannot be a Paimon primary-key table.
+Everything else is dbt-spark's, unchanged. The adapter's default file_format stays dbt-spark's (parquet).
+
+What a run on a Paimon table does (`choose`): a model with unique_key (or a contract's primary key)
+is a primary-key table whose rows are upserted (`merge`, the default; `paimon_upsert`); a model
+without is an append table (store/append.py) whose rows are appended (`append`, the default) or
+replace the partitions they fall in (`insert_overwrite`; without partition_by, the whole table). A
+`table` model, or a full refresh, builds the table anew. Combinations that cannot work are refused
+before anything runs, in the words the user wrote.
 
 The merge strategy's column rules (`merge_batch`), as dbt-databricks applies them to MERGE:
 - merge_update_columns: for a key the table holds, only these columns take the model's values; the
@@ -21,12 +27,14 @@ The merge strategy's column rules (`merge_batch`), as dbt-databricks applies the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
 from dbt_common.exceptions import DbtRuntimeError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from ..engine.append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
 from ..store.errors import PaimonError
 from ..store.schema import resolve_columns
 from .configs import column_list, quoted
@@ -34,9 +42,63 @@ from .configs import column_list, quoted
 PAIMON = "paimon"
 UPSERT = "paimon_upsert"
 MERGE = "merge"
+APPEND = "append"
+INSERT_OVERWRITE = "insert_overwrite"
+MICROBATCH = "microbatch"
 OTHER_FORMATS = ("delta", "iceberg", "hudi")
-# strategies a Paimon table takes; None: the default (merge)
-PAIMON_STRATEGIES = (None, MERGE, UPSERT)
+# strategies a Paimon table takes; None: the default (merge with unique_key, else append)
+PAIMON_STRATEGIES = (None, MERGE, UPSERT, APPEND, INSERT_OVERWRITE, MICROBATCH)
+
+
+@dataclass(frozen=True)
+class Write:
+    """What a run does to its Paimon table: upsert on the key, or an append table's write in the
+    engine's `mode` (engine/append.py); `code`: the run result's code."""
+    upsert: bool
+    mode: str = APPEND_MODE
+    code: str = "UPSERT"
+    where: Optional[str] = None  # REPLACE_WHERE: the rows the run replaces (a microbatch's range)
+
+
+def choose(name: str, materialization: str, config, keyed: bool, full_refresh: bool) -> Write:
+    """The Write of a run (config: UpsertConfig; keyed: a unique_key or primary-key constraint is
+    given); a combination that cannot work is refused naming what the model says."""
+    strategy = config.incremental_strategy if materialization == "incremental" else None
+    if materialization == UPSERT or strategy in (MERGE, UPSERT):
+        if not keyed:
+            what = f"a {UPSERT} model" if materialization == UPSERT else f"incremental_strategy '{strategy}'"
+            raise DbtRuntimeError(
+                f"{name}: {what} needs unique_key (a column or a list of columns): it is the Paimon table's "
+                f"primary key. Without one the model is a Paimon append table: use incremental_strategy 'append' "
+                f"or 'insert_overwrite'")
+        return Write(upsert=True)
+    if keyed:
+        if strategy in (APPEND, INSERT_OVERWRITE, MICROBATCH):
+            why = ("keeps every row, which a table with a primary key cannot" if strategy == APPEND else
+                   "is not supported on a Paimon primary-key table yet")
+            raise DbtRuntimeError(
+                f"{name}: incremental_strategy '{strategy}' {why}: drop unique_key (the model becomes a Paimon "
+                f"append table), or use 'merge' (an upsert on unique_key)")
+        return Write(upsert=True)
+    if config.sequence_by:
+        raise DbtRuntimeError(f"{name}: sequence_by orders the versions of a key and needs unique_key; a model "
+                              f"without unique_key is a Paimon append table, which keeps every row")
+    for merge_only in ("merge_update_columns", "merge_exclude_columns", "incremental_predicates"):
+        if getattr(config, merge_only):
+            raise DbtRuntimeError(f"{name}: {merge_only} applies to the merge strategy, which needs unique_key; "
+                                  f"a model without unique_key is a Paimon append table")
+    if strategy == MICROBATCH:
+        if not config.event_time:
+            raise DbtRuntimeError(f"{name}: incremental_strategy 'microbatch' needs event_time (the column whose "
+                                  f"values place a row in a batch)")
+        if not full_refresh:  # a batch replaces its time range; the first of a full refresh builds the table
+            return Write(upsert=False, mode=REPLACE_WHERE, code="MICROBATCH",
+                         where=batch_range(name, config.event_time, config.batch_start, config.batch_end))
+    if strategy == INSERT_OVERWRITE and not full_refresh:
+        mode = OVERWRITE_PARTITIONS if config.partition_by else OVERWRITE_TABLE
+        return Write(upsert=False, mode=mode, code="INSERT OVERWRITE")
+    return Write(upsert=False, mode=APPEND_MODE, code="APPEND" if materialization == "incremental" and not
+                 full_refresh else "CREATE TABLE")
 
 
 def table_format(materialization: str, file_format: Optional[str], strategy: Optional[str] = None) -> str:
@@ -50,14 +112,24 @@ def table_format(materialization: str, file_format: Optional[str], strategy: Opt
             if strategy not in PAIMON_STRATEGIES:
                 raise DbtRuntimeError(
                     f"incremental_strategy '{strategy}' is not supported on a Paimon table (file_format='paimon'); "
-                    f"use 'merge' (the default: an upsert on unique_key)")
+                    f"use 'merge' (the default with unique_key: an upsert), 'append' (the default without) or "
+                    f"'insert_overwrite'")
             return PAIMON
         if strategy == MERGE and file_format not in OTHER_FORMATS:
             return PAIMON
         return "spark"
-    if materialization == "table" and file_format == PAIMON:
+    if materialization in ("table", "seed") and file_format == PAIMON:
         return PAIMON
     return "spark"
+
+
+def batch_range(name: str, event_time: str, start: Any, end: Any) -> str:
+    """Spark SQL holding for the rows of a microbatch's range [start, end) of event_time."""
+    if start is None or end is None:
+        raise DbtRuntimeError(f"{name}: a microbatch run without its batch's range (dbt sets it for each batch)")
+    bounds = [b.isoformat(sep=" ") if hasattr(b, "isoformat") else str(b) for b in (start, end)]
+    column = quoted(event_time)
+    return (f"{column} >= CAST('{bounds[0]}' AS TIMESTAMP) AND {column} < CAST('{bounds[1]}' AS TIMESTAMP)")
 
 
 def _predicates(value: Any) -> List[str]:

@@ -18,6 +18,7 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 
 from ..engine import upsert
+from ..engine import write as append_write
 from ..engine.upsert import TableMismatchError, check_table
 from ..store.clone import clone_table
 from ..store.errors import PaimonError
@@ -94,14 +95,17 @@ def warn_grants(relation: BaseRelation, grant_config: Optional[Mapping[str, Any]
 def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, config: Mapping[str, Any],
                  on_schema_change: Optional[str] = "ignore", full_refresh: bool = False,
                  contract: Optional[Mapping[str, Any]] = None) -> PaimonAdapterResponse:
-    """Upsert the rows of `source` (the model's temporary view) into the Paimon table of `relation`,
-    creating it first if needed (or anew with full_refresh); one snapshot. `config`: the model's
-    configs (UpsertConfig). contract: an enforced contract's constraints ({"constraints":
-    model-level, "columns": model.columns}, constraints.py)."""
+    """Write the rows of `source` (the model's temporary view) into the Paimon table of `relation`,
+    creating it first if needed (or anew with full_refresh); one snapshot. With a unique_key (or a
+    contract's primary key) the table is a primary-key table and the rows are upserted; without,
+    it is an append table and the rows are appended, or replace partitions (`insert_overwrite`,
+    incremental.py). `config`: the model's configs (UpsertConfig). contract: an enforced contract's
+    constraints ({"constraints": model-level, "columns": model.columns}, constraints.py)."""
     spark = tables.spark()
     path = tables.path(relation)
     name = f"{relation.schema}.{relation.identifier}"
     given = UpsertConfig.of(name, config)
+    materialization = str(config.get("materialized") or MATERIALIZATION)
     on_schema_change = on_schema_change or "ignore"
     if on_schema_change not in evolution.ON_SCHEMA_CHANGE:
         raise DbtRuntimeError(f"{name}: on_schema_change must be one of {', '.join(evolution.ON_SCHEMA_CHANGE)}, "
@@ -118,16 +122,13 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
                                                    contract.get("columns") or {}, keys)
         keys = _columns(name, "primary_key constraint", keys, columns)
         not_null = _columns(name, "not_null constraint", not_null, columns)
-    if not keys:
-        raise DbtRuntimeError(
-            f"{name}: a {MATERIALIZATION} model needs unique_key (a column or a list of columns): it is the "
-            f"Paimon table's primary key, and Paimon keeps primary-key tables")
+    write = incremental.choose(name, materialization, given, bool(keys), full_refresh)
     partitions = _columns(name, "partition_by", given.partition_by, columns)
     sequence = _columns(name, "sequence_by", given.sequence_by, columns)
     if len(sequence) > 1:
         raise DbtRuntimeError(f"{name}: sequence_by takes one column, got {sequence}")
     updated = incremental.check_merge_config(name, columns, keys, given.merge_update_columns,
-                                             given.merge_exclude_columns)
+                                             given.merge_exclude_columns) if keys else None
     io = FileIO.get(path)
     exists = FileStoreTable.exists(path, io)
     target = path
@@ -140,13 +141,17 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
             _check_keys(name, path, schema, keys, partitions)  # before a schema change commits
             batch, evolved = evolution.apply_on_schema_change(name, path, schema, batch, on_schema_change,
                                                               given.options, sequence)
-            if updated is not None or given.incremental_predicates:
+            if updated is not None or (keys and given.incremental_predicates):
                 batch = incremental.merge_batch(name, batch, spark.read.format("paimon").load(path), keys,
                                                 updated, given.incremental_predicates)
         t0 = time.time()
-        result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=given.options,
-                        sequence_by=sequence[0] if sequence else None, settings=given.run_settings(),
-                        not_null=not_null)
+        if write.upsert:
+            result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=given.options,
+                            sequence_by=sequence[0] if sequence else None, settings=given.run_settings(),
+                            not_null=not_null)
+        else:
+            result = append_write(batch, target, mode=write.mode, partition_keys=partitions, options=given.options,
+                                  not_null=not_null, settings=given.run_settings(), where=write.where)
     except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
         if evolved is not None:
             evolution.rollback(path, evolved, io)
@@ -155,10 +160,18 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
         if isinstance(e, DbtRuntimeError):
             raise
         what = str(e) if isinstance(e, PaimonError) else error_message(e)
-        raise DbtRuntimeError(f"{MATERIALIZATION} of {name} failed, nothing was written: {what}") from e
+        raise DbtRuntimeError(f"{materialization} of {name} failed, nothing was written: {what}") from e
     if target != path:
         staging.swap(target, path)
     tables.resync(relation, path)
+    if not write.upsert:
+        log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id})")
+        return PaimonAdapterResponse(
+            _message=result.summary(), code=write.code, rows_affected=result.rows_written,
+            snapshot_id=result.snapshot_id, inserted=result.rows_written, deleted=result.rows_replaced,
+            rows_written=result.rows_written, table_path=path, schema_id=schema_id(path),
+            extra_snapshots=list(result.extra_snapshots) or None, execution=result.execution,
+            attempts=result.attempts)
     phases = ", ".join(f"{k} {v:.3f}s" for k, v in (result.phases or {}).items())
     log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id}, "
               f"{result.attempts} attempt(s), {result.recommits} without a re-run; {phases})")
@@ -182,6 +195,11 @@ def _columns(name: str, what: str, wanted: List[str], columns: List[str]) -> Lis
 
 def _check_keys(name: str, path: str, schema: TableSchema, keys: List[str], partitions: List[str]) -> None:
     """The engine's check (check_table), its disagreements said in the model's config names."""
+    if not keys and schema.primary_keys:
+        raise DbtRuntimeError(
+            f"{name}: the existing Paimon table at {path} has the primary key {list(schema.primary_keys)} but the "
+            f"model gives no unique_key: set unique_key to it, or rebuild the table as an append table with "
+            f"--full-refresh (nothing was written)")
     try:
         check_table(schema, keys, partitions, {}, path)
     except TableMismatchError as e:

@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from ..assign.rows import PAYLOAD
+from ..store import append
 from ..store.compact import abort_compaction, compact_bucket, max_level
 from ..store.compact_strategy import UniversalCompaction
 from ..store.errors import CommitConflictError
@@ -44,12 +45,16 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Rewrite:
     """One bucket's compaction: `split` holds the files to rewrite (all of the bucket's, or the
-    runs universal compaction picked), written as one run at `level`."""
+    runs universal compaction picked), written as one run at `level`. An append table's bucket
+    has its small files merged instead (store/append.py; `full`: all its files)."""
     split: DataSplit
     level: int
     drop_deletes: bool
+    full: bool = False
 
     def run(self, table: FileStoreTable) -> list:
+        if table.schema.is_append:
+            return append.compact_split(table.io, table.path, table.schema, self.split, self.full)
         return compact_bucket(table, self.split, self.level, self.drop_deletes)
 
 
@@ -109,6 +114,9 @@ def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
     core = table.schema.core
     if (core.get("write-only") or "false").lower() == "true":
         return None
+    if table.schema.is_append:  # small files merged, per bucket (store/append.py pick_bins)
+        rewrites = [Rewrite(s, 0, False) for s in table.plan().splits if append.pick_bins(table.schema, s.files)]
+        return _rewrite_and_commit(spark, table, rewrites, execution)
     delta_commits = core.get("full-compaction.delta-commits")
     if delta_commits and _appends_since_compaction(table) >= int(delta_commits):
         # every bucket, as Paimon's full-compaction.delta-commits does
@@ -155,9 +163,14 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
         table = FileStoreTable.open(path, io)
         plan = table.plan()
         level = max_level(table.schema)
-        rewrites = [Rewrite(s, level, True) for s in plan.splits
-                    if (wanted is None or (s.partition, s.bucket) in wanted)
-                    and not (len(s.files) == 1 and s.files[0].level == level)]
+        if table.schema.is_append:  # every file under target-file-size (store/append.py pick_bins)
+            rewrites = [Rewrite(s, 0, False, full=True) for s in plan.splits
+                        if (wanted is None or (s.partition, s.bucket) in wanted)
+                        and append.pick_bins(table.schema, s.files, full=True)]
+        else:
+            rewrites = [Rewrite(s, level, True) for s in plan.splits
+                        if (wanted is None or (s.partition, s.bucket) in wanted)
+                        and not (len(s.files) == 1 and s.files[0].level == level)]
         try:
             return _rewrite_and_commit(spark, table, rewrites, execution)
         except CommitConflictError as e:

@@ -1,8 +1,9 @@
 """delete(): Paimon's `DELETE FROM t WHERE <predicate>` as one Spark job and one APPEND snapshot.
 
 Every live row matching the predicate gets a -D record written into its own (partition, bucket),
-in new data files; no file or partition is removed (a later compaction drops the deletes). The
-predicate is Spark SQL over the table's columns, evaluated by Spark on the executors.
+in new data files; no file or partition is removed (a later compaction drops the deletes). An
+append table has no -D records: the files holding matching rows are written again without them
+(rewrite.py). The predicate is Spark SQL over the table's columns, evaluated by Spark on the executors.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from ..store.options import MergeEngine
 from ..store.read import TableRead
 from ..store.retry import after_conflict
 from ..store.scan import DataSplit
+from ..store.append import next_sequences
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from . import deploy, jobs, tasks
 from .post_commit import after_commit
+from .rewrite import rewrite_where
 from .settings import Execution
 from .spark_types import struct_of
 
@@ -96,23 +99,12 @@ def delete(spark: SparkSession, path: str, where: str,
         plan = table.plan()
         if not plan.splits:
             return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, attempt)
-        parallelism = spark.sparkContext.defaultParallelism
-        stage = StageRows(schema)
-        rows = jobs.descriptors(spark, tasks.chunk_splits(plan.splits, parallelism * 2)).mapInArrow(
-            _rows_task(table.path, stage, table.io), struct_of(stage.live_row()))
-        try:
-            matched = rows.filter(F.expr(where))
-        except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
-            raise SchemaError(f"delete predicate {where!r} is not valid Spark SQL over the table's columns: "
-                              f"{str(e).splitlines()[0]}") from None
-        doomed = matched.withColumn(KIND, F.lit(DELETE).cast("tinyint")).withColumn(COUNT, F.lit(None).cast("bigint"))
-        next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
-        part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
-        written = doomed.repartition(max(parallelism * 2, 1), *part_cols).mapInArrow(
-            tasks.write_task(table.path, schema, table.io, next_sequence, index_files=None, update_index=False),
-            struct_of(PAYLOAD))
-        entries = [e for payload in jobs.collect_payloads(spark, written) for e in payload[0]]
-        deleted = sum(e.file.row_count for e in entries)
+        if schema.is_append:  # no -D records there: the files holding the rows are written again
+            rewrite = rewrite_where(spark, table, plan, where, "delete predicate", next_sequences(plan.splits))
+            entries, deleted = rewrite.entries, rewrite.removed_rows
+        else:
+            entries = _delete_records(spark, table, plan, where)
+            deleted = sum(e.file.row_count for e in entries)
         if not entries:
             return DeleteResult(table.path, plan.snapshot.id, 0, attempt, time.time() - started)
         commit = table.new_commit()
@@ -127,3 +119,25 @@ def delete(spark: SparkSession, path: str, where: str,
             raise
         extra = after_commit(spark, table.path, table.io, Execution.DISTRIBUTED)
         return DeleteResult(table.path, result.snapshot.id, deleted, attempt, time.time() - started, extra)
+
+
+def _delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str) -> list:
+    """The -D records of every live row of a primary-key table matching `where`, written as files
+    in the rows' own (partition, bucket): their ADD entries."""
+    schema = table.schema
+    parallelism = spark.sparkContext.defaultParallelism
+    stage = StageRows(schema)
+    rows = jobs.descriptors(spark, tasks.chunk_splits(plan.splits, parallelism * 2)).mapInArrow(
+        _rows_task(table.path, stage, table.io), struct_of(stage.live_row()))
+    try:
+        matched = rows.filter(F.expr(where))
+    except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
+        raise SchemaError(f"delete predicate {where!r} is not valid Spark SQL over the table's columns: "
+                          f"{str(e).splitlines()[0]}") from None
+    doomed = matched.withColumn(KIND, F.lit(DELETE).cast("tinyint")).withColumn(COUNT, F.lit(None).cast("bigint"))
+    next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
+    part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
+    written = doomed.repartition(max(parallelism * 2, 1), *part_cols).mapInArrow(
+        tasks.write_task(table.path, schema, table.io, next_sequence, index_files=None, update_index=False),
+        struct_of(PAYLOAD))
+    return [e for payload in jobs.collect_payloads(spark, written) for e in payload[0]]

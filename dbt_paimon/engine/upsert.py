@@ -84,7 +84,7 @@ class TableMismatchError(SchemaError):
         self.mismatches = mismatches
 
 
-def _as_list(value: str | Sequence[str] | None) -> list[str]:
+def as_list(value: str | Sequence[str] | None) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -120,7 +120,7 @@ def check_table(schema: TableSchema, primary_keys: Sequence[str], partition_keys
         raise TableMismatchError("; ".join(words), found)
 
 
-def _prepare_input(df: DataFrame, schema: TableSchema, counted: Sequence[str]) -> DataFrame:
+def prepare_input(df: DataFrame, schema: TableSchema, counted: Sequence[str]) -> DataFrame:
     """The batch with exactly the table's columns and Spark types; a clear error otherwise."""
     fields = df.schema.fields
     by_name = {f.name: f for f in fields}
@@ -176,7 +176,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     path = path.rstrip("/")
     settings, table_options = RunSettings.from_options(options, settings)
     io = FileIO.get(path, dict(settings.storage_options) if settings.storage_options else None)
-    primary_keys, partition_keys = _as_list(primary_keys), _as_list(partition_keys)
+    primary_keys, partition_keys = as_list(primary_keys), as_list(partition_keys)
     given, counted = opts.count_sugar(table_options)
     exists = FileStoreTable.exists(path, io)
     if exists:
@@ -202,7 +202,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             raise SchemaError(f"sequence_by column {sequence_by!r} is part of the primary key")
     settings = settings.over(schema.options)
     stage = StageRows(schema, sequence_by, resolve_columns("not_null column", list(not_null), schema.field_names))
-    batch = _prepare_input(df, schema, counted)
+    batch = prepare_input(df, schema, counted)
     latest = FileStoreTable(path, schema, io).latest_snapshot() if exists else None
     table_rows = latest.total_record_count if latest else 0
     if table_rows and settings.key_index and key_lookup.usable(stage) and key_index.exists(io, path):

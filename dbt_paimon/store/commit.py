@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 from .errors import CommitConflictError
 from .fileio import FileIO
@@ -18,7 +18,7 @@ from .manifest import ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta
 from .paths import bucket_dir, partition_path
 from .retry import give_up_hint, wait_before_retry
 from .schema import TableSchema
-from .snapshot import APPEND, BATCH_COMMIT_IDENTIFIER, Snapshot, SnapshotManager
+from .snapshot import APPEND, BATCH_COMMIT_IDENTIFIER, OVERWRITE, Snapshot, SnapshotManager
 from . import binary_row
 
 
@@ -95,6 +95,36 @@ class FileStoreCommit:
                 self._discard([delta_meta])
                 raise CommitConflictError(
                     f"gave up committing to {self.table_path} after {attempt} attempts: other writers kept "
+                    f"committing first ({give_up_hint(self.schema.core)})")
+            wait_before_retry(self.schema.core, attempt)
+
+    def overwrite(self, entries: Sequence[ManifestEntry], partitions: Collection[bytes] | None) -> CommitResult:
+        """Paimon's OVERWRITE commit: the files live at commit time in `partitions` (serialized
+        partition rows; None: the whole table) are deleted and `entries` added, as one snapshot.
+        Files another writer committed there meanwhile are overwritten too, as in Paimon; a lost
+        race for snapshot-N is retried on the new latest (commit.max-retries)."""
+        attempt = 0
+        while True:
+            attempt += 1
+            latest = self.snapshots.latest()
+            gone = [ManifestEntry(DELETE, e.partition, e.bucket, e.total_buckets, e.file)
+                    for e in self.live_entries(latest).values() if partitions is None or e.partition in partitions]
+            delta = gone + list(entries)
+            delta_meta = self.manifests.write(delta) if delta else None
+            snapshot, written = self._prepare(latest, delta_meta, delta, OVERWRITE, ...)
+            if self.before_snapshot is not None:
+                self.before_snapshot()
+            if self.snapshots.try_commit(snapshot):
+                self.snapshots.commit_latest_hint(snapshot.id)
+                if latest is None or not self.io.exists(f"{self.snapshots.dir}/EARLIEST"):
+                    self.snapshots.commit_earliest_hint(self.snapshots.earliest_id() or snapshot.id)
+                return CommitResult(snapshot, attempt)
+            for name in written:
+                self.io.delete(f"{self.manifest_lists.dir}/{name}")
+            self._discard([delta_meta])
+            if attempt > self.schema.core.commit_max_retries:
+                raise CommitConflictError(
+                    f"gave up overwriting {self.table_path} after {attempt} attempts: other writers kept "
                     f"committing first ({give_up_hint(self.schema.core)})")
             wait_before_retry(self.schema.core, attempt)
 

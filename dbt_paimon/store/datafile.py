@@ -179,11 +179,12 @@ class KeyValueFileWriter:
                 w.close()  # the footer: the file's size is known once it is written
                 size = sink.tell()
             whole = start == 0 and end == n
-            metas.append(self._meta(name, size, kv.slice(start, end - start), stats if whole else None))
+            metas.append(self.file_meta(name, size, kv.slice(start, end - start), stats if whole else None))
             start = end
         return metas
 
-    def _meta(self, name: str, size: int, kv: pa.Table, stats: FileStats | None) -> DataFileMeta:
+    def file_meta(self, name: str, size: int, kv: pa.Table, stats: FileStats | None) -> DataFileMeta:
+        """The meta of one written file of kv's rows (stats: theirs, when the caller has them)."""
         keys = self.schema.trimmed_primary_keys
         key_arrays = [kv.column(key_column(k)) for k in keys]
         if stats is None:
@@ -234,6 +235,11 @@ def file_stats(kv: pa.Table, collector: DataFileStatsCollector) -> FileStats:
                      pc.sum(_is_delete(kv.column(VALUE_KIND))).as_py() or 0)
 
 
+def file_stats_of_rows(rows: pa.Table, collector: DataFileStatsCollector) -> tuple[tuple[str, ...] | None, SimpleStats]:
+    """(`_VALUE_STATS_COLS`, `_VALUE_STATS`) of an append file's rows (the table's columns)."""
+    return collector.value_stats([rows.column(n) for n in collector.value_names])
+
+
 def group_file_stats(kv: pa.Table, collector: DataFileStatsCollector, offsets: np.ndarray) -> list[FileStats]:
     """file_stats of each group of rows kv.slice(offsets[i], offsets[i + 1]), in one pass over kv:
     a file per group, when an upsert touches many buckets (stats_collector.collect_groups)."""
@@ -264,6 +270,29 @@ def check_unique(table: pa.Table, keys: Sequence[str], group: str | None = None)
     if not last.all():
         dup = table.select(list(keys)).filter(pa.array(~last)).slice(0, 5).to_pylist()
         raise DataError(f"a data file cannot hold a key twice; duplicate keys such as {dup}")
+
+
+def conform(rows: pa.Table, schema: TableSchema) -> pa.Table:
+    """Rows with exactly the table's columns and types; a clear DataError otherwise."""
+    names = schema.field_names
+    missing = [n for n in names if n not in rows.column_names]
+    extra = [n for n in rows.column_names if n not in names]
+    if missing or extra:
+        raise DataError(f"rows do not match the table's columns: missing {missing}, unexpected {extra}")
+    arrays = []
+    for f in schema.fields:
+        col = rows.column(f.name)
+        target = f.type.to_arrow()
+        if col.type != target:
+            try:
+                col = col.cast(target, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise DataError(f"column {f.name!r} has type {col.type}, which cannot be stored as "
+                                f"{f.type.sql()}: {e}") from None
+        if not f.type.nullable and col.null_count and f.name not in schema.partition_keys:
+            raise DataError(f"column {f.name!r} is NOT NULL but {col.null_count} row(s) hold null")
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(nullable=True))
 
 
 def read_kv_file(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:

@@ -36,11 +36,12 @@ class MergeEngine(ValueEnum):
 
 
 class BucketMode(ValueEnum):
-    """Paimon's BucketMode of a primary-key table (TableSchema.bucket_mode)."""
+    """Paimon's BucketMode of a table (TableSchema.bucket_mode)."""
 
     HASH_FIXED = "HASH_FIXED"  # bucket > 0
     HASH_DYNAMIC = "HASH_DYNAMIC"  # bucket = -1, the primary key holds every partition field
     KEY_DYNAMIC = "KEY_DYNAMIC"  # bucket = -1, cross-partition: a key may move partitions
+    BUCKET_UNAWARE = "BUCKET_UNAWARE"  # bucket = -1 on an append table: every file in bucket 0
 
 
 MERGE_ENGINES = tuple(e.value for e in MergeEngine)
@@ -169,6 +170,9 @@ _KNOWN: dict[str, object] = {
     "full-compaction.delta-commits": parse_int,
     "compaction.max-size-amplification-percent": parse_int,
     "compaction.size-ratio": parse_int,
+    # append tables: what is a small file, and how many of them a compaction waits for (append.py)
+    "compaction.min.file-num": parse_positive,
+    "compaction.file-size": parse_memory,
     "write-only": _bool,
     "target-file-size": parse_memory,
     "file.format": _choice("parquet", why=" (the only format dbt-paimon writes)"),

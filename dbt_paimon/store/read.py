@@ -1,4 +1,5 @@
-"""TableRead: merge-on-read of splits into the table's current rows (Arrow)."""
+"""TableRead: the table's current rows (Arrow) from splits: merged on read for a primary-key table,
+file after file for an append table (append.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pyarrow as pa
 
 from . import merge
 from .datafile import SEQUENCE_NUMBER, VALUE_KIND, key_column, read_kv_file
+from .errors import PaimonError
 from .fileio import FileIO
 from .scan import DataSplit
 from .schema import SchemaManager, TableSchema
@@ -26,7 +28,7 @@ class TableRead:
         self.key_cols = [key_column(k) for k in schema.trimmed_primary_keys]
         self.output_schema = pa.schema(
             [pa.field(n, schema.field(n).type.to_arrow(), True) for n in self.projection])
-        self.merge_function = merge.merge_function(schema, self.projection)
+        self.merge_function = None if schema.is_append else merge.merge_function(schema, self.projection)
 
     def _file_schema(self, schema_id: int) -> TableSchema:
         if schema_id not in self._file_schemas:
@@ -37,15 +39,37 @@ class TableRead:
         fid = self.schema.field(name).id
         return next(f.name for f in file_schema.fields if f.id == fid)
 
+    def _projected(self, file) -> list[str | None]:
+        """The file's name of each projected column, matched by field id (None: added since)."""
+        by_id = {f.id: f for f in self._file_schema(file.schema_id).fields}
+        olds = [by_id.get(self.schema.field(name).id) for name in self.projection]
+        return [old.name if old is not None else None for old in olds]
+
+    def _as_current(self, raw: pa.Table, wanted: Sequence[str | None]) -> list:
+        arrays = []
+        for name, old in zip(self.projection, wanted):
+            target = self.schema.field(name).type.to_arrow()
+            if old is None:
+                arrays.append(pa.nulls(raw.num_rows, target))
+            else:
+                col = raw.column(old)
+                arrays.append(col if col.type == target else col.cast(target))
+        return arrays
+
+    def read_files(self, split: DataSplit, files) -> pa.Table:
+        """An append table's rows of `files` of one split, file after file, in the current schema."""
+        parts = []
+        for file in files:
+            wanted = self._projected(file)
+            raw = read_kv_file(self.io, f"{split.bucket_path}/{file.file_name}", [w for w in wanted if w is not None])
+            parts.append(pa.Table.from_arrays(self._as_current(raw, wanted), schema=self.output_schema))
+        return pa.concat_tables(parts) if parts else self.output_schema.empty_table()
+
     def _read_file(self, split: DataSplit, file) -> pa.Table:
         """Read one file projected to the current schema: columns matched by field id, so renamed,
         added (null-filled) and widened columns read as the current schema says."""
         fs = self._file_schema(file.schema_id)
-        by_id = {f.id: f for f in fs.fields}
-        wanted = []
-        for name in self.projection:
-            old = by_id.get(self.schema.field(name).id)
-            wanted.append(old.name if old is not None else None)
+        wanted = self._projected(file)
         values = [w for w in wanted if w is not None]
         path = f"{split.bucket_path}/{file.file_name}"
         try:
@@ -57,13 +81,7 @@ class TableRead:
             key_fields = [self._file_field_name(fs, k) for k in self.schema.trimmed_primary_keys]
             raw = read_kv_file(self.io, path, list(dict.fromkeys(key_fields + [SEQUENCE_NUMBER, VALUE_KIND] + values)))
             arrays = [raw.column(c) for c in key_fields + [SEQUENCE_NUMBER, VALUE_KIND]]
-        for name, old in zip(self.projection, wanted):
-            target = self.schema.field(name).type.to_arrow()
-            if old is None:
-                arrays.append(pa.nulls(raw.num_rows, target))
-            else:
-                col = raw.column(old)
-                arrays.append(col if col.type == target else col.cast(target))
+        arrays += self._as_current(raw, wanted)
         names = self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + self.projection
         return pa.Table.from_arrays(arrays, names=names)
 
@@ -71,11 +89,15 @@ class TableRead:
         """The merged KeyValue rows of one split (system columns kept), sorted by key.
 
         drop_deletes=False keeps merged -D/-U rows (for a compaction that keeps deletes)."""
+        if self.merge_function is None:
+            raise PaimonError("an append table has no KeyValue rows: read it with read_split")
         tables = [self._read_file(split, f) for f in split.files]
         single = len(split.files) == 1
         return self.merge_function.merge(tables, overlapping=not single, drop_deletes=drop_deletes)
 
     def read_split(self, split: DataSplit) -> pa.Table:
+        if self.merge_function is None:
+            return self.read_files(split, split.files)
         kv = self.read_split_kv(split)
         return pa.Table.from_arrays([kv.column(n) for n in self.projection], schema=self.output_schema)
 

@@ -87,10 +87,17 @@ class TableSchema:
         )
 
     @property
+    def is_append(self) -> bool:
+        """Paimon's append table: no primary key, every row kept (append.py)."""
+        return not self.primary_keys
+
+    @property
     def bucket_mode(self) -> opts.BucketMode:
         b = self.core.bucket
         if b > 0:
             return opts.BucketMode.HASH_FIXED
+        if self.is_append:
+            return opts.BucketMode.BUCKET_UNAWARE
         return opts.BucketMode.KEY_DYNAMIC if self.cross_partition_update else opts.BucketMode.HASH_DYNAMIC
 
     @property
@@ -155,12 +162,11 @@ def build_schema(
     options: Mapping[str, object] | None = None,
     comment: str | None = None,
 ) -> TableSchema:
-    """A validated schema-0 for a primary-key table, as Paimon's SchemaValidation would accept it."""
+    """A validated schema-0, as Paimon's SchemaValidation would accept it: a primary-key table, or
+    without primary_keys an append table (append.py)."""
     names = list(arrow_schema.names)
     primary_keys, partition_keys = list(primary_keys), list(partition_keys)
     _check_names(names)
-    if not primary_keys:
-        raise SchemaError("a primary key is required (dbt-paimon keeps primary-key tables)")
     for kind, keys in (("primary key", primary_keys), ("partition key", partition_keys)):
         if len(set(keys)) != len(keys):
             raise SchemaError(f"{kind} {keys} repeats a column")
@@ -171,6 +177,8 @@ def build_schema(
         raise SchemaError(f"primary key {primary_keys} must not equal the partition keys: every partition would "
                           "hold a single row")
     checked = opts.validate(options or {}, names)
+    if not primary_keys:
+        _check_append_options(checked, names, partition_keys)
     _check_bucket_options(checked, primary_keys, partition_keys)
     for key in ("sequence.field", "rowkind.field"):
         unknown = [c.strip() for c in checked.get(key, "").split(",") if c.strip() and c.strip() not in names]
@@ -237,6 +245,25 @@ def _check_names(names: list[str]) -> None:
             raise SchemaError(f"column name {n!r} is reserved by Paimon")
 
 
+# Options that only mean something to a primary-key table: refused on an append table rather than
+# stored and ignored (Paimon itself refuses changelog-producer there).
+KEYED_OPTIONS = ("merge-engine", "sequence.field", "rowkind.field", "changelog-producer", "ignore-delete",
+                 "partial-update.remove-record-on-delete", "first-row.ignore-delete")
+
+
+def _check_append_options(o: Mapping[str, str], names: list[str], part: list[str]) -> None:
+    keyed = [k for k in o if k in KEYED_OPTIONS or (k.startswith("fields.") and (
+        k.endswith(".aggregate-function") or k.endswith(".sequence-group") or k.endswith(".ignore-retract")))]
+    keyed = [k for k in keyed if not (k == "merge-engine" and o[k] == opts.MergeEngine.DEDUPLICATE.value)
+             and not (k == "changelog-producer" and o[k] == "none")]
+    if keyed:
+        raise SchemaError(f"option(s) {keyed} need a primary key; a table without unique_key is a Paimon append "
+                          "table, which keeps every row it is given")
+    if opts.CoreOptions(o).bucket > 0 and "bucket-key" not in o:
+        raise SchemaError("an append table with a fixed 'bucket' needs 'bucket-key' (the columns whose hash picks "
+                          "a row's bucket), as in Paimon")
+
+
 def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) -> None:
     bucket = opts.CoreOptions(o).bucket
     if bucket == 0 or bucket < -1:
@@ -245,7 +272,7 @@ def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) 
     if bucket_key:
         if bucket == -1:
             raise SchemaError("option 'bucket-key' cannot be used with bucket = -1 (dynamic bucket mode)")
-        if not set(bucket_key) <= set(pk):
+        if pk and not set(bucket_key) <= set(pk):
             raise SchemaError(f"bucket-key {bucket_key} must be a subset of the primary key {pk}")
         if set(bucket_key) & set(part):
             raise SchemaError(f"bucket-key {bucket_key} must not contain partition fields {part}")

@@ -14,9 +14,10 @@ import pyarrow.compute as pc
 from . import binary_row, key_order
 from . import options as opts
 from .commit import CommitResult, FileStoreCommit
-from .datafile import (VALUE_KIND, KeyValueFileWriter, check_unique, dictionary_columns, group_file_stats, int_array,
-                       kv_table)
-from .errors import DataError, SchemaError
+from .append import AppendWrite, next_sequences
+from .datafile import (VALUE_KIND, KeyValueFileWriter, check_unique, conform, dictionary_columns, group_file_stats,
+                       int_array, kv_table)
+from .errors import SchemaError
 from .expire import ExpireConfig, ExpireResult, SnapshotExpiration, expire_tags
 from .file_deletion import FileDeletion
 from .fileio import FileIO
@@ -176,34 +177,17 @@ class FileStoreTable:
         return evolved
 
     # ---- write ---------------------------------------------------------------------------------
-    def new_write(self, next_sequence: Mapping[tuple[bytes, int], int] | None = None) -> "TableWrite":
+    def new_write(self, next_sequence: Mapping[tuple[bytes, int], int] | None = None) -> "TableWrite | AppendWrite":
+        """The table's batch writer: TableWrite (keyed) or AppendWrite (append.py). Without
+        `next_sequence`, sequence numbers continue from the latest snapshot's files."""
+        if self.schema.is_append:
+            if next_sequence is None:
+                next_sequence = next_sequences(self.plan().splits)
+            return AppendWrite(self.io, self.path, self.schema, next_sequence)
         return TableWrite(self, next_sequence)
 
     def new_commit(self, commit_user: str | None = None) -> FileStoreCommit:
         return FileStoreCommit(self.io, self.path, self.schema, commit_user)
-
-
-def conform(rows: pa.Table, schema: TableSchema) -> pa.Table:
-    """Rows with exactly the table's columns and types; a clear DataError otherwise."""
-    names = schema.field_names
-    missing = [n for n in names if n not in rows.column_names]
-    extra = [n for n in rows.column_names if n not in names]
-    if missing or extra:
-        raise DataError(f"rows do not match the table's columns: missing {missing}, unexpected {extra}")
-    arrays = []
-    for f in schema.fields:
-        col = rows.column(f.name)
-        target = f.type.to_arrow()
-        if col.type != target:
-            try:
-                col = col.cast(target, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-                raise DataError(f"column {f.name!r} has type {col.type}, which cannot be stored as "
-                                f"{f.type.sql()}: {e}") from None
-        if not f.type.nullable and col.null_count and f.name not in schema.partition_keys:
-            raise DataError(f"column {f.name!r} is NOT NULL but {col.null_count} row(s) hold null")
-        arrays.append(col)
-    return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(nullable=True))
 
 
 class TableWrite:

@@ -230,3 +230,47 @@ def test_a_misspelt_table_option_fails_naming_the_option_it_misses():
         build_schema(arrow, ["id"], (), {"bucket": "2", "bucket-keys": "id"})
     with pytest.raises(SchemaError, match=r"unknown table option 'colour' \(dbt-paimon rejects options"):
         build_schema(arrow, ["id"], (), {"colour": "blue"})
+
+
+@pytest.mark.parametrize("materialization, config, keyed, full_refresh, expected", [
+    ("incremental", {}, True, False, (True, "append")),  # merge, the default with a key
+    ("incremental", {}, False, False, (False, "append")),  # append, the default without
+    ("incremental", {"incremental_strategy": "append"}, False, False, (False, "append")),
+    ("incremental", {"incremental_strategy": "insert_overwrite", "partition_by": "dt"}, False, False,
+     (False, "overwrite-partitions")),
+    ("incremental", {"incremental_strategy": "insert_overwrite"}, False, False, (False, "overwrite-table")),
+    ("incremental", {"incremental_strategy": "insert_overwrite"}, False, True, (False, "append")),  # built anew
+    ("table", {}, False, True, (False, "append")),
+    ("seed", {}, False, True, (False, "append")),
+])
+def test_each_strategy_on_each_table_kind(materialization, config, keyed, full_refresh, expected):
+    from dbt_paimon.adapter.configs import UpsertConfig
+    from dbt_paimon.adapter.incremental import choose
+
+    write = choose("s.m", materialization, UpsertConfig.of("s.m", config), keyed, full_refresh)
+    assert (write.upsert, write.mode) == expected
+
+
+@pytest.mark.parametrize("materialization, config, keyed, words", [
+    ("paimon_upsert", {}, False, "a paimon_upsert model needs unique_key"),
+    ("incremental", {"incremental_strategy": "merge"}, False, "incremental_strategy 'merge' needs unique_key"),
+    ("incremental", {"incremental_strategy": "append"}, True, "incremental_strategy 'append' keeps every row"),
+    ("incremental", {"incremental_strategy": "insert_overwrite"}, True, "not supported on a Paimon primary-key"),
+    ("incremental", {"sequence_by": "v"}, False, "sequence_by orders the versions of a key and needs unique_key"),
+    ("table", {"merge_update_columns": ["v"]}, False, "merge_update_columns applies to the merge strategy"),
+])
+def test_what_cannot_work_is_refused_in_the_words_of_the_model(materialization, config, keyed, words):
+    from dbt_paimon.adapter.configs import UpsertConfig
+    from dbt_paimon.adapter.incremental import choose
+
+    with pytest.raises(DbtRuntimeError, match=words):
+        choose("s.m", materialization, UpsertConfig.of("s.m", config), keyed, False)
+
+
+def test_strategies_a_paimon_table_does_not_take_are_refused_before_the_run():
+    from dbt_paimon.adapter.incremental import table_format
+
+    assert table_format("seed", "paimon") == "paimon" and table_format("seed", None) == "spark"
+    assert table_format("incremental", "paimon", "insert_overwrite") == "paimon"
+    with pytest.raises(DbtRuntimeError, match="incremental_strategy 'microbatch' is not supported on a Paimon"):
+        table_format("incremental", "paimon", "microbatch")

@@ -30,6 +30,10 @@ COLUMNS = [
     ("raw", pa.binary(), "BYTES"),
 ]
 SCHEMA = pa.schema([(name, arrow) for name, arrow, _ in COLUMNS])
+# ... and in Spark's DDL, for DataFrames of these rows
+SPARK_SCHEMA = ("id bigint, code string, dt string, name string, amount decimal(10,2), big decimal(30,5), "
+                "ts timestamp_ntz, ts3 timestamp_ntz, ltz timestamp, day date, score double, ratio float, "
+                "flag boolean, n int, small smallint, tiny tinyint, raw binary")
 JAVA_FIELDS = [(name, sql) for name, _, sql in COLUMNS]
 KEY = ["id", "code", "dt"]
 PARTITION = ["dt"]

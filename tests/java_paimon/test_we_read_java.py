@@ -17,7 +17,7 @@ from dbt_paimon.store import FileStoreTable
 
 from tests.oracle import pypaimon_read, rows
 
-from .data import JAVA_FIELDS, KEY, PARTITION, SCHEMA, Model, random_rows
+from .data import JAVA_FIELDS, KEY, PARTITION, SCHEMA, SPARK_SCHEMA, Model, random_rows
 from .javapaimon import JavaError, Read, Write, assert_same
 
 TABLES = {
@@ -25,9 +25,6 @@ TABLES = {
     # A small target row count: Java's HashBucketAssigner opens several buckets per partition.
     "dynamic": {"bucket": "-1", "dynamic-bucket.target-row-num": "10"},
 }
-SPARK_SCHEMA = ("id bigint, code string, dt string, name string, amount decimal(10,2), big decimal(30,5), "
-                "ts timestamp_ntz, ts3 timestamp_ntz, ltz timestamp, day date, score double, ratio float, "
-                "flag boolean, n int, small smallint, tiny tinyint, raw binary")
 
 
 def _create(options: dict, key=KEY) -> dict:
