@@ -43,9 +43,15 @@
   {%- if relation.type != 'view' and (relation.is_paimon or adapter.paimon_table_exists(relation)) -%}
     {#-- into the Paimon schema (table comment, field descriptions), read by every Paimon reader,
          and from there into Spark's catalog --#}
-    {% do adapter.paimon_persist_docs(relation, model,
-                                      for_relation and config.persist_relation_docs(),
-                                      for_columns and config.persist_column_docs()) %}
+    {%- set for_columns = for_columns and config.persist_column_docs() -%}
+    {%- set documented = {'description': model.description, 'columns': model.columns} -%}
+    {%- if for_columns and model.columns -%}
+      {#-- documented columns the table lacks: warned about and left out, as dbt's own persist_docs does --#}
+      {%- set existing = adapter.get_columns_in_relation(relation) | map(attribute="name") | list -%}
+      {%- do documented.update({'columns': validate_doc_columns(relation, model.columns, existing)}) -%}
+    {%- endif -%}
+    {% do adapter.paimon_persist_docs(relation, documented,
+                                      for_relation and config.persist_relation_docs(), for_columns) %}
   {%- else -%}
     {{ spark__persist_docs(relation, model, for_relation, for_columns) }}
   {%- endif -%}

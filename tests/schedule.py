@@ -7,7 +7,8 @@ its tests ask for. What a unit of work is, and in which order the units are hand
 
 - a file is one unit (its module and class fixtures are built once), except the files that share a
   costly server of their own: the standalone cluster's (tests/cluster) and Paimon's Spark connector's
-  (tests/paimon_spark) are one unit each, so one worker starts each;
+  (tests/paimon_spark) are one unit each, so one worker starts each; and a file of many independent
+  classes (PER_CLASS) is a unit per class;
 - the dbt functional suite first, `test_dbt_project.py` before all (integration_tests/conftest.py
   says why), so that every worker's SparkSession is the one dbt's profile asks for;
 - then the longest first (SECONDS: the last measured seconds of the slow files on these 2 cores), so
@@ -19,6 +20,8 @@ its tests ask for. What a unit of work is, and in which order the units are hand
 from __future__ import annotations
 
 GROUPS = {"tests/cluster/": "cluster", "tests/paimon_spark/": "paimon-spark"}
+# files of many independent classes, each with a project of its own: one unit per class
+PER_CLASS = ("integration_tests/functional/test_dbt_upstream_on_paimon.py",)
 FIRST = "integration_tests/functional/test_dbt_project.py"
 DEFAULT_SECONDS = 5.0
 SECONDS = {
@@ -55,6 +58,8 @@ SECONDS = {
 
 def group_of(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
+    if path in PER_CLASS:
+        return "::".join(nodeid.split("::")[:2])
     for prefix, group in GROUPS.items():
         if path.startswith(prefix):
             return group

@@ -27,8 +27,9 @@ class PaimonConfig(SparkConfig):
 
 @dataclass(frozen=True)
 class UpsertConfig:
-    """The configs of a model kept in a Paimon table (paimon_upsert, table, incremental), as dbt gives them, checked once in their dbt names. Column names are resolved later, against the
-    model's columns (materializations.py)."""
+    """The configs of a model kept in a Paimon table (paimon_upsert, table, incremental, seed), as dbt
+    gives them, checked once in their dbt names. Column names are resolved later, against the model's
+    columns (materializations.py)."""
 
     unique_key: List[str]
     partition_by: List[str]

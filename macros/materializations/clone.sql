@@ -6,12 +6,14 @@
      - anything else (dbt-spark tables and views) becomes a view of the state's relation, as dbt
        does where a table cannot be cloned (dbt-spark's shallow clone needs Delta). --#}
 
+{#-- a Paimon table can be cloned; a dbt-spark table cannot. A project's own can_clone_table() (dbt's
+     switch) that says false makes every clone a view, as dbt does. --#}
 {% macro paimon__can_clone_table() %}
-  {{ return(False) }}
+  {{ return(defer_relation is defined and defer_relation is not none and adapter.paimon_table_exists(defer_relation)) }}
 {% endmacro %}
 
 {%- materialization clone, adapter='paimon' -%}
-  {%- if defer_relation and adapter.paimon_table_exists(defer_relation) -%}
+  {%- if defer_relation and adapter.paimon_table_exists(defer_relation) and can_clone_table() -%}
     {%- set target_relation = this.incorporate(type='table') -%}
     {%- set existing_relation = load_cached_relation(this) -%}
     {%- if existing_relation is not none and not (existing_relation.type == 'table' and adapter.paimon_table_exists(existing_relation)) -%}
@@ -20,6 +22,11 @@
         {{ return({'relations': []}) }}
       {%- endif -%}
       {% do adapter.drop_relation(existing_relation) %}
+    {%- endif -%}
+    {%- if existing_relation is not none and not flags.FULL_REFRESH and adapter.paimon_table_exists(existing_relation) -%}
+      {#-- no relation returned: dbt reports the node as a no-op, as for any clone target that exists --#}
+      {{ log("Relation " ~ existing_relation ~ " already exists", info=True) }}
+      {{ return({'relations': []}) }}
     {%- endif -%}
     {%- if target_relation.schema == defer_relation.schema and target_relation.identifier == defer_relation.identifier -%}
       {{ log("Target relation and defer relation are the same, skipping clone for relation: " ~ target_relation.render()) }}
