@@ -23,6 +23,11 @@ if [ ! -f "$STAMP" ]; then
   "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" -c constraints.txt -e '.[test]'
   rm -f "$VENV"/.installed-*; touch "$STAMP"
 fi
+# dbt lists the plugins it finds in site-packages/dbt/adapters/ (`dbt --version`, `dbt init`), which an
+# editable install leaves empty: the plugin's directory is linked there, as a link-tree editable install
+# would, so this venv lists paimon like any dbt environment and still runs the checkout's code.
+ADAPTERS=$("$VENV/bin/python" -c 'import dbt.adapters, os; print(os.path.dirname(dbt.adapters.__file__))')
+[ -e "$ADAPTERS/paimon" ] || ln -s "$PWD/dbt/adapters/paimon" "$ADAPTERS/paimon"
 export PYTHONHASHSEED=0
 case "${1:-}" in
   demo)  shift; exec "$VENV/bin/python" -m dbt_paimon.demo "$@" ;;
