@@ -130,8 +130,8 @@ BAD = {
 MESSAGES = {
     "both": "give merge_update_columns or merge_exclude_columns, not both",
     "missing": "nope",
-    "overwrite": "incremental_strategy 'insert_overwrite' is not supported on a Paimon table",
-    "append": "incremental_strategy 'append' is not supported on a Paimon table",
+    "overwrite": "incremental_strategy 'insert_overwrite' is not supported on a Paimon primary-key table yet",
+    "append": "incremental_strategy 'append' keeps every row, which a table with a primary key cannot",
     "predicate": "incremental_predicates",
 }
 

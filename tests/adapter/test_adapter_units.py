@@ -272,5 +272,6 @@ def test_strategies_a_paimon_table_does_not_take_are_refused_before_the_run():
 
     assert table_format("seed", "paimon") == "paimon" and table_format("seed", None) == "spark"
     assert table_format("incremental", "paimon", "insert_overwrite") == "paimon"
-    with pytest.raises(DbtRuntimeError, match="incremental_strategy 'microbatch' is not supported on a Paimon"):
-        table_format("incremental", "paimon", "microbatch")
+    assert table_format("incremental", "paimon", "microbatch") == "paimon"
+    with pytest.raises(DbtRuntimeError, match="incremental_strategy 'delete[+]insert' is not supported on a Paimon"):
+        table_format("incremental", "paimon", "delete+insert")
