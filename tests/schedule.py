@@ -52,6 +52,7 @@ SECONDS = {
     "tests/java_paimon/test_java_reads_ours.py": 45,
     "tests/java_paimon/test_append_tables.py": 60,
     "tests/engine/test_append.py": 40,
+    "tests/engine/test_replace.py": 40,
     "tests/engine/test_upsert.py": 44,
     "tests/engine/test_job.py": 28,
     "tests/store/test_object_store.py": 23,

@@ -9,10 +9,13 @@ Which models are Paimon tables (`table_format`):
 Everything else is dbt-spark's, unchanged. The adapter's default file_format stays dbt-spark's (parquet).
 
 What a run on a Paimon table does (`choose`): a model with unique_key (or a contract's primary key)
-is a primary-key table whose rows are upserted (`merge`, the default; `paimon_upsert`); a model
-without is an append table (store/append.py) whose rows are appended (`append`, the default) or
-replace the partitions they fall in (`insert_overwrite`; without partition_by, the whole table). A
-`table` model, or a full refresh, builds the table anew. Combinations that cannot work are refused
+is a primary-key table whose rows are upserted (`merge`, the default; `paimon_upsert`; `delete+insert`,
+which on a deduplicate table is the same), or replace the rows of their partitions (`insert_overwrite`)
+or of their batch's time range (`microbatch`) in the upsert's snapshot (engine/replace.py); a model
+without is an append table (store/append.py) whose rows are appended (`append`, the default, and
+`delete+insert` without a key, as dbt has it), replace the partitions they fall in (`insert_overwrite`;
+without partition_by, the whole table) or their batch's time range (`microbatch`). A `table` model,
+or a full refresh, builds the table anew. Combinations that cannot work are refused
 before anything runs, in the words the user wrote.
 
 The merge strategy's column rules (`merge_batch`), as dbt-databricks applies them to MERGE:
@@ -35,6 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..engine.append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
+from ..engine.replace import Replace
 from ..store.errors import PaimonError
 from ..store.schema import resolve_columns
 from .configs import column_list, quoted
@@ -45,9 +49,10 @@ MERGE = "merge"
 APPEND = "append"
 INSERT_OVERWRITE = "insert_overwrite"
 MICROBATCH = "microbatch"
+DELETE_INSERT = "delete+insert"
 OTHER_FORMATS = ("delta", "iceberg", "hudi")
 # strategies a Paimon table takes; None: the default (merge with unique_key, else append)
-PAIMON_STRATEGIES = (None, MERGE, UPSERT, APPEND, INSERT_OVERWRITE, MICROBATCH)
+PAIMON_STRATEGIES = (None, MERGE, UPSERT, APPEND, INSERT_OVERWRITE, MICROBATCH, DELETE_INSERT)
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class Write:
     mode: str = APPEND_MODE
     code: str = "UPSERT"
     where: Optional[str] = None  # REPLACE_WHERE: the rows the run replaces (a microbatch's range)
+    replace: Optional[Replace] = None  # an upsert that replaces rows too (engine/replace.py)
 
 
 def choose(name: str, materialization: str, config, keyed: bool, full_refresh: bool) -> Write:
@@ -73,13 +79,23 @@ def choose(name: str, materialization: str, config, keyed: bool, full_refresh: b
                 f"or 'insert_overwrite'")
         return Write(upsert=True)
     if keyed:
-        if strategy in (APPEND, INSERT_OVERWRITE, MICROBATCH):
-            why = ("keeps every row, which a table with a primary key cannot" if strategy == APPEND else
-                   "is not supported on a Paimon primary-key table yet")
+        if strategy == APPEND:
             raise DbtRuntimeError(
-                f"{name}: incremental_strategy '{strategy}' {why}: drop unique_key (the model becomes a Paimon "
-                f"append table), or use 'merge' (an upsert on unique_key)")
-        return Write(upsert=True)
+                f"{name}: incremental_strategy 'append' keeps every row, which a table with a primary key cannot: "
+                f"drop unique_key (the model becomes a Paimon append table), or use 'merge' (an upsert on unique_key)")
+        if strategy == DELETE_INSERT and str((config.options or {}).get("merge-engine", "deduplicate")) != "deduplicate":
+            raise DbtRuntimeError(
+                f"{name}: incremental_strategy 'delete+insert' replaces a key's row whole, which a table with "
+                f"merge-engine '{config.options['merge-engine']}' does not do (it merges rows): use 'merge'")
+        if full_refresh or strategy not in (INSERT_OVERWRITE, MICROBATCH):
+            # delete+insert on a deduplicate table is its upsert: the batch's keys end with the batch's rows
+            return Write(upsert=True)
+        if strategy == INSERT_OVERWRITE:  # the batch's partitions (without partition_by: every row) replaced
+            replace = Replace(batch_partitions=True) if config.partition_by else Replace(where="true")
+            return Write(upsert=True, code="INSERT OVERWRITE", replace=replace)
+        _check_event_time(name, config)
+        return Write(upsert=True, code="MICROBATCH", replace=Replace(
+            where=batch_range(name, config.event_time, config.batch_start, config.batch_end)))
     if config.sequence_by:
         raise DbtRuntimeError(f"{name}: sequence_by orders the versions of a key and needs unique_key; a model "
                               f"without unique_key is a Paimon append table, which keeps every row")
@@ -88,9 +104,7 @@ def choose(name: str, materialization: str, config, keyed: bool, full_refresh: b
             raise DbtRuntimeError(f"{name}: {merge_only} applies to the merge strategy, which needs unique_key; "
                                   f"a model without unique_key is a Paimon append table")
     if strategy == MICROBATCH:
-        if not config.event_time:
-            raise DbtRuntimeError(f"{name}: incremental_strategy 'microbatch' needs event_time (the column whose "
-                                  f"values place a row in a batch)")
+        _check_event_time(name, config)
         if not full_refresh:  # a batch replaces its time range; the first of a full refresh builds the table
             return Write(upsert=False, mode=REPLACE_WHERE, code="MICROBATCH",
                          where=batch_range(name, config.event_time, config.batch_start, config.batch_end))
@@ -112,8 +126,8 @@ def table_format(materialization: str, file_format: Optional[str], strategy: Opt
             if strategy not in PAIMON_STRATEGIES:
                 raise DbtRuntimeError(
                     f"incremental_strategy '{strategy}' is not supported on a Paimon table (file_format='paimon'); "
-                    f"use 'merge' (the default with unique_key: an upsert), 'append' (the default without) or "
-                    f"'insert_overwrite'")
+                    f"use 'merge' (the default with unique_key: an upsert), 'append' (the default without), "
+                    f"'insert_overwrite', 'microbatch' or 'delete+insert'")
             return PAIMON
         if strategy == MERGE and file_format not in OTHER_FORMATS:
             return PAIMON
@@ -121,6 +135,12 @@ def table_format(materialization: str, file_format: Optional[str], strategy: Opt
     if materialization in ("table", "seed") and file_format == PAIMON:
         return PAIMON
     return "spark"
+
+
+def _check_event_time(name: str, config) -> None:
+    if not config.event_time:
+        raise DbtRuntimeError(f"{name}: incremental_strategy 'microbatch' needs event_time (the column whose "
+                              f"values place a row in a batch)")
 
 
 def batch_range(name: str, event_time: str, start: Any, end: Any) -> str:

@@ -148,7 +148,7 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
         if write.upsert:
             result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=given.options,
                             sequence_by=sequence[0] if sequence else None, settings=given.run_settings(),
-                            not_null=not_null)
+                            not_null=not_null, replace=write.replace if exists else None)
         else:
             result = append_write(batch, target, mode=write.mode, partition_keys=partitions, options=given.options,
                                   not_null=not_null, settings=given.run_settings(), where=write.where)
@@ -176,7 +176,7 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
     log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id}, "
               f"{result.attempts} attempt(s), {result.recommits} without a re-run; {phases})")
     return PaimonAdapterResponse(
-        _message=result.summary(), code="UPSERT", rows_affected=result.rows_affected,
+        _message=result.summary(), code=write.code, rows_affected=result.rows_affected,
         snapshot_id=result.snapshot_id, **result.as_dict(), rows_written=result.rows_written, table_path=path,
         schema_id=schema_id(path),
         extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,

@@ -12,11 +12,11 @@ import logging
 import pickle
 import time
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..assign.rows import BUCKET, COUNT, KIND, PAYLOAD, StageRows, conform
@@ -103,7 +103,7 @@ def delete(spark: SparkSession, path: str, where: str,
             rewrite = rewrite_where(spark, table, plan, where, "delete predicate", next_sequences(plan.splits))
             entries, deleted = rewrite.entries, rewrite.removed_rows
         else:
-            entries = _delete_records(spark, table, plan, where)
+            entries = delete_records(spark, table, plan, where)
             deleted = sum(e.file.row_count for e in entries)
         if not entries:
             return DeleteResult(table.path, plan.snapshot.id, 0, attempt, time.time() - started)
@@ -121,19 +121,25 @@ def delete(spark: SparkSession, path: str, where: str,
         return DeleteResult(table.path, result.snapshot.id, deleted, attempt, time.time() - started, extra)
 
 
-def _delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str) -> list:
-    """The -D records of every live row of a primary-key table matching `where`, written as files
-    in the rows' own (partition, bucket): their ADD entries."""
+def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str | None,
+                   narrow: Callable[[DataFrame], DataFrame] | None = None, what: str = "delete predicate") -> list:
+    """The -D records of every live row of a primary-key table matching `where` (and kept by
+    `narrow`, a further filter of the rows as a DataFrame), written as files in the rows' own
+    (partition, bucket): their ADD entries. `what` names the predicate in errors."""
     schema = table.schema
     parallelism = spark.sparkContext.defaultParallelism
     stage = StageRows(schema)
     rows = jobs.descriptors(spark, tasks.chunk_splits(plan.splits, parallelism * 2)).mapInArrow(
         _rows_task(table.path, stage, table.io), struct_of(stage.live_row()))
-    try:
-        matched = rows.filter(F.expr(where))
-    except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
-        raise SchemaError(f"delete predicate {where!r} is not valid Spark SQL over the table's columns: "
-                          f"{str(e).splitlines()[0]}") from None
+    matched = rows
+    if where is not None:
+        try:
+            matched = rows.filter(F.expr(where))
+        except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
+            raise SchemaError(f"{what} {where!r} is not valid Spark SQL over the table's columns: "
+                              f"{str(e).splitlines()[0]}") from None
+    if narrow is not None:
+        matched = narrow(matched)
     doomed = matched.withColumn(KIND, F.lit(DELETE).cast("tinyint")).withColumn(COUNT, F.lit(None).cast("bigint"))
     next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
     part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]

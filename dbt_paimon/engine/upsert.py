@@ -12,6 +12,8 @@ job's files are committed on the new snapshot when those commits changed none of
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -38,6 +40,8 @@ from .distributed import DistributedExecutor
 from .executor import Executor
 from .local import LocalExecutor
 from .post_commit import after_commit
+from .replace import Replace, retractions
+from .replace import check as check_replace
 from .settings import RUN_OPTIONS, Execution, RunSettings
 from .spark_types import arrow_schema_of, fits, to_spark
 
@@ -157,8 +161,11 @@ def _quoted(name: str) -> str:
 def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None = None,
            partition_keys: str | Sequence[str] | None = (), options: Mapping[str, object] | None = None,
            sequence_by: str | None = None, not_null: Sequence[str] = (),
-           settings: RunSettings | None = None) -> UpsertResult:
+           settings: RunSettings | None = None, replace: Replace | None = None) -> UpsertResult:
     """Upsert df into the Paimon table at path (created if absent); commits one snapshot.
+
+    replace: rows the run replaces (replace.py): those of them whose key df does not hold are
+    deleted in the same snapshot (dbt's insert_overwrite and microbatch on a key table).
 
     not_null: columns that must not be null (dbt's not_null constraints): NOT NULL in a new table's
     schema; checked before anything is written, with the table's own NOT NULL columns.
@@ -196,6 +203,8 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             arrow = pa.schema([pa.field(f.name, pa.int64()) if f.name in counted else f for f in arrow])
         # the run keys given are stored with a new table, as Paimon stores them
         schema = build_schema(arrow, primary_keys, partition_keys, {**given, **settings.run_options()})
+    if replace is not None:
+        check_replace(schema, path)
     if sequence_by is not None:
         [sequence_by] = resolve_columns("sequence_by", [sequence_by], schema.field_names)
         if sequence_by in schema.primary_keys:
@@ -242,8 +251,10 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             if not cached and exists and schema.bucket_mode != BucketMode.HASH_DYNAMIC:
                 batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
             executor = DistributedExecutor(spark, batch, settings, path, size)
+        # the replaced rows' -D records, on the job's own base snapshot, against the batch as Spark holds it
+        retract = None if replace is None else functools.partial(retractions, spark, replace=replace, batch=batch)
         return _attempts(spark, executor, io, path, schema, exists, stage, started, phases,
-                         _retry_options(schema, settings))
+                         _retry_options(schema, settings), retract)
     finally:
         if cached:
             batch.unpersist()
@@ -257,12 +268,15 @@ def _retry_options(schema: TableSchema, settings: RunSettings) -> opts.CoreOptio
 
 
 def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSchema, exists: bool,
-              stage: StageRows, started: float, phases: dict, retry: opts.CoreOptions) -> UpsertResult:
+              stage: StageRows, started: float, phases: dict, retry: opts.CoreOptions,
+              retract=None) -> UpsertResult:
     """Plan, run the job on the executor, commit. A commit conflict (another writer committed after
     the job's snapshot) is one attempt of commit.max-retries (`retry`: the options that say it),
     waited for as Paimon's writers do (store/retry.py); then the job's files are committed on the
     new snapshot as they are when the commits between changed nothing the job read or wrote
-    (recommit.py), else the job runs again on it. phases: the seconds spent so far by phase."""
+    (recommit.py), else the job runs again on it. phases: the seconds spent so far by phase.
+    retract(table, plan): the -D records of the rows the run replaces (replace.py), committed with
+    the job's files; they were found on the job's base, so a conflict always runs the job again."""
     clock = _PhaseClock(phases)
     attempt, recommits = 1, 0  # attempt: the commit attempt, one more after each conflict
     while True:  # a run of the job
@@ -271,6 +285,11 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         base = plan.snapshot if plan else None
         clock.lap("plan")
         job = executor.run_job(table, plan, stage)
+        retracted = retract(table, plan) if retract is not None and plan is not None else []
+        if retracted:
+            counts = AssignCounts(**job.counts.as_dict())
+            counts.deleted += sum(e.file.row_count for e in retracted)
+            job = dataclasses.replace(job, entries=job.entries + retracted, counts=counts)
         clock.lap("job")
         for name, seconds in job.phases.items():
             phases[name] = phases.get(name, 0.0) + seconds
@@ -296,7 +315,8 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
                 attempt += 1
                 latest = table.snapshots.latest()
                 try:
-                    why = recommit.why_not(table, base, latest, job, lambda h: executor.holds_any(schema, h))
+                    why = ("the rows it replaces are found again on the new snapshot" if retract is not None else
+                           recommit.why_not(table, base, latest, job, lambda h: executor.holds_any(schema, h)))
                 except Exception as check_error:  # noqa: BLE001 - what cannot be checked is run again
                     why = f"the commits between could not be checked ({check_error})"
                 clock.lap("commit")

@@ -146,13 +146,8 @@ class AppendWrite:
         return entries
 
     def commit(self, kind: str = APPEND, commit_user: str | None = None) -> CommitResult | None:
-        commit = FileStoreCommit(self.io, self.table_path, self.schema, commit_user)
-        entries = self.prepare_commit()
-        try:
-            return commit.commit(entries, kind)
-        except Exception:
-            commit.abort(entries)
-            raise
+        return FileStoreCommit(self.io, self.table_path, self.schema, commit_user).commit_or_abort(
+            self.prepare_commit(), kind)
 
 
 def next_sequences(splits: Sequence[DataSplit]) -> dict[tuple[bytes, int], int]:

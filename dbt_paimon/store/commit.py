@@ -81,12 +81,7 @@ class FileStoreCommit:
                         f"commit conflicts with snapshot {latest_id}: {len(gone)} file(s) it deletes are no longer "
                         f"live, e.g. {gone[0].file.file_name} in bucket {gone[0].bucket}")
             snapshot, written = self._prepare(latest, delta_meta, entries, kind, index_manifest)
-            if self.before_snapshot is not None:
-                self.before_snapshot()
-            if self.snapshots.try_commit(snapshot):
-                self.snapshots.commit_latest_hint(snapshot.id)
-                if latest is None or not self.io.exists(f"{self.snapshots.dir}/EARLIEST"):
-                    self.snapshots.commit_earliest_hint(self.snapshots.earliest_id() or snapshot.id)
+            if self._publish(latest, snapshot):
                 return CommitResult(snapshot, attempt)
             # Lost the race for snapshot-N: drop this attempt's lists and build on the new latest.
             for name in written:
@@ -112,12 +107,7 @@ class FileStoreCommit:
             delta = gone + list(entries)
             delta_meta = self.manifests.write(delta) if delta else None
             snapshot, written = self._prepare(latest, delta_meta, delta, OVERWRITE, ...)
-            if self.before_snapshot is not None:
-                self.before_snapshot()
-            if self.snapshots.try_commit(snapshot):
-                self.snapshots.commit_latest_hint(snapshot.id)
-                if latest is None or not self.io.exists(f"{self.snapshots.dir}/EARLIEST"):
-                    self.snapshots.commit_earliest_hint(self.snapshots.earliest_id() or snapshot.id)
+            if self._publish(latest, snapshot):
                 return CommitResult(snapshot, attempt)
             for name in written:
                 self.io.delete(f"{self.manifest_lists.dir}/{name}")
@@ -127,6 +117,18 @@ class FileStoreCommit:
                     f"gave up overwriting {self.table_path} after {attempt} attempts: other writers kept "
                     f"committing first ({give_up_hint(self.schema.core)})")
             wait_before_retry(self.schema.core, attempt)
+
+    def _publish(self, latest: Snapshot | None, snapshot: Snapshot) -> bool:
+        """Create snapshot-N if absent, then the LATEST (and first time EARLIEST) hints; False when
+        another writer created snapshot-N first."""
+        if self.before_snapshot is not None:
+            self.before_snapshot()
+        if not self.snapshots.try_commit(snapshot):
+            return False
+        self.snapshots.commit_latest_hint(snapshot.id)
+        if latest is None or not self.io.exists(f"{self.snapshots.dir}/EARLIEST"):
+            self.snapshots.commit_earliest_hint(self.snapshots.earliest_id() or snapshot.id)
+        return True
 
     def _prepare(self, latest: Snapshot | None, delta_meta: ManifestFileMeta | None,
                  entries: Sequence[ManifestEntry], kind: str, index_manifest) -> tuple[Snapshot, list[str]]:
@@ -175,6 +177,14 @@ class FileStoreCommit:
         for m in metas:
             if m is not None:
                 self.io.delete(f"{self.manifests.dir}/{m.file_name}")
+
+    def commit_or_abort(self, entries: Sequence[ManifestEntry], kind: str = APPEND) -> CommitResult | None:
+        """commit(), deleting the entries' data files when it fails (a writer's own commit)."""
+        try:
+            return self.commit(entries, kind)
+        except Exception:
+            self.abort(entries)
+            raise
 
     def abort(self, entries: Sequence[ManifestEntry]) -> None:
         """Delete the data files of a commit that will not happen."""

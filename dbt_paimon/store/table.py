@@ -317,10 +317,4 @@ class TableWrite:
         return entries
 
     def commit(self, kind: str = APPEND, commit_user: str | None = None) -> CommitResult | None:
-        commit = self.table.new_commit(commit_user)
-        entries = self.prepare_commit()
-        try:
-            return commit.commit(entries, kind)
-        except Exception:
-            commit.abort(entries)
-            raise
+        return self.table.new_commit(commit_user).commit_or_abort(self.prepare_commit(), kind)

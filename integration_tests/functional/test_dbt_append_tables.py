@@ -156,3 +156,32 @@ class TestMicrobatch:
         table = _table(project, "batched")
         assert table.latest_snapshot().commit_kind == "OVERWRITE"
         assert sorted((r["id"], r["v"]) for r in pypaimon_read(table.path).to_pylist()) == got
+
+
+KEYED_OVERWRITE = ("{{ config(materialized='incremental', file_format='paimon', unique_key=['id', 'dt'], "
+                   "partition_by='dt', options={'bucket': '2'}, incremental_strategy='insert_overwrite') }}" + ROWS)
+KEYED_DELETE_INSERT = ("{{ config(materialized='incremental', file_format='paimon', unique_key=['id', 'dt'], "
+                       "partition_by='dt', incremental_strategy='delete+insert') }}" + ROWS)
+
+
+class TestKeyTableStrategies:
+    """The same rows into primary-key tables: insert_overwrite replaces the run's partitions (a key of
+    them the run lacks is deleted) in one snapshot; delete+insert is the deduplicate table's upsert."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"keyed_overwrite.sql": KEYED_OVERWRITE, "keyed_delete_insert.sql": KEYED_DELETE_INSERT}
+
+    def test_insert_overwrite_and_delete_insert_on_key_tables(self, project):
+        run_dbt(["run"])
+        results = run_dbt(["run", "--vars", "{run: 2}"]).results
+        assert {r.node.name: r.adapter_response["code"] for r in results} == {
+            "keyed_overwrite": "INSERT OVERWRITE", "keyed_delete_insert": "UPSERT"}
+        # d2 replaced: id 3 (there, not in run 2) deleted; d1 kept; d3 added
+        assert _spark_rows(project, "keyed_overwrite") == [(1, "d1", 10), (2, "d1", 20), (4, "d2", 40), (5, "d3", 50)]
+        assert _spark_rows(project, "keyed_delete_insert") == [(1, "d1", 10), (2, "d1", 20), (3, "d2", 30),
+                                                               (4, "d2", 40), (5, "d3", 50)]
+        table = _table(project, "keyed_overwrite")
+        assert table.latest_snapshot().id == 2 and table.schema.primary_keys == ("id", "dt")
+        assert sorted((r["id"], r["dt"], r["v"]) for r in pypaimon_read(table.path).to_pylist()) == \
+            _spark_rows(project, "keyed_overwrite")

@@ -130,7 +130,7 @@ BAD = {
 MESSAGES = {
     "both": "give merge_update_columns or merge_exclude_columns, not both",
     "missing": "nope",
-    "overwrite": "incremental_strategy 'insert_overwrite' is not supported on a Paimon primary-key table yet",
+    "overwrite": "is a cross-partition table (its key lacks a partition column): replacing its rows is not supported",
     "append": "incremental_strategy 'append' keeps every row, which a table with a primary key cannot",
     "predicate": "incremental_predicates",
 }

@@ -242,6 +242,9 @@ def test_a_misspelt_table_option_fails_naming_the_option_it_misses():
     ("incremental", {"incremental_strategy": "insert_overwrite"}, False, True, (False, "append")),  # built anew
     ("table", {}, False, True, (False, "append")),
     ("seed", {}, False, True, (False, "append")),
+    ("incremental", {"incremental_strategy": "insert_overwrite", "partition_by": "dt"}, True, False, (True, "append")),
+    ("incremental", {"incremental_strategy": "delete+insert"}, True, False, (True, "append")),  # its upsert
+    ("incremental", {"incremental_strategy": "delete+insert"}, False, False, (False, "append")),  # dbt's insert
 ])
 def test_each_strategy_on_each_table_kind(materialization, config, keyed, full_refresh, expected):
     from dbt_paimon.adapter.configs import UpsertConfig
@@ -255,9 +258,10 @@ def test_each_strategy_on_each_table_kind(materialization, config, keyed, full_r
     ("paimon_upsert", {}, False, "a paimon_upsert model needs unique_key"),
     ("incremental", {"incremental_strategy": "merge"}, False, "incremental_strategy 'merge' needs unique_key"),
     ("incremental", {"incremental_strategy": "append"}, True, "incremental_strategy 'append' keeps every row"),
-    ("incremental", {"incremental_strategy": "insert_overwrite"}, True, "not supported on a Paimon primary-key"),
     ("incremental", {"sequence_by": "v"}, False, "sequence_by orders the versions of a key and needs unique_key"),
     ("table", {"merge_update_columns": ["v"]}, False, "merge_update_columns applies to the merge strategy"),
+    ("incremental", {"incremental_strategy": "delete+insert", "options": {"merge-engine": "aggregation"}}, True,
+     "'delete[+]insert' replaces a key's row whole, which a table with merge-engine 'aggregation'"),
 ])
 def test_what_cannot_work_is_refused_in_the_words_of_the_model(materialization, config, keyed, words):
     from dbt_paimon.adapter.configs import UpsertConfig
@@ -273,5 +277,6 @@ def test_strategies_a_paimon_table_does_not_take_are_refused_before_the_run():
     assert table_format("seed", "paimon") == "paimon" and table_format("seed", None) == "spark"
     assert table_format("incremental", "paimon", "insert_overwrite") == "paimon"
     assert table_format("incremental", "paimon", "microbatch") == "paimon"
-    with pytest.raises(DbtRuntimeError, match="incremental_strategy 'delete[+]insert' is not supported on a Paimon"):
-        table_format("incremental", "paimon", "delete+insert")
+    assert table_format("incremental", "paimon", "delete+insert") == "paimon"
+    with pytest.raises(DbtRuntimeError, match="incremental_strategy 'bad_strategy' is not supported on a Paimon"):
+        table_format("incremental", "paimon", "bad_strategy")
