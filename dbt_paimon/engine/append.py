@@ -22,11 +22,12 @@ from pyspark.sql import DataFrame
 
 from ..assign.rows import PAYLOAD
 from ..store import options as opts
-from ..store.append import AppendWrite, next_sequences
+from ..store.append import AppendWrite
 from ..store.commit import FileStoreCommit
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.manifest import ManifestEntry
+from ..store.scan import next_sequences
 from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
 from ..store.retry import after_conflict
 from ..store.snapshot import APPEND, OVERWRITE

@@ -26,8 +26,7 @@ from ..store.fileio import FileIO
 from ..store.options import MergeEngine
 from ..store.read import TableRead
 from ..store.retry import after_conflict
-from ..store.scan import DataSplit
-from ..store.append import next_sequences
+from ..store.scan import DataSplit, next_sequences
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from . import deploy, jobs, tasks
@@ -141,7 +140,7 @@ def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str 
     if narrow is not None:
         matched = narrow(matched)
     doomed = matched.withColumn(KIND, F.lit(DELETE).cast("tinyint")).withColumn(COUNT, F.lit(None).cast("bigint"))
-    next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
+    next_sequence = next_sequences(plan.splits)
     part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
     written = doomed.repartition(max(parallelism * 2, 1), *part_cols).mapInArrow(
         tasks.write_task(table.path, schema, table.io, next_sequence, index_files=None, update_index=False),

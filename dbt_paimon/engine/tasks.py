@@ -34,7 +34,7 @@ from ..store.index import HashIndexFile, IndexManifestEntry, read_hash_index
 from ..store.key_hash import key_hashes
 from ..store.options import BucketMode
 from ..store.read import TableRead
-from ..store.scan import DataSplit
+from ..store.scan import DataSplit, next_sequences
 from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import bloom
@@ -67,7 +67,7 @@ def bucket_state(table: FileStoreTable, plan) -> tuple[list[DataSplit], dict, di
     sequence number, and (HASH_DYNAMIC) each bucket's HASH index entry."""
     splits = plan.splits if plan else []
     snapshot = plan.snapshot if plan else None
-    next_sequence = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in splits}
+    next_sequence = next_sequences(splits)
     hashed = table.schema.bucket_mode == BucketMode.HASH_DYNAMIC
     index_files = read_hash_index(table.io, table.path, snapshot) if hashed and snapshot else {}
     return splits, next_sequence, index_files

@@ -16,7 +16,6 @@ Rules, as Paimon's append table (AppendOnlyFileStore) keeps them:
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -24,7 +23,7 @@ import pyarrow as pa
 
 from . import binary_row
 from .commit import CommitResult, FileStoreCommit
-from .datafile import KeyValueFileWriter, conform, file_stats_of_rows, int_array
+from .datafile import KeyValueFileWriter, conform, creation_time, file_stats_of_rows, int_array
 from .errors import SchemaError
 from .fileio import FileIO
 from .groups import group_codes, group_runs
@@ -63,7 +62,7 @@ class AppendFileWriter(KeyValueFileWriter):
         return dataclasses.replace(
             _empty_key_meta(), file_name=name, file_size=size, row_count=rows.num_rows, value_stats=values,
             min_sequence_number=first, max_sequence_number=first + rows.num_rows - 1, schema_id=self.schema.id,
-            level=self.level, creation_time=_now(), file_source=self.file_source, value_stats_cols=cols)
+            level=self.level, creation_time=creation_time(), file_source=self.file_source, value_stats_cols=cols)
 
 
 def _empty_key_meta() -> DataFileMeta:
@@ -71,11 +70,6 @@ def _empty_key_meta() -> DataFileMeta:
     return DataFileMeta(file_name="", file_size=0, row_count=0, min_key=empty, max_key=empty,
                         key_stats=SimpleStats.empty(), value_stats=SimpleStats.empty(), min_sequence_number=0,
                         max_sequence_number=0, schema_id=0)
-
-
-def _now() -> dt.datetime:  # Paimon keeps a file's creation time to the millisecond
-    now = dt.datetime.now(dt.timezone.utc)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def row_buckets(rows: pa.Table, schema: TableSchema) -> np.ndarray:
@@ -148,11 +142,6 @@ class AppendWrite:
     def commit(self, kind: str = APPEND, commit_user: str | None = None) -> CommitResult | None:
         return FileStoreCommit(self.io, self.table_path, self.schema, commit_user).commit_or_abort(
             self.prepare_commit(), kind)
-
-
-def next_sequences(splits: Sequence[DataSplit]) -> dict[tuple[bytes, int], int]:
-    """(partition, bucket) -> the bucket's next sequence number, from a plan's splits."""
-    return {(s.partition, s.bucket): s.max_sequence_number + 1 for s in splits}
 
 
 # ---- compaction -------------------------------------------------------------------------------------

@@ -36,6 +36,12 @@ _SMALL_FILE_ROWS = 1024  # files up to this many rows are written without dictio
 _DICTIONARY_SAMPLE, _DICTIONARY_MAX_DISTINCT = 4096, 0.5
 
 
+def creation_time() -> dt.datetime:
+    """Now, as a data file's creation time: Paimon keeps it to the millisecond."""
+    now = dt.datetime.now(dt.timezone.utc)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
 def key_column(name: str) -> str:
     return KEY_PREFIX + name
 
@@ -189,7 +195,6 @@ class KeyValueFileWriter:
         key_arrays = [kv.column(key_column(k)) for k in keys]
         if stats is None:
             stats = file_stats(kv, self._stats)
-        now = dt.datetime.now(dt.timezone.utc)
         key_types = self.schema.key_types
         return DataFileMeta(
             file_name=name,
@@ -203,7 +208,7 @@ class KeyValueFileWriter:
             max_sequence_number=stats.max_sequence,
             schema_id=self.schema.id,
             level=self.level,
-            creation_time=now.replace(microsecond=now.microsecond // 1000 * 1000),
+            creation_time=creation_time(),
             delete_row_count=stats.deletes,
             file_source=self.file_source,
             value_stats_cols=stats.value_stats_cols,

@@ -39,6 +39,12 @@ class DataSplit:
         return max((f.max_sequence_number for f in self.files), default=-1)
 
 
+def next_sequences(splits) -> dict[tuple[bytes, int], int]:
+    """(partition, bucket) -> the bucket's next sequence number, from a plan's splits: where a
+    writer of that bucket continues, as Paimon's writers restore it."""
+    return {(s.partition, s.bucket): s.max_sequence_number + 1 for s in splits}
+
+
 @dataclass
 class Plan:
     snapshot: Snapshot | None

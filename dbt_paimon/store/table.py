@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from . import binary_row, key_order
 from . import options as opts
 from .commit import CommitResult, FileStoreCommit
-from .append import AppendWrite, next_sequences
+from .append import AppendWrite
 from .datafile import (VALUE_KIND, KeyValueFileWriter, check_unique, conform, dictionary_columns, group_file_stats,
                        int_array, kv_table)
 from .errors import SchemaError
@@ -27,7 +27,7 @@ from .orphan_files import OrphanFilesClean, OrphanFilesResult, older_than_millis
 from .paths import bucket_dir, partition_path
 from .read import TableRead
 from .rollback import RollbackResult, rollback
-from .scan import FileStoreScan, PartitionFilter, Plan, batch_scan_skip_level0
+from .scan import FileStoreScan, next_sequences, PartitionFilter, Plan, batch_scan_skip_level0
 from .schema import SchemaManager, TableSchema, build_schema, latest_schema
 from .snapshot import APPEND, Snapshot, SnapshotManager
 from .stats_collector import DataFileStatsCollector
@@ -210,7 +210,7 @@ class TableWrite:
     def _restore(self) -> dict[tuple[bytes, int], int]:
         if self._next_seq is None:
             plan = self.table.plan()
-            self._next_seq = {(s.partition, s.bucket): s.max_sequence_number + 1 for s in plan.splits}
+            self._next_seq = next_sequences(plan.splits)
         return self._next_seq
 
     def write(self, rows: pa.Table, buckets: int | Sequence[int] | np.ndarray | pa.Array | None = None,
