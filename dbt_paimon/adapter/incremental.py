@@ -11,7 +11,8 @@ Everything else is dbt-spark's, unchanged. The adapter's default file_format sta
 What a run on a Paimon table does (`choose`): a model with unique_key (or a contract's primary key)
 is a primary-key table whose rows are upserted (`merge`, the default; `paimon_upsert`; `delete+insert`,
 which on a deduplicate table is the same), or replace the rows of their partitions (`insert_overwrite`)
-or of their batch's time range (`microbatch`) in the upsert's snapshot (engine/replace.py); a model
+or of their batch's time range (`microbatch`) in the upsert's snapshot (engine/replace.py: a table
+that merges rows has its partitions overwritten, and takes no time range); a model
 without is an append table (store/append.py) whose rows are appended (`append`, the default, and
 `delete+insert` without a key, as dbt has it), replace the partitions they fall in (`insert_overwrite`;
 without partition_by, the whole table) or their batch's time range (`microbatch`). A `table` model,
@@ -95,7 +96,8 @@ def choose(name: str, materialization: str, config, keyed: bool, full_refresh: b
             return Write(upsert=True, code="INSERT OVERWRITE", replace=replace)
         _check_event_time(name, config)
         return Write(upsert=True, code="MICROBATCH", replace=Replace(
-            where=batch_range(name, config.event_time, config.batch_start, config.batch_end)))
+            where=batch_range(name, config.event_time, config.batch_start, config.batch_end),
+            what="a microbatch's time range"))
     if config.sequence_by:
         raise DbtRuntimeError(f"{name}: sequence_by orders the versions of a key and needs unique_key; a model "
                               f"without unique_key is a Paimon append table, which keeps every row")

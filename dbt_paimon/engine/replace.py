@@ -7,9 +7,18 @@ written on the job's base snapshot into the rows' own (partition, bucket) and co
 files: the batch's keys are upserted, every other replaced key is deleted. The -D records and the
 job's files never share a key, so their sequence numbers need no order between them.
 
-Only a deduplicate table takes it: on partial-update, aggregation and first-row tables a batch row
-merges with the stored one instead of replacing it. A cross-partition table is refused too: its key
-index would not learn of the -D records.
+On a cross-partition table a batch key stored outside the replaced rows moves as in any upsert
+(ExistingProcessor: -D where it was); the key index records the job's own placements, and the
+buckets holding -D records of the run are read again by its next catch-up (key_index/catch_up.py:
+files with deletes added), so the index never keeps a retracted key.
+
+A table that merges rows (partial-update, aggregation, first-row) cannot take it: a -D record there
+merges too (or is refused), and a batch row would merge with the stored one instead of replacing it.
+Its partitions (or the whole table) are replaced as Paimon's INSERT OVERWRITE does instead
+(`by_overwrite`): the job writes the batch as into a new table (its rows merged among themselves),
+and an OVERWRITE commit drops every file of the partitions the batch wrote (all: the whole table)
+for it, the HASH index of a dynamic-bucket table with them. A time range (microbatch) has no such
+form; nor does a cross-partition table, whose keys may live outside the replaced rows.
 """
 
 from __future__ import annotations
@@ -34,14 +43,34 @@ class Replace:
     what: str = "the replaced range"  # names `where` in errors
 
 
-def check(schema: TableSchema, path: str) -> None:
-    """Refuse a table whose rows cannot be replaced this way, naming why."""
-    if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
-        raise SchemaError(f"table {path} merges rows ({schema.core.merge_engine}): its rows can be upserted, not "
-                          f"replaced (use the merge strategy)")
+def by_overwrite(schema: TableSchema, replace: Replace) -> bool:
+    """Whether the run replaces its rows by an OVERWRITE commit (a table that merges rows), not by
+    -D records; check() has refused what neither can do."""
+    return schema.core.merge_engine != MergeEngine.DEDUPLICATE
+
+
+def check(schema: TableSchema, replace: Replace, path: str) -> None:
+    """Refuse a replace the table cannot take, naming why."""
+    if schema.core.merge_engine == MergeEngine.DEDUPLICATE:
+        return
+    why = f"table {path} merges rows ({schema.core.merge_engine})"
+    if not replace.batch_partitions and (replace.where or "").strip().lower() != "true":
+        raise SchemaError(f"{why}: {replace.what} can only be replaced a whole partition at a time (insert_overwrite "
+                          f"with partition_by), or its rows upserted (the merge strategy)")
     if schema.bucket_mode == BucketMode.KEY_DYNAMIC:
-        raise SchemaError(f"table {path} is a cross-partition table (its key lacks a partition column): replacing "
-                          f"its rows is not supported yet (use the merge strategy)")
+        raise SchemaError(f"{why} and its key lacks a partition column: a key of the batch may live outside the "
+                          f"rows it replaces, so they cannot be overwritten (use the merge strategy)")
+
+
+def overwrite(table: FileStoreTable, job, replace: Replace):
+    """The job's files (written as into a new table) committed as an OVERWRITE of the partitions
+    they are in (whole table without batch_partitions): CommitResult, or None when a batch
+    without rows replaces no partition."""
+    partitions = {e.partition for e in job.entries} if replace.batch_partitions else None
+    if partitions is not None and not partitions:
+        return None
+    index_files = job.index_changes if table.schema.bucket_mode == BucketMode.HASH_DYNAMIC else None
+    return table.new_commit().overwrite(job.entries, partitions, index_files)
 
 
 def retractions(spark: SparkSession, table: FileStoreTable, plan, replace: Replace, batch: DataFrame) -> list:

@@ -40,8 +40,8 @@ from .distributed import DistributedExecutor
 from .executor import Executor
 from .local import LocalExecutor
 from .post_commit import after_commit
+from . import replace as replacing
 from .replace import Replace, retractions
-from .replace import check as check_replace
 from .settings import RUN_OPTIONS, Execution, RunSettings
 from .spark_types import arrow_schema_of, fits, to_spark
 
@@ -165,7 +165,8 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     """Upsert df into the Paimon table at path (created if absent); commits one snapshot.
 
     replace: rows the run replaces (replace.py): those of them whose key df does not hold are
-    deleted in the same snapshot (dbt's insert_overwrite and microbatch on a key table).
+    deleted in the same snapshot (dbt's insert_overwrite and microbatch on a key table); on a table
+    that merges rows, the batch's partitions are overwritten (Paimon's INSERT OVERWRITE).
 
     not_null: columns that must not be null (dbt's not_null constraints): NOT NULL in a new table's
     schema; checked before anything is written, with the table's own NOT NULL columns.
@@ -204,7 +205,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         # the run keys given are stored with a new table, as Paimon stores them
         schema = build_schema(arrow, primary_keys, partition_keys, {**given, **settings.run_options()})
     if replace is not None:
-        check_replace(schema, path)
+        replacing.check(schema, replace, path)
     if sequence_by is not None:
         [sequence_by] = resolve_columns("sequence_by", [sequence_by], schema.field_names)
         if sequence_by in schema.primary_keys:
@@ -251,10 +252,13 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             if not cached and exists and schema.bucket_mode != BucketMode.HASH_DYNAMIC:
                 batch, cached = batch.persist(StorageLevel.MEMORY_AND_DISK), True
             executor = DistributedExecutor(spark, batch, settings, path, size)
-        # the replaced rows' -D records, on the job's own base snapshot, against the batch as Spark holds it
-        retract = None if replace is None else functools.partial(retractions, spark, replace=replace, batch=batch)
+        retract, overwriting = None, None
+        if replace is not None and replacing.by_overwrite(schema, replace):
+            overwriting = replace
+        elif replace is not None:  # the replaced rows' -D records, on the job's base, against the batch as Spark holds it
+            retract = functools.partial(retractions, spark, replace=replace, batch=batch)
         return _attempts(spark, executor, io, path, schema, exists, stage, started, phases,
-                         _retry_options(schema, settings), retract)
+                         _retry_options(schema, settings), retract, overwriting)
     finally:
         if cached:
             batch.unpersist()
@@ -269,14 +273,16 @@ def _retry_options(schema: TableSchema, settings: RunSettings) -> opts.CoreOptio
 
 def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSchema, exists: bool,
               stage: StageRows, started: float, phases: dict, retry: opts.CoreOptions,
-              retract=None) -> UpsertResult:
+              retract=None, overwriting: Replace | None = None) -> UpsertResult:
     """Plan, run the job on the executor, commit. A commit conflict (another writer committed after
     the job's snapshot) is one attempt of commit.max-retries (`retry`: the options that say it),
     waited for as Paimon's writers do (store/retry.py); then the job's files are committed on the
     new snapshot as they are when the commits between changed nothing the job read or wrote
     (recommit.py), else the job runs again on it. phases: the seconds spent so far by phase.
     retract(table, plan): the -D records of the rows the run replaces (replace.py), committed with
-    the job's files; they were found on the job's base, so a conflict always runs the job again."""
+    the job's files; they were found on the job's base, so a conflict always runs the job again.
+    overwriting: the job is written as into a new table and overwrites what `overwriting` replaces
+    (replace.py), as Paimon's overwrite does: whatever another writer committed there meanwhile."""
     clock = _PhaseClock(phases)
     attempt, recommits = 1, 0  # attempt: the commit attempt, one more after each conflict
     while True:  # a run of the job
@@ -284,7 +290,7 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         plan = table.plan() if exists else None
         base = plan.snapshot if plan else None
         clock.lap("plan")
-        job = executor.run_job(table, plan, stage)
+        job = executor.run_job(table, None if overwriting is not None else plan, stage)
         retracted = retract(table, plan) if retract is not None and plan is not None else []
         if retracted:
             counts = AssignCounts(**job.counts.as_dict())
@@ -300,6 +306,15 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
                 _abandon(io, path, table, job)
                 raise
             exists = True
+        if overwriting is not None:
+            try:
+                result = replacing.overwrite(table, job, overwriting)
+            except BaseException:
+                _abandon(io, path, table, job)
+                raise
+            clock.lap("commit")
+            return _finished(spark, executor, io, path, job, result, base, result.attempts if result else 1, 0,
+                             started, phases, clock)
         while True:  # its commit, on `base`, then on each newer snapshot it stays right on
             if _before_commit is not None:
                 _before_commit(attempt)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Collection, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from .errors import CommitConflictError
 from .fileio import FileIO
+from .index import HASH_INDEX, IndexFileMeta, IndexManifestFile
 from .manifest import ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, merge_entries
 from .paths import bucket_dir, partition_path
 from .retry import give_up_hint, wait_before_retry
@@ -93,11 +94,14 @@ class FileStoreCommit:
                     f"committing first ({give_up_hint(self.schema.core)})")
             wait_before_retry(self.schema.core, attempt)
 
-    def overwrite(self, entries: Sequence[ManifestEntry], partitions: Collection[bytes] | None) -> CommitResult:
+    def overwrite(self, entries: Sequence[ManifestEntry], partitions: Collection[bytes] | None,
+                  index_files: Mapping[tuple[bytes, int], IndexFileMeta] | None = None) -> CommitResult:
         """Paimon's OVERWRITE commit: the files live at commit time in `partitions` (serialized
         partition rows; None: the whole table) are deleted and `entries` added, as one snapshot.
         Files another writer committed there meanwhile are overwritten too, as in Paimon; a lost
-        race for snapshot-N is retried on the new latest (commit.max-retries)."""
+        race for snapshot-N is retried on the new latest (commit.max-retries). index_files (a
+        dynamic-bucket table): the HASH index files of the buckets `entries` wrote, which replace
+        every HASH index file of the overwritten partitions."""
         attempt = 0
         while True:
             attempt += 1
@@ -106,17 +110,31 @@ class FileStoreCommit:
                     for e in self.live_entries(latest).values() if partitions is None or e.partition in partitions]
             delta = gone + list(entries)
             delta_meta = self.manifests.write(delta) if delta else None
-            snapshot, written = self._prepare(latest, delta_meta, delta, OVERWRITE, ...)
+            index_manifest = ... if index_files is None else self._overwritten_index(latest, partitions, index_files)
+            snapshot, written = self._prepare(latest, delta_meta, delta, OVERWRITE, index_manifest)
             if self._publish(latest, snapshot):
                 return CommitResult(snapshot, attempt)
             for name in written:
                 self.io.delete(f"{self.manifest_lists.dir}/{name}")
+            if index_manifest not in (..., None, latest.index_manifest if latest else None):
+                self.io.delete(f"{self.manifest_lists.dir}/{index_manifest}")
             self._discard([delta_meta])
             if attempt > self.schema.core.commit_max_retries:
                 raise CommitConflictError(
                     f"gave up overwriting {self.table_path} after {attempt} attempts: other writers kept "
                     f"committing first ({give_up_hint(self.schema.core)})")
             wait_before_retry(self.schema.core, attempt)
+
+    def _overwritten_index(self, latest: Snapshot | None, partitions: Collection[bytes] | None,
+                           index_files: Mapping[tuple[bytes, int], IndexFileMeta]) -> str | None:
+        """The index manifest of an overwrite on `latest`: the overwritten partitions' HASH files
+        replaced by `index_files`."""
+        manifests = IndexManifestFile(self.io, self.table_path)
+        previous = latest.index_manifest if latest else None
+        removed = [(e.partition, e.bucket) for e in (manifests.read(previous) if previous else [])
+                   if e.index_type == HASH_INDEX and (partitions is None or e.partition in partitions)
+                   and (e.partition, e.bucket) not in index_files]
+        return manifests.combine(previous, index_files, removed)
 
     def _publish(self, latest: Snapshot | None, snapshot: Snapshot) -> bool:
         """Create snapshot-N if absent, then the LATEST (and first time EARLIEST) hints; False when

@@ -162,6 +162,19 @@ KEYED_OVERWRITE = ("{{ config(materialized='incremental', file_format='paimon', 
                    "partition_by='dt', options={'bucket': '2'}, incremental_strategy='insert_overwrite') }}" + ROWS)
 KEYED_DELETE_INSERT = ("{{ config(materialized='incremental', file_format='paimon', unique_key=['id', 'dt'], "
                        "partition_by='dt', incremental_strategy='delete+insert') }}" + ROWS)
+# the key is id alone (a cross-partition table): run 2 moves id 1 from d1 into the replaced d2
+MOVING_ROWS = """
+{% if var('run', 1) == 1 %}
+select 1 as id, 'd1' as dt, 10 as v union all select 2, 'd1', 20 union all select 3, 'd2', 30
+{% else %}
+select 1 as id, 'd2' as dt, 11 as v union all select 5, 'd3', 50
+{% endif %}
+"""
+CROSS_OVERWRITE = ("{{ config(materialized='incremental', file_format='paimon', unique_key='id', "
+                   "partition_by='dt', incremental_strategy='insert_overwrite') }}" + MOVING_ROWS)
+MERGING_OVERWRITE = ("{{ config(materialized='incremental', file_format='paimon', unique_key=['id', 'dt'], "
+                     "partition_by='dt', options={'merge-engine': 'partial-update'}, "
+                     "incremental_strategy='insert_overwrite') }}" + ROWS)
 
 
 class TestKeyTableStrategies:
@@ -170,13 +183,21 @@ class TestKeyTableStrategies:
 
     @pytest.fixture(scope="class")
     def models(self):
-        return {"keyed_overwrite.sql": KEYED_OVERWRITE, "keyed_delete_insert.sql": KEYED_DELETE_INSERT}
+        return {"keyed_overwrite.sql": KEYED_OVERWRITE, "keyed_delete_insert.sql": KEYED_DELETE_INSERT,
+                "cross_overwrite.sql": CROSS_OVERWRITE, "merging_overwrite.sql": MERGING_OVERWRITE}
 
     def test_insert_overwrite_and_delete_insert_on_key_tables(self, project):
         run_dbt(["run"])
         results = run_dbt(["run", "--vars", "{run: 2}"]).results
         assert {r.node.name: r.adapter_response["code"] for r in results} == {
-            "keyed_overwrite": "INSERT OVERWRITE", "keyed_delete_insert": "UPSERT"}
+            "keyed_overwrite": "INSERT OVERWRITE", "keyed_delete_insert": "UPSERT",
+            "cross_overwrite": "INSERT OVERWRITE", "merging_overwrite": "INSERT OVERWRITE"}
+        # d2 and d3 replaced: id 3 deleted, id 1 moved out of d1 (which is kept: id 2)
+        assert _spark_rows(project, "cross_overwrite") == [(1, "d2", 11), (2, "d1", 20), (5, "d3", 50)]
+        assert _table(project, "cross_overwrite").latest_snapshot().id == 2
+        # partial-update: d2 overwritten as Paimon's INSERT OVERWRITE does
+        assert _spark_rows(project, "merging_overwrite") == _spark_rows(project, "keyed_overwrite")
+        assert _table(project, "merging_overwrite").latest_snapshot().commit_kind == "OVERWRITE"
         # d2 replaced: id 3 (there, not in run 2) deleted; d1 kept; d3 added
         assert _spark_rows(project, "keyed_overwrite") == [(1, "d1", 10), (2, "d1", 20), (4, "d2", 40), (5, "d3", 50)]
         assert _spark_rows(project, "keyed_delete_insert") == [(1, "d1", 10), (2, "d1", 20), (3, "d2", 30),

@@ -120,8 +120,8 @@ BAD = {
             "merge_update_columns=['v'], merge_exclude_columns=['name']",
     "missing": "materialized='incremental', incremental_strategy='merge', unique_key='id', partition_by='dt', "
                "merge_update_columns=['nope']",
-    "overwrite": "materialized='incremental', file_format='paimon', incremental_strategy='insert_overwrite', "
-                 "unique_key='id', partition_by='dt'",
+    "delete_insert": "materialized='incremental', file_format='paimon', incremental_strategy='delete+insert', "
+                     "unique_key='id', partition_by='dt', options={'merge-engine': 'partial-update'}",
     "append": "materialized='incremental', file_format='paimon', incremental_strategy='append', "
               "unique_key='id', partition_by='dt'",
     "predicate": "materialized='incremental', incremental_strategy='merge', unique_key='id', partition_by='dt', "
@@ -130,7 +130,8 @@ BAD = {
 MESSAGES = {
     "both": "give merge_update_columns or merge_exclude_columns, not both",
     "missing": "nope",
-    "overwrite": "is a cross-partition table (its key lacks a partition column): replacing its rows is not supported",
+    "delete_insert": "incremental_strategy 'delete+insert' replaces a key's row whole, which a table with "
+                     "merge-engine 'partial-update' does not do",
     "append": "incremental_strategy 'append' keeps every row, which a table with a primary key cannot",
     "predicate": "incremental_predicates",
 }
