@@ -151,7 +151,8 @@ def _instrument(phases: dict) -> None:
 
     builder_cls.getOrCreate = get_or_create
     try:
-        from dbt_paimon.adapter import catalog, session as adapter_session
+        from dbt_paimon.adapter import session as adapter_session
+        from dbt_paimon.engine.sql import catalog
     except ImportError:
         return
     catalog.sync = _timed(phases, "catalog_sync", catalog.sync, once=False)

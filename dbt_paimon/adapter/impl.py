@@ -29,7 +29,8 @@ from ..engine.spark_types import spark_schema
 from ..store.fileio import FileIO
 from ..store.schema import SchemaManager
 from ..store.table import FileStoreTable
-from . import catalog, incremental, maintenance, materializations, python_models, seeds, snapshots
+from ..engine.sql import catalog
+from . import incremental, maintenance, materializations, python_models, seeds, snapshots
 from .configs import PaimonConfig
 from .connections import PaimonConnectionManager
 from .credentials import PaimonCredentials

@@ -25,6 +25,7 @@ from ..store.errors import PaimonError
 from ..store.fileio import FileIO
 from ..store.schema import SchemaManager, TableSchema, resolve_columns
 from ..store.table import FileStoreTable
+from ..engine import schema_change
 from . import constraints, evolution, incremental, staging
 from .configs import UpsertConfig, check_names
 from .connections import error_message
@@ -154,7 +155,7 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
                                   not_null=not_null, settings=given.run_settings(), where=write.where)
     except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
         if evolved is not None:
-            evolution.rollback(path, evolved, io)
+            schema_change.rollback(path, evolved, io)
         if target != path:
             staging.discard(target)
         if isinstance(e, DbtRuntimeError):
@@ -260,9 +261,9 @@ def persist_docs(tables: Tables, relation: BaseRelation, model: Mapping[str, Any
             descriptions[col.get("name") or col_name] = col.get("description") or ""
         descriptions = {k: v for k, v in descriptions.items() if k.lower() in
                         {n.lower() for n in schema.field_names}}
-    docs = evolution.with_docs(schema, comment, descriptions)
+    docs = schema_change.with_docs(schema, comment, descriptions)
     if docs is None:
         return False
-    evolution.commit(path, docs)
+    schema_change.commit(path, docs)
     tables.resync(relation, path)
     return True

@@ -31,7 +31,8 @@ from pyspark.sql import SparkSession
 
 from ..engine import register, warm_up
 from ..store import fileio
-from . import catalog, jvm_cache
+from ..engine.sql import catalog
+from . import jvm_cache
 from .credentials import PaimonCredentials, quote_option
 from .locks import HeldLocks, lock_path
 from .spark_relations import RelationStore

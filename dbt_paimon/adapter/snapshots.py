@@ -50,7 +50,7 @@ from ..store.fileio import FileIO
 from ..store.options import MergeEngine
 from ..store.schema import SchemaManager, TableSchema
 from ..store.table import FileStoreTable
-from . import evolution
+from ..engine import schema_change
 from .connections import error_message
 from .tables import Tables, schema_id
 from .configs import column_list, quoted
@@ -308,7 +308,7 @@ def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelat
             batch = batch.localCheckpoint(eager=True)
             unchanged = batch.isEmpty()
             if new_fields:  # as dbt-core adds them, whether or not a version changes
-                evolved = evolution.commit(path, evolution.evolve(schema, add=new_fields), io)
+                evolved = schema_change.commit(path, schema_change.evolve(schema, add=new_fields), io)
                 added = [f.name for f in new_fields]
                 log.info(f"{name}: Paimon schema {evolved.id}: added {added} (new columns of the snapshot's query)")
             if unchanged:
@@ -323,7 +323,7 @@ def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelat
                         options=options or {}, settings=RunSettings(execution=execution or Execution.AUTO))
     except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
         if evolved is not None:
-            evolution.rollback(path, evolved, io)
+            schema_change.rollback(path, evolved, io)
         if isinstance(e, DbtRuntimeError):
             raise
         what = str(e) if isinstance(e, PaimonError) else error_message(e)

@@ -44,7 +44,7 @@ from urllib.parse import unquote, urlparse
 from dbt.adapters.events.logging import AdapterLogger
 from pyspark.sql import SparkSession
 
-from .catalog import PROVIDER_PREFIX, alter_entry, quote, scala_list, set_managed, sql_string
+from ..engine.sql.catalog import PROVIDER_PREFIX, alter_entry, quote, scala_list, set_managed, sql_string
 from .locks import name_of, safe_name
 from .statements import Statement, qualified_names
 

@@ -21,7 +21,8 @@ from ..store.errors import PaimonError
 from ..store.fileio import FileIO
 from ..store.schema import SchemaManager, TableSchema
 from ..store.table import FileStoreTable
-from . import catalog, staging
+from ..engine.sql import catalog
+from . import staging
 from .connections import error_message
 
 log = AdapterLogger("Paimon")

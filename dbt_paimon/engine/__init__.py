@@ -7,14 +7,16 @@
 - delete(spark, path, where): -D records for every live row matching a Spark SQL predicate (an
   append table: its files holding such rows written again without them).
 - compact(spark, path[, buckets]): full compaction of buckets into one COMPACT snapshot.
-- register(spark): the `paimon` data source for spark.read.format("paimon").
+- register(spark[, warehouse=...]): the `paimon` data source for spark.read.format("paimon"),
+  Spark SQL statements that write a Paimon table carried out on it (engine/sql/), and with a
+  warehouse its tables in Spark's catalog.
 """
 
 from .append import WriteResult, write
 from .compaction import compact
 from .delete import DeleteResult, delete
 from .settings import Execution, RunSettings
-from .source import register
 from .upsert import UpsertResult, upsert
+from .sql.session import register  # last: the sql package builds on the modules above
 
 __all__ = ["upsert", "write", "delete", "compact", "register", "RunSettings", "Execution", "UpsertResult", "WriteResult", "DeleteResult"]

@@ -81,9 +81,10 @@ def _check_engine(schema) -> None:
 
 
 def delete(spark: SparkSession, path: str, where: str,
-           storage_options: Mapping[str, object] | None = None) -> DeleteResult:
+           storage_options: Mapping[str, object] | None = None, alias: str | None = None) -> DeleteResult:
     """Delete every live row of the table at path for which the Spark SQL predicate holds.
-    storage_options: the object store's settings (Paimon's names: s3.endpoint, ...)."""
+    storage_options: the object store's settings (Paimon's names: s3.endpoint, ...); alias: a name
+    the predicate may qualify the table's columns with (`DELETE FROM t AS x WHERE x.id = 1`)."""
     io = FileIO.get(path, storage_options)
     started = time.time()
     if not where or not where.strip():
@@ -99,10 +100,10 @@ def delete(spark: SparkSession, path: str, where: str,
         if not plan.splits:
             return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, attempt)
         if schema.is_append:  # no -D records there: the files holding the rows are written again
-            rewrite = rewrite_where(spark, table, plan, where, "delete predicate", next_sequences(plan.splits))
+            rewrite = rewrite_where(spark, table, plan, where, "delete predicate", next_sequences(plan.splits), alias)
             entries, deleted = rewrite.entries, rewrite.removed_rows
         else:
-            entries = delete_records(spark, table, plan, where)
+            entries = delete_records(spark, table, plan, where, alias=alias)
             deleted = sum(e.file.row_count for e in entries)
         if not entries:
             return DeleteResult(table.path, plan.snapshot.id, 0, attempt, time.time() - started)
@@ -121,7 +122,8 @@ def delete(spark: SparkSession, path: str, where: str,
 
 
 def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str | None,
-                   narrow: Callable[[DataFrame], DataFrame] | None = None, what: str = "delete predicate") -> list:
+                   narrow: Callable[[DataFrame], DataFrame] | None = None, what: str = "delete predicate",
+                   alias: str | None = None) -> list:
     """The -D records of every live row of a primary-key table matching `where` (and kept by
     `narrow`, a further filter of the rows as a DataFrame), written as files in the rows' own
     (partition, bucket): their ADD entries. `what` names the predicate in errors."""
@@ -130,10 +132,10 @@ def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str 
     stage = StageRows(schema)
     rows = jobs.descriptors(spark, tasks.chunk_splits(plan.splits, parallelism * 2)).mapInArrow(
         _rows_task(table.path, stage, table.io), struct_of(stage.live_row()))
-    matched = rows
+    matched = rows.alias(alias) if alias else rows
     if where is not None:
         try:
-            matched = rows.filter(F.expr(where))
+            matched = matched.filter(F.expr(where))
         except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
             raise SchemaError(f"{what} {where!r} is not valid Spark SQL over the table's columns: "
                               f"{str(e).splitlines()[0]}") from None

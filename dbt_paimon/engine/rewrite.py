@@ -90,12 +90,14 @@ def matched(rows: DataFrame, predicate: str, what: str):
 
 
 def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predicate: str, what: str,
-                  next_sequence: dict) -> Rewrite:
+                  next_sequence: dict, alias: str | None = None) -> Rewrite:
     """The Rewrite that removes the rows of plan's files where `predicate` holds. `what` names the
-    predicate in errors (e.g. "delete predicate"); next_sequence: each bucket's next number."""
+    predicate in errors (e.g. "delete predicate"); next_sequence: each bucket's next number;
+    alias: a name the predicate may qualify the table's columns with (`t.id`)."""
     if not plan.splits:
         return Rewrite()
     rows = file_rows(spark, table, plan.splits)
+    rows = rows.alias(alias) if alias else rows
     condition = matched(rows, predicate, what)
     with jobs.spark_conf(spark, jobs.JOB_SETTINGS):
         try:
@@ -108,7 +110,8 @@ def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predic
     affected = [DataSplit(s.snapshot_id, s.partition, s.partition_values, s.bucket, s.total_buckets, s.bucket_path,
                           [f for f in s.files if f.file_name in hit]) for s in plan.splits]
     affected = [s for s in affected if s.files]
-    kept = file_rows(spark, table, affected).filter(~F.coalesce(condition, F.lit(False))).drop(FILE)
+    kept = file_rows(spark, table, affected)
+    kept = (kept.alias(alias) if alias else kept).filter(~F.coalesce(condition, F.lit(False))).drop(FILE)
     payloads = jobs.collect_payloads(spark, kept.mapInArrow(
         append_task(table.path, table.schema, table.io, next_sequence), struct_of(PAYLOAD)))
     adds = [e for p in payloads for e in p]

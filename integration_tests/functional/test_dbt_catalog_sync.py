@@ -7,7 +7,8 @@ import shutil
 
 from pyspark.sql import types as T
 
-from dbt_paimon.adapter import catalog, evolution
+from dbt_paimon.engine import schema_change
+from dbt_paimon.engine.sql import catalog
 from dbt_paimon.engine import upsert
 from dbt_paimon.store import FileStoreTable
 
@@ -27,7 +28,7 @@ class TestCatalogSync:
 
         # evolved elsewhere: the entry is declared again with the new column
         table = FileStoreTable.open(path)
-        evolution.commit(path, evolution.evolve(table.schema, add=[T.StructField("extra", T.StringType())]))
+        schema_change.commit(path, schema_change.evolve(table.schema, add=[T.StructField("extra", T.StringType())]))
         catalog.sync(spark, warehouse)
         assert spark.table(f"{schema}.written_elsewhere").columns == ["id", "name", "extra"]
         assert spark.sql(f"select * from {schema}.written_elsewhere").collect() == [(1, "a", None)]

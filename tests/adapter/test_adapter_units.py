@@ -8,7 +8,8 @@ from dbt_common.exceptions import DbtRuntimeError
 from pyspark.sql import types as T
 
 from dbt_paimon.adapter import evolution, macros_path
-from dbt_paimon.adapter.catalog import create_table_sql, load, provider_name, table_path
+from dbt_paimon.engine import schema_change
+from dbt_paimon.engine.sql.catalog import create_table_sql, load, provider_name, table_path
 from dbt_paimon.adapter.connections import error_message
 from dbt_paimon.adapter.credentials import PaimonCredentials
 from dbt_paimon.engine import UpsertResult
@@ -159,31 +160,31 @@ def test_schema_diff_treats_lossless_widenings_as_no_change(tmp_path):
 
 def test_evolve_adds_with_new_ids_drops_and_widens(tmp_path):
     schema = _schema(tmp_path)
-    new = evolution.evolve(schema, add=[T.StructField("extra", T.DateType())], drop=["n"],
+    new = schema_change.evolve(schema, add=[T.StructField("extra", T.DateType())], drop=["n"],
                            retype={}, options={"fields.extra.aggregate-function": "max"})
     assert new.id == 1 and new.highest_field_id == 4
     assert [(f.id, f.name, f.type.sql()) for f in new.fields] == [
         (0, "id", "BIGINT NOT NULL"), (1, "dt", "STRING"), (3, "s", "STRING"), (4, "extra", "DATE")]
     assert new.options["fields.extra.aggregate-function"] == "max"
-    assert evolution.widened(DataType("INT"), T.LongType()).root == "BIGINT"
-    assert evolution.widened(DataType("DECIMAL", precision=10, scale=2), T.DecimalType(12, 1)).sql() == \
+    assert schema_change.widened(DataType("INT"), T.LongType()).root == "BIGINT"
+    assert schema_change.widened(DataType("DECIMAL", precision=10, scale=2), T.DecimalType(12, 1)).sql() == \
         "DECIMAL(13, 2)"  # room for both: 11 integer digits, 2 decimals
-    assert evolution.widened(DataType("BIGINT"), T.IntegerType()) is None
-    assert evolution.widened(DataType("STRING"), T.LongType()) is None
+    assert schema_change.widened(DataType("BIGINT"), T.IntegerType()) is None
+    assert schema_change.widened(DataType("STRING"), T.LongType()) is None
     for bad, message in ((dict(drop=["dt"]), "part of the primary or partition key"),
                          (dict(drop=["s"]), "refer to it"),
                          (dict(retype={"id": DataType("DOUBLE")}), "key column 'id'")):
         with pytest.raises(SchemaError, match=message):
-            evolution.evolve(schema, **bad)
+            schema_change.evolve(schema, **bad)
 
 
 def test_docs_schema_and_the_catalog_entry_it_gives(tmp_path):
     schema = _schema(tmp_path)
-    docs = evolution.with_docs(schema, "The table's 'comment'", {"ID": "the key", "nope": "ignored"})
+    docs = schema_change.with_docs(schema, "The table's 'comment'", {"ID": "the key", "nope": "ignored"})
     assert docs.comment == "The table's 'comment'" and docs.field("id").description == "the key"
-    assert evolution.with_docs(docs, "The table's 'comment'", {"id": "the key"}) is None
+    assert schema_change.with_docs(docs, "The table's 'comment'", {"id": "the key"}) is None
     path = str(tmp_path / "db.db" / "t")
-    evolution.commit(path, docs)
+    schema_change.commit(path, docs)
     table = load("DB", "T", path)
     assert table.provider == provider_name("db", "t", path, docs) != provider_name("db", "t", path, schema)
     ddl = create_table_sql(table)

@@ -230,7 +230,7 @@ def maintained(spark, java, paimon_spark, tmp_path_factory):
     tagged one included), a schema change, an upsert in the new schema, a full compaction."""
     from pyspark.sql import types as T
 
-    from dbt_paimon.adapter import evolution
+    from dbt_paimon.engine import schema_change
     from dbt_paimon.engine import compact, upsert
     from dbt_paimon.store.types import DataType
     from tests.engine.helpers import COLUMNS, SCHEMA as SPARK_SCHEMA, frame
@@ -255,7 +255,7 @@ def maintained(spark, java, paimon_spark, tmp_path_factory):
     out.expected["pre_evolution"] = [{c: r.get(c) for c in COLUMNS} for r in model.sorted_rows()]
     out.expired = table.expire_snapshots(retain_max=1, retain_min=1).expired
 
-    evolution.commit(out.path, evolution.evolve(table.schema, add=[T.StructField("note", T.StringType())],
+    schema_change.commit(out.path, schema_change.evolve(table.schema, add=[T.StructField("note", T.StringType())],
                                                 drop=["flag"], retype={"amount": DataType("BIGINT")}))
     evolved = [{**{c: r[c] for c in COLUMNS if c != "flag"}, "note": f"n{r['id']}"} for r in batches[4]]
     out.snapshot["pre_compaction"] = up(evolved, EVOLVED_SPARK_SCHEMA)

@@ -16,7 +16,7 @@ source for every Paimon table of the warehouse and creates, replaces or drops ca
 from __future__ import annotations
 
 import hashlib
-from dbt.adapters.events.logging import AdapterLogger
+import logging
 import os
 import re
 import threading
@@ -25,16 +25,16 @@ from typing import Iterable, Optional
 
 from pyspark.sql import SparkSession
 
-from ..engine.source import PaimonDataSource
-from ..engine.spark_types import spark_schema
-from ..store.errors import PaimonError
-from ..store import fileio
-from ..store.fileio import FileIO
-from ..store.schema import SchemaManager, TableSchema
-from ..store.table import FileStoreTable
-from ..store import warehouse as layout
+from ..source import PaimonDataSource
+from ..spark_types import spark_schema
+from ...store.errors import PaimonError
+from ...store import fileio
+from ...store.fileio import FileIO
+from ...store.schema import SchemaManager, TableSchema
+from ...store.table import FileStoreTable
+from ...store import warehouse as layout
 
-log = AdapterLogger("Paimon")
+log = logging.getLogger(__name__)
 
 PROVIDER_PREFIX = "dbt_paimon__"
 _lock = threading.RLock()

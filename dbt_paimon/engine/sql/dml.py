@@ -1,0 +1,148 @@
+"""INSERT, DELETE and TRUNCATE on a Paimon table, with Paimon's semantics, each one snapshot commit.
+
+    INSERT INTO t ...                 a primary-key table: an upsert (engine/upsert.py; a key that
+                                      moves partition on a cross-partition table moves once); an
+                                      append table: rows appended (engine/append.py)
+    INSERT OVERWRITE t ...            the partitions the rows fall in are replaced (Paimon's
+                                      dynamic partition overwrite); with PARTITION (p = v, ...) that
+                                      partition, rows or not; a table without partitions: all of it
+    DELETE FROM t [WHERE c]           -D records of the matching rows (a key table), the files
+                                      holding them written again without them (an append table)
+    TRUNCATE TABLE t [PARTITION (..)] an OVERWRITE commit without files, as Paimon's TRUNCATE
+
+The rows an INSERT writes are the statement's own query, planned by Spark from the parsed plan
+(not its text), and handed to the engine as a DataFrame: on a cluster the engine's Spark jobs write
+them. The statement's columns map to the table's as Spark maps them: by position after the static
+partition columns, by the column list given, or BY NAME.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
+from ..append import write as append_write
+from ..delete import delete
+from ..replace import Replace
+from ..spark_types import to_spark
+from ..upsert import upsert
+from ...store.errors import SchemaError
+from ...store.fileio import FileIO
+from ...store.options import BucketMode
+from ...store.paths import partition_value_string
+from ...store.schema import SchemaManager, TableSchema, resolve_columns
+from ...store.table import FileStoreTable
+from .statement import Statement, alias, option, scala_list, scala_map
+from .target import Target
+
+KINDS = ("insert", "delete", "truncate", "truncate partition")
+
+
+def run(spark: SparkSession, statement: Statement, target: Target) -> None:
+    """Carry out a statement (kind in KINDS) on the Paimon table `target`."""
+    if statement.kind == "insert":
+        insert(spark, statement, target)
+    elif statement.kind == "delete":
+        condition = statement.source_text(statement.plan.condition()) if statement.plan.condition() else None
+        delete(spark, target.path, condition or "true", alias=alias(statement) or target.name)
+    else:
+        truncate(spark, statement, target)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static: dict) -> DataFrame:
+    """The statement's query as a DataFrame of the table's columns (static partition values added)."""
+    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, statement.plan.query())
+    query = DataFrame(jdf, spark)
+    names = statement.written_name
+    given = [str(c) for c in scala_list(spark, statement.plan.userSpecifiedCols())]
+    if statement.plan.byName():
+        given = resolve_columns("column", query.columns, schema.field_names)
+    elif given:
+        given = resolve_columns("column", given, schema.field_names)
+    else:
+        given = [f for f in schema.field_names if f not in static]
+    if len(given) != len(query.columns):
+        raise SchemaError(f"INSERT into {names}: the query gives {len(query.columns)} column(s) for "
+                          f"{len(given)} ({given})")
+    columns = {name: query[_quoted(c)] for name, c in zip(given, query.columns)}
+    for name, value in static.items():
+        columns[name] = F.lit(value)
+    missing = [f for f in schema.fields if f.name not in columns]
+    for f in missing:
+        if not f.type.nullable:
+            raise SchemaError(f"INSERT into {names}: column {f.name!r} is NOT NULL and the statement gives no value")
+    return query.select(*[(columns[f.name] if f.name in columns else F.lit(None)).cast(to_spark(f.type))
+                          .alias(f.name) for f in schema.fields])
+
+
+def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
+    plan = statement.plan
+    if plan.ifPartitionNotExists():
+        raise SchemaError(f"INSERT OVERWRITE {statement.written_name} ... IF NOT EXISTS is not supported")
+    schema = SchemaManager(FileIO.get(target.path), target.path).latest()
+    spec = {str(k): option(v) for k, v in scala_map(spark, plan.partitionSpec()).items()}
+    names = resolve_columns("partition column", list(spec), schema.field_names) if spec else []
+    bad = [n for n in names if n not in schema.partition_keys]
+    if bad:
+        raise SchemaError(f"INSERT into {statement.written_name}: {bad} are not partition columns "
+                          f"({list(schema.partition_keys)})")
+    spec = dict(zip(names, spec.values()))
+    static = {k: v for k, v in spec.items() if v is not None}
+    rows = _rows(spark, statement, schema, static)
+    overwrite = bool(plan.overwrite())
+    # a static PARTITION (...) spec naming every partition column: that partition is replaced, rows or not
+    where = None
+    if overwrite and static and set(static) == set(schema.partition_keys):
+        where = " AND ".join(f"{_quoted(k)} = CAST({_sql_string(v)} AS {to_spark(schema.field(k).type).simpleString()})"
+                             for k, v in static.items())
+    keys = dict(partition_keys=list(schema.partition_keys))
+    if schema.is_append:
+        if not overwrite:
+            mode = APPEND_MODE
+        elif where is not None:
+            mode = REPLACE_WHERE
+        else:
+            mode = OVERWRITE_PARTITIONS if schema.partition_keys else OVERWRITE_TABLE
+        append_write(rows, target.path, mode=mode, where=where, **keys)
+        return
+    replace = None
+    if overwrite:
+        if where is not None:
+            replace = Replace(where=where, what=f"PARTITION ({', '.join(f'{k}={v}' for k, v in static.items())})")
+        elif schema.partition_keys:
+            replace = Replace(batch_partitions=True)
+        else:
+            replace = Replace(where="true")
+    upsert(rows, target.path, primary_keys=list(schema.primary_keys), replace=replace, **keys)
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:
+    """Paimon's TRUNCATE: an OVERWRITE commit of the table (or the named partitions) without files."""
+    table = FileStoreTable.open(target.path)
+    schema = table.schema
+    partitions = None
+    if statement.kind == "truncate partition":
+        spec = {str(k): str(v) for k, v in scala_map(spark, statement.plan.partitionSpec().spec()).items()}
+        names = resolve_columns("partition column", list(spec), schema.field_names)
+        if not set(names) <= set(schema.partition_keys):
+            raise SchemaError(f"TRUNCATE TABLE {statement.written_name} PARTITION: {names} are not all partition "
+                              f"columns ({list(schema.partition_keys)})")
+        wanted = dict(zip(names, spec.values()))
+        index = {k: i for i, k in enumerate(schema.partition_keys)}
+        types = schema.partition_types
+        partitions = {s.partition for s in table.plan().splits
+                      if all(partition_value_string(s.partition_values[index[k]], types[index[k]]) == v
+                             for k, v in wanted.items())}
+        if not partitions:
+            return
+    index_files = {} if schema.bucket_mode == BucketMode.HASH_DYNAMIC else None
+    table.new_commit().overwrite([], partitions, index_files)

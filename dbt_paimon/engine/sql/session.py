@@ -1,0 +1,90 @@
+"""Spark SQL on Paimon tables in a SparkSession: the statements that write one run on the table.
+
+`install(spark)` puts a `sql` of its own on the session object: a statement that writes a Paimon
+table of Spark's catalog (statement.py reads it with Spark's parser, target.py finds the table) is
+carried out on the table (ddl.py: ALTER TABLE; dml.py: INSERT, DELETE, TRUNCATE) and answered
+with an empty DataFrame, as Spark answers such statements; UPDATE and MERGE INTO are refused
+naming the table; anything else goes to Spark unchanged. dbt's statements reach Spark through
+this same `spark.sql` (dbt-spark's session cursor), so dbt, hooks, `run_query` and a notebook on
+the session all get the same behaviour.
+
+Statements Spark receives another way (the DataFrame writer API, a JDBC/Thrift server on the same
+JVM) do not pass here: Spark's own refusal answers them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Mapping, Optional
+
+from pyspark.sql import DataFrame, SparkSession
+
+from ..source import register as register_source
+from ...store.errors import SchemaError
+from . import catalog, ddl, dml
+from .statement import Statement, read
+from .target import resolve
+
+log = logging.getLogger(__name__)
+
+# a statement that may write a table starts with one of these words (after comments): only those
+# are given to the parser, so a query costs nothing more
+_MAY_WRITE = re.compile(r"^(?:\s+|/\*.*?\*/|--[^\n]*(?:\n|$))*(?:insert|delete|update|merge|truncate|alter)\b",
+                        re.IGNORECASE | re.DOTALL)
+_INSTALLED = "dbt_paimon_sql"  # the attribute marking a session that has it
+
+
+def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
+    """Carry out `text` if it writes a Paimon table (an empty DataFrame), else None."""
+    if not _MAY_WRITE.match(text):
+        return None
+    statement = read(spark, text)
+    if statement is None:
+        return None
+    target = resolve(spark, statement.target)
+    if target is None:
+        return None
+    log.info("%s %s: carried out on the Paimon table at %s", statement.kind, statement.written_name, target.path)
+    if statement.kind in ddl.KINDS:
+        ddl.alter(spark, statement, target)
+    elif statement.kind in dml.KINDS:
+        dml.run(spark, statement, target)
+    else:
+        raise SchemaError(_refusal(statement))
+    return DataFrame(spark._jsparkSession.emptyDataFrame(), spark)
+
+
+def _refusal(statement: Statement) -> str:
+    what = {"update": "UPDATE", "merge": "MERGE INTO"}.get(statement.kind, statement.kind)
+    return (f"{what} {statement.written_name}: not supported on a Paimon table yet; write the changed rows with "
+            f"INSERT INTO (an upsert on the primary key), or remove them with DELETE FROM")
+
+
+def install(spark: SparkSession) -> None:
+    """Give the session the `sql` that carries out statements writing Paimon tables (idempotent)."""
+    if getattr(spark, _INSTALLED, False):
+        return
+    spark_sql = spark.sql
+
+    def sql(sqlQuery: str, args=None, **kwargs) -> DataFrame:  # noqa: N803 - SparkSession.sql's own names
+        if args is None and not kwargs and isinstance(sqlQuery, str):
+            done = run(spark, sqlQuery)
+            if done is not None:
+                return done
+        return spark_sql(sqlQuery, args, **kwargs)
+
+    sql.__doc__ = spark_sql.__doc__
+    spark.sql = sql
+    setattr(spark, _INSTALLED, True)
+
+
+def register(spark: SparkSession, storage_options: Mapping[str, object] | None = None,
+             warehouse: Optional[str] = None) -> None:
+    """Make Paimon available in this SparkSession: `spark.read.format("paimon")`, Spark SQL that
+    writes a Paimon table of Spark's catalog carried out on the table, and, with `warehouse`, every
+    Paimon table of that warehouse in Spark's catalog as `schema.table`."""
+    register_source(spark, storage_options)
+    install(spark)
+    if warehouse is not None:
+        catalog.sync(spark, warehouse)

@@ -1,0 +1,177 @@
+"""Spark SQL that writes a Paimon table of Spark's catalog (engine/sql/): each statement changes the table
+itself, with Paimon's semantics, in one snapshot, or is refused naming the table before anything changes;
+Spark's entry follows the table, and pypaimon reads every result."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dbt_paimon.engine import RunSettings, register, upsert, write
+from dbt_paimon.engine.sql import catalog
+from dbt_paimon.store import FileStoreTable, PaimonError
+from tests.oracle import pypaimon_read
+
+SCHEMA = "id bigint, dt string, v int"
+
+
+@pytest.fixture
+def tables(spark, warehouse):
+    """db.keyed (primary key id, dt; partitioned by dt), db.cross (key id, partitioned by dt: a
+    cross-partition table) and db.logs (an append table), exposed in Spark's catalog."""
+    rows = spark.createDataFrame([(1, "a", 10), (2, "a", 20), (3, "b", 30)], SCHEMA)
+    base = os.path.join(warehouse, "db.db")
+    local = RunSettings(execution="local")
+    upsert(rows, f"{base}/keyed", primary_keys=["id", "dt"], partition_keys="dt", options={"bucket": "2"},
+           settings=local)
+    upsert(rows, f"{base}/cross", primary_keys="id", partition_keys="dt", settings=local)
+    write(rows, f"{base}/logs", partition_keys="dt", settings=local)
+    register(spark, warehouse=warehouse)
+    return base
+
+
+def _sql_rows(spark, name: str, columns: str = "id, dt, v") -> list[tuple]:
+    return sorted(tuple(r) for r in spark.sql(f"SELECT {columns} FROM db.{name}").collect())
+
+
+def _paimon_rows(path: str, columns=("id", "dt", "v")) -> list[tuple]:
+    ours = sorted(tuple(r[c] for c in columns) for r in FileStoreTable.open(path).to_arrow().to_pylist())
+    assert sorted(tuple(r[c] for c in columns) for r in pypaimon_read(path).to_pylist()) == ours
+    return ours
+
+
+def _snapshot(path: str) -> int:
+    return FileStoreTable.open(path).latest_snapshot().id
+
+
+# ---- INSERT ---------------------------------------------------------------------------------------
+
+def test_insert_into_a_key_table_upserts(spark, tables):
+    spark.sql("INSERT INTO db.keyed VALUES (2, 'a', 21), (4, 'b', 40)")
+    assert _sql_rows(spark, "keyed") == [(1, "a", 10), (2, "a", 21), (3, "b", 30), (4, "b", 40)]
+    assert _paimon_rows(f"{tables}/keyed") == _sql_rows(spark, "keyed")
+    assert _snapshot(f"{tables}/keyed") == 2
+
+
+def test_insert_into_a_cross_partition_table_moves_the_key_once(spark, tables):
+    spark.sql("INSERT INTO db.cross SELECT 1 AS id, 'b' AS dt, 11 AS v")
+    assert _sql_rows(spark, "cross") == [(1, "b", 11), (2, "a", 20), (3, "b", 30)]
+    assert _paimon_rows(f"{tables}/cross") == _sql_rows(spark, "cross")
+
+
+def test_insert_into_an_append_table_appends_with_a_column_list_and_static_partition(spark, tables):
+    spark.sql("INSERT INTO db.logs (v, id, dt) VALUES (11, 1, 'a')")
+    spark.sql("INSERT INTO db.logs PARTITION (dt = 'c') SELECT 5, 50")
+    assert _sql_rows(spark, "logs") == [(1, "a", 10), (1, "a", 11), (2, "a", 20), (3, "b", 30), (5, "c", 50)]
+    assert _paimon_rows(f"{tables}/logs") == _sql_rows(spark, "logs")
+
+
+def test_insert_overwrite_replaces_the_partitions_the_rows_fall_in(spark, tables):
+    spark.sql("INSERT OVERWRITE db.keyed VALUES (5, 'a', 50)")  # dynamic: partition a only
+    assert _sql_rows(spark, "keyed") == [(3, "b", 30), (5, "a", 50)]
+    spark.sql("INSERT OVERWRITE db.logs PARTITION (dt = 'b') SELECT 6, 60")  # static: partition b
+    spark.sql("INSERT OVERWRITE db.logs PARTITION (dt = 'a') SELECT 7, 70 WHERE false")  # no rows: emptied
+    assert _sql_rows(spark, "logs") == [(6, "b", 60)]
+    assert _paimon_rows(f"{tables}/logs") == [(6, "b", 60)]
+
+
+def test_a_bad_insert_commits_nothing(spark, tables):
+    before = _snapshot(f"{tables}/keyed")
+    with pytest.raises(Exception, match="duplicate"):
+        spark.sql("INSERT INTO db.keyed VALUES (7, 'a', 1), (7, 'a', 2)")
+    with pytest.raises(Exception, match="null"):
+        spark.sql("INSERT INTO db.keyed VALUES (NULL, 'a', 1)")
+    with pytest.raises(PaimonError, match=r"db\.keyed.*2 column"):
+        spark.sql("INSERT INTO db.keyed VALUES (8, 'a')")
+    assert _snapshot(f"{tables}/keyed") == before
+
+
+# ---- DELETE, TRUNCATE, and what is refused --------------------------------------------------------
+
+def test_delete_from_key_and_append_tables(spark, tables):
+    spark.sql("DELETE FROM db.keyed AS k WHERE k.v >= 20 AND dt = 'a'")
+    spark.sql("DELETE FROM db.cross WHERE cross.id = 3")
+    spark.sql("DELETE FROM db.logs WHERE v = 10")
+    assert _sql_rows(spark, "keyed") == [(1, "a", 10), (3, "b", 30)]
+    assert _sql_rows(spark, "cross") == [(1, "a", 10), (2, "a", 20)]
+    assert _paimon_rows(f"{tables}/logs") == [(2, "a", 20), (3, "b", 30)]
+
+
+def test_truncate_table_and_partition(spark, tables):
+    spark.sql("TRUNCATE TABLE db.keyed PARTITION (dt = 'a')")
+    spark.sql("TRUNCATE TABLE db.logs")
+    assert _sql_rows(spark, "keyed") == [(3, "b", 30)]
+    assert _sql_rows(spark, "logs") == []
+    assert FileStoreTable.open(f"{tables}/logs").latest_snapshot().commit_kind == "OVERWRITE"
+
+
+def test_update_and_merge_are_refused_naming_the_table(spark, tables):
+    before = _snapshot(f"{tables}/keyed")
+    with pytest.raises(PaimonError, match=r"UPDATE db\.keyed: not supported"):
+        spark.sql("UPDATE db.keyed SET v = 0 WHERE id = 1")
+    with pytest.raises(PaimonError, match=r"MERGE INTO db\.keyed"):
+        spark.sql("MERGE INTO db.keyed t USING db.logs s ON t.id = s.id WHEN MATCHED THEN DELETE")
+    assert _snapshot(f"{tables}/keyed") == before
+
+
+# ---- ALTER TABLE ----------------------------------------------------------------------------------
+
+def test_alter_table_changes_the_paimon_schema_and_spark_follows(spark, tables):
+    path = f"{tables}/keyed"
+    spark.sql("ALTER TABLE db.keyed ADD COLUMNS (note string COMMENT 'free text')")
+    spark.sql("INSERT INTO db.keyed VALUES (9, 'c', 90, 'hello')")
+    assert _sql_rows(spark, "keyed", "id, note") == [(1, None), (2, None), (3, None), (9, "hello")]
+    spark.sql("ALTER TABLE db.keyed RENAME COLUMN note TO remark")
+    spark.sql("ALTER TABLE db.keyed ALTER COLUMN v TYPE bigint")
+    spark.sql("ALTER TABLE db.keyed SET TBLPROPERTIES ('snapshot.num-retained.min' = '5', 'comment' = 'keyed')")
+    schema = FileStoreTable.open(path).schema
+    assert [(f.name, f.type.sql()) for f in schema.fields][2:] == [("v", "BIGINT"), ("remark", "STRING")]
+    assert schema.field("remark").description == "free text"
+    assert schema.options["snapshot.num-retained.min"] == "5" and schema.comment == "keyed"
+    assert [f.name for f in spark.table("db.keyed").schema.fields] == ["id", "dt", "v", "remark"]
+    assert _paimon_rows(path, ("id", "remark")) == [(1, None), (2, None), (3, None), (9, "hello")]
+    spark.sql("ALTER TABLE db.keyed DROP COLUMN remark")
+    assert [f.name for f in spark.table("db.keyed").schema.fields] == ["id", "dt", "v"]
+    assert [f.name for f in pypaimon_read(path).schema] == ["id", "dt", "v"]
+
+
+@pytest.mark.parametrize("statement, words", [
+    ("ALTER TABLE db.keyed ALTER COLUMN v TYPE string", "cannot become string"),
+    ("ALTER TABLE db.keyed RENAME COLUMN dt TO day", "primary or partition key"),
+    ("ALTER TABLE db.keyed DROP COLUMN id", "primary or partition key"),
+    ("ALTER TABLE db.keyed SET TBLPROPERTIES ('merge-engine' = 'first-row')", "'merge-engine' cannot change"),
+    ("ALTER TABLE db.keyed SET TBLPROPERTIES ('s3.secret-key' = 'hunter2')", "never stored with a table"),
+    ("ALTER TABLE db.keyed SET TBLPROPERTIES ('snapshot.num-retaind.min' = '1')", "did you mean"),
+    ("ALTER TABLE db.keyed ADD COLUMN w int FIRST", "FIRST/AFTER"),
+    ("ALTER TABLE db.keyed REPLACE COLUMNS (a int)", "REPLACE COLUMNS"),
+])
+def test_what_a_paimon_table_cannot_take_is_refused_before_anything_changes(spark, tables, statement, words):
+    path = f"{tables}/keyed"
+    schema_id = FileStoreTable.open(path).schema.id
+    with pytest.raises(PaimonError, match=words) as raised:
+        spark.sql(statement)
+    assert "db.keyed" in str(raised.value) and "hunter2" not in str(raised.value)
+    assert FileStoreTable.open(path).schema.id == schema_id
+    assert [f.name for f in spark.table("db.keyed").schema.fields] == ["id", "dt", "v"]
+
+
+def test_rename_to_moves_the_table_within_the_warehouse(spark, tables, warehouse):
+    spark.sql("ALTER TABLE db.logs RENAME TO db.events")
+    assert not os.path.exists(f"{tables}/logs") and FileStoreTable.exists(f"{tables}/events")
+    assert _sql_rows(spark, "events") == [(1, "a", 10), (2, "a", 20), (3, "b", 30)]
+    assert not spark.catalog.tableExists("db.logs")
+    catalog.sync(spark, warehouse)  # what the next dbt command does: the new name stays
+    assert spark.catalog.tableExists("db.events") and not spark.catalog.tableExists("db.logs")
+    with pytest.raises(PaimonError, match="already exists"):
+        spark.sql("ALTER TABLE db.events RENAME TO db.keyed")
+
+
+def test_statements_on_other_tables_are_sparks(spark, tables):
+    spark.sql("CREATE TABLE db.plain (id bigint) USING parquet")
+    try:
+        spark.sql("INSERT INTO db.plain VALUES (1)")
+        spark.sql("ALTER TABLE db.plain ADD COLUMNS (w int)")
+        assert [tuple(r) for r in spark.sql("SELECT * FROM db.plain").collect()] == [(1, None)]
+    finally:
+        spark.sql("DROP TABLE db.plain")
