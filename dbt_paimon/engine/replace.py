@@ -37,10 +37,12 @@ from .delete import delete_records
 @dataclass(frozen=True)
 class Replace:
     """What a run replaces: the rows `where` holds for (Spark SQL over the table's columns), and/or,
-    with batch_partitions, the rows of the partitions the batch holds rows of."""
+    with batch_partitions, the rows of the partitions the batch holds rows of, and/or the rows of
+    the primary keys `keys` holds (a DataFrame of the key columns: MERGE INTO's deleted rows)."""
     where: str | None = None
     batch_partitions: bool = False
     what: str = "the replaced range"  # names `where` in errors
+    keys: DataFrame | None = None
 
 
 def by_overwrite(schema: TableSchema, replace: Replace) -> bool:
@@ -54,7 +56,7 @@ def check(schema: TableSchema, replace: Replace, path: str) -> None:
     if schema.core.merge_engine == MergeEngine.DEDUPLICATE:
         return
     why = f"table {path} merges rows ({schema.core.merge_engine})"
-    if not replace.batch_partitions and (replace.where or "").strip().lower() != "true":
+    if not replace.batch_partitions and (replace.where or "").strip().lower() != "true" or replace.keys is not None:
         raise SchemaError(f"{why}: {replace.what} can only be replaced a whole partition at a time (insert_overwrite "
                           f"with partition_by), or its rows upserted (the merge strategy)")
     if schema.bucket_mode == BucketMode.KEY_DYNAMIC:
@@ -82,6 +84,10 @@ def retractions(spark: SparkSession, table: FileStoreTable, plan, replace: Repla
     parts = list(schema.partition_keys) if replace.batch_partitions else []
 
     def narrow(rows: DataFrame) -> DataFrame:
+        if replace.keys is not None:  # rows of the given keys
+            given = replace.keys.select(*[replace.keys[f"`{k}`"].alias(f"__g{i}") for i, k in enumerate(keys)])
+            rows = rows.join(given, [rows[f"`{k}`"].eqNullSafe(given[f"__g{i}"]) for i, k in enumerate(keys)],
+                             "left_semi")
         if parts:  # rows of the batch's partitions (null partition values match each other)
             present = batch.select(*[batch[f"`{p}`"].alias(f"__p{i}") for i, p in enumerate(parts)]).distinct()
             rows = rows.join(present, [rows[f"`{p}`"].eqNullSafe(present[f"__p{i}"]) for i, p in enumerate(parts)],

@@ -1,7 +1,8 @@
 """Copy-on-write on an append table: the files holding rows a Spark SQL predicate matches are written
-again without those rows, as Paimon's Spark connector deletes from an append table that has no
-deletion vectors. A microbatch run (engine/append.py) replaces its time range this way; the `delete`
-operation (engine/delete.py) removes rows this way.
+again without those rows (or with those rows updated), as Paimon's Spark connector deletes from and
+updates an append table that has no deletion vectors. A microbatch run (engine/append.py) replaces
+its time range this way; the `delete` operation (engine/delete.py) removes rows this way, and Spark
+SQL's UPDATE (engine/sql/dml.py) updates them.
 
     the table's files ─► their rows, each with its file's name (one Spark task per group of splits)
       ─► Spark: the files where the predicate holds for some row
@@ -32,7 +33,7 @@ from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import jobs, tasks
 from .append_files import append_task
-from .spark_types import struct_of
+from .spark_types import struct_of, to_spark
 
 FILE = "__paimon_file"  # the name of the data file a row was read from
 
@@ -89,11 +90,26 @@ def matched(rows: DataFrame, predicate: str, what: str):
     return condition
 
 
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _expression(rows: DataFrame, text: str, what: str):
+    try:
+        column = F.expr(text)
+        rows.select(column)
+    except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
+        raise SchemaError(f"{what}: {text!r} is not valid Spark SQL over the table's columns: "
+                          f"{str(e).splitlines()[0]}") from None
+    return column
+
+
 def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predicate: str, what: str,
-                  next_sequence: dict, alias: str | None = None) -> Rewrite:
-    """The Rewrite that removes the rows of plan's files where `predicate` holds. `what` names the
+                  next_sequence: dict, alias: str | None = None, update: dict | None = None) -> Rewrite:
+    """The Rewrite that removes the rows of plan's files where `predicate` holds (with `update`,
+    {column: Spark SQL expression}: sets those columns of those rows instead). `what` names the
     predicate in errors (e.g. "delete predicate"); next_sequence: each bucket's next number;
-    alias: a name the predicate may qualify the table's columns with (`t.id`)."""
+    alias: a name the predicate and expressions may qualify the table's columns with (`t.id`)."""
     if not plan.splits:
         return Rewrite()
     rows = file_rows(spark, table, plan.splits)
@@ -111,10 +127,22 @@ def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predic
                           [f for f in s.files if f.file_name in hit]) for s in plan.splits]
     affected = [s for s in affected if s.files]
     kept = file_rows(spark, table, affected)
-    kept = (kept.alias(alias) if alias else kept).filter(~F.coalesce(condition, F.lit(False))).drop(FILE)
+    kept = kept.alias(alias) if alias else kept
+    if update:  # every row of those files, the matching ones with their columns set
+        hit_row = F.coalesce(condition, F.lit(False))
+        columns = []
+        for f in table.schema.fields:
+            column = F.col(_quoted(f.name))
+            if f.name in update:
+                value = _expression(kept, update[f.name], what).cast(to_spark(f.type))
+                column = F.when(hit_row, value).otherwise(column)
+            columns.append(column.alias(f.name))
+        kept = kept.select(*columns)
+    else:
+        kept = kept.filter(~F.coalesce(condition, F.lit(False))).drop(FILE)
     payloads = jobs.collect_payloads(spark, kept.mapInArrow(
         append_task(table.path, table.schema, table.io, next_sequence), struct_of(PAYLOAD)))
     adds = [e for p in payloads for e in p]
     deletes = [ManifestEntry(DELETE, s.partition, s.bucket, s.total_buckets, f) for s in affected for f in s.files]
-    removed = sum(e.file.row_count for e in deletes) - sum(e.file.row_count for e in adds)
+    removed = 0 if update else sum(e.file.row_count for e in deletes) - sum(e.file.row_count for e in adds)
     return Rewrite(deletes, adds, removed)

@@ -76,6 +76,14 @@ class PaimonDataSource(DataSource):
             schema = SchemaManager(table.io, table.path).schema(schema_id)
         return spark_schema(schema)
 
+    def writer(self, schema: StructType, overwrite: bool):
+        """Refused with what to do instead: a Paimon table is written through `spark.sql` (INSERT,
+        MERGE INTO, ...: engine/sql/) or the engine's upsert/write, which see the whole batch and
+        commit it once; a data source writer sees one task's rows at a time."""
+        raise PaimonError(f"the Paimon table at {self._path()[0]} is not written through the DataFrame writer API: "
+                          f"use spark.sql('INSERT INTO ...') (in a session where dbt_paimon.engine.register(spark) "
+                          f"ran) or dbt_paimon.engine.upsert / write")
+
     def reader(self, schema: StructType) -> DataSourceReader:
         system = self._path()[1]
         if system is not None:

@@ -106,12 +106,47 @@ def test_truncate_table_and_partition(spark, tables):
     assert FileStoreTable.open(f"{tables}/logs").latest_snapshot().commit_kind == "OVERWRITE"
 
 
-def test_update_and_merge_are_refused_naming_the_table(spark, tables):
+def test_update_key_and_append_tables(spark, tables):
+    snapshots = {name: _snapshot(f"{tables}/{name}") for name in ("keyed", "cross", "logs")}
+    spark.sql("UPDATE db.keyed AS k SET v = k.v + 1 WHERE dt = 'a'")
+    spark.sql("UPDATE db.cross SET dt = 'c', v = 22 WHERE id = 2")  # a cross-partition table's row moves
+    spark.sql("UPDATE db.logs SET v = v * 10 WHERE id = 3")
+    assert _paimon_rows(f"{tables}/keyed") == [(1, "a", 11), (2, "a", 21), (3, "b", 30)]
+    assert _paimon_rows(f"{tables}/cross") == [(1, "a", 10), (2, "c", 22), (3, "b", 30)]
+    assert _paimon_rows(f"{tables}/logs") == [(1, "a", 10), (2, "a", 20), (3, "b", 300)]
+    assert _sql_rows(spark, "logs") == [(1, "a", 10), (2, "a", 20), (3, "b", 300)]
+    assert {name: _snapshot(f"{tables}/{name}") for name in snapshots} == {n: i + 1 for n, i in snapshots.items()}
+
+
+def test_merge_into_key_tables(spark, tables):
+    spark.createDataFrame([(1, "a", 0, "del"), (2, "a", 22, "upd"), (5, "b", 50, "new"), (6, "b", 60, "skip")],
+                          SCHEMA + ", op string").createOrReplaceTempView("changes")
     before = _snapshot(f"{tables}/keyed")
-    with pytest.raises(PaimonError, match=r"UPDATE db\.keyed: not supported"):
-        spark.sql("UPDATE db.keyed SET v = 0 WHERE id = 1")
-    with pytest.raises(PaimonError, match=r"MERGE INTO db\.keyed"):
-        spark.sql("MERGE INTO db.keyed t USING db.logs s ON t.id = s.id WHEN MATCHED THEN DELETE")
+    spark.sql("""MERGE INTO db.keyed AS t USING changes AS s ON t.id = s.id AND t.dt = s.dt
+                 WHEN MATCHED AND s.op = 'del' THEN DELETE
+                 WHEN MATCHED THEN UPDATE SET v = s.v + t.v
+                 WHEN NOT MATCHED AND s.op = 'new' THEN INSERT *
+                 WHEN NOT MATCHED BY SOURCE AND t.v >= 30 THEN UPDATE SET v = -1""")
+    assert _paimon_rows(f"{tables}/keyed") == [(2, "a", 42), (3, "b", -1), (5, "b", 50)]
+    assert _snapshot(f"{tables}/keyed") == before + 1
+    # a cross-partition table: a matched row moves partition; UPDATE SET * of another key moves the key
+    spark.sql("""MERGE INTO db.cross USING (SELECT 1 AS id, 'z' AS dt, 11 AS v) AS s ON cross.id = s.id
+                 WHEN MATCHED THEN UPDATE SET *""")
+    spark.sql("""MERGE INTO db.cross t USING (SELECT 2 AS old, 7 AS id, 'a' AS dt, 70 AS v) s ON t.id = s.old
+                 WHEN MATCHED THEN UPDATE SET *""")
+    assert _paimon_rows(f"{tables}/cross") == [(1, "z", 11), (3, "b", 30), (7, "a", 70)]
+    assert _sql_rows(spark, "cross") == [(1, "z", 11), (3, "b", 30), (7, "a", 70)]
+
+
+def test_what_update_and_merge_cannot_do_is_refused_naming_the_table(spark, tables):
+    spark.createDataFrame([(1, "a", 1), (1, "a", 2)], SCHEMA).createOrReplaceTempView("twice")
+    before = _snapshot(f"{tables}/keyed")
+    with pytest.raises(PaimonError, match=r"UPDATE db\.keyed: \['id'\] belong to the primary key"):
+        spark.sql("UPDATE db.keyed SET id = 9 WHERE id = 1")
+    with pytest.raises(PaimonError, match=r"MERGE INTO db\.keyed: .*matches more than one source row"):
+        spark.sql("MERGE INTO db.keyed t USING twice s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v")
+    with pytest.raises(PaimonError, match=r"MERGE INTO db\.logs: an append table"):
+        spark.sql("MERGE INTO db.logs t USING twice s ON t.id = s.id WHEN MATCHED THEN DELETE")
     assert _snapshot(f"{tables}/keyed") == before
 
 
@@ -175,3 +210,10 @@ def test_statements_on_other_tables_are_sparks(spark, tables):
         assert [tuple(r) for r in spark.sql("SELECT * FROM db.plain").collect()] == [(1, None)]
     finally:
         spark.sql("DROP TABLE db.plain")
+
+
+def test_the_dataframe_writer_is_refused_saying_what_to_do(spark, tables):
+    before = _snapshot(f"{tables}/keyed")
+    with pytest.raises(Exception, match="not written through the DataFrame writer API"):
+        spark.createDataFrame([(9, "a", 9)], SCHEMA).write.insertInto("db.keyed")
+    assert _snapshot(f"{tables}/keyed") == before

@@ -1,5 +1,5 @@
 """Java Paimon (the reference release, reference.py) reads every snapshot Spark SQL statements made on our
-tables (engine/sql/): INSERT, INSERT OVERWRITE, DELETE, TRUNCATE and ALTER TABLE on a key table, a
+tables (engine/sql/): INSERT, INSERT OVERWRITE, DELETE, UPDATE, MERGE INTO, TRUNCATE and ALTER TABLE on a key table, a
 cross-partition table and an append table, each statement's snapshot read as of its id."""
 
 from __future__ import annotations
@@ -21,13 +21,18 @@ STATEMENTS = {
               "INSERT OVERWRITE db.keyed VALUES (5, 'a', 50, 'x')",
               "ALTER TABLE db.keyed RENAME COLUMN note TO remark",
               "DELETE FROM db.keyed WHERE id = 3",
+              "UPDATE db.keyed SET v = v + 1, remark = 'y' WHERE id = 4",
               "ALTER TABLE db.keyed ALTER COLUMN v TYPE bigint"],
     "cross": ["INSERT INTO db.cross VALUES (1, 'b', 11)",
+              "UPDATE db.cross SET dt = 'c' WHERE id = 2",
+              "MERGE INTO db.cross t USING (SELECT 2 AS id, 'a' AS dt, 2 AS v UNION ALL SELECT 9, 'b', 9) s "
+              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
               "DELETE FROM db.cross WHERE v >= 20",
               "TRUNCATE TABLE db.cross PARTITION (dt = 'b')"],
     "logs": ["INSERT INTO db.logs VALUES (1, 'a', 11)",
              "INSERT OVERWRITE db.logs PARTITION (dt = 'b') SELECT 6, 60",
              "DELETE FROM db.logs WHERE v = 10",
+             "UPDATE db.logs SET v = 61 WHERE id = 6",
              "TRUNCATE TABLE db.logs"],
 }
 KEYS = {"keyed": ["id", "dt"], "cross": ["id"], "logs": ["id", "dt", "v"]}
@@ -73,4 +78,4 @@ def test_java_reads_each_statements_snapshot_as_we_do(statements, name):
     if name == "keyed":  # every ALTER, as Java reads the table now
         assert latest.schema.names == ["id", "dt", "v", "remark"]
         assert str(latest.schema.field("v").type) == "int64"
-        assert [(r["id"], r["remark"]) for r in latest.sort_by("id").to_pylist()] == [(4, None), (5, "x")]
+        assert [(r["id"], r["remark"]) for r in latest.sort_by("id").to_pylist()] == [(4, "y"), (5, "x")]

@@ -8,6 +8,10 @@
                                       partition, rows or not; a table without partitions: all of it
     DELETE FROM t [WHERE c]           -D records of the matching rows (a key table), the files
                                       holding them written again without them (an append table)
+    UPDATE t SET c = e [WHERE ...]    a deduplicate key table: the matching rows, updated, upserted
+                                      (not the key's columns; a cross-partition table's partition
+                                      column moves the row); an append table: the files holding
+                                      matching rows written again with them updated
     TRUNCATE TABLE t [PARTITION (..)] an OVERWRITE commit without files, as Paimon's TRUNCATE
 
 The rows an INSERT writes are the statement's own query, planned by Spark from the parsed plan
@@ -24,19 +28,22 @@ from pyspark.sql import functions as F
 from ..append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
 from ..append import write as append_write
 from ..delete import delete
+from ..rewrite import rewrite_where
 from ..replace import Replace
 from ..spark_types import to_spark
 from ..upsert import upsert
 from ...store.errors import SchemaError
 from ...store.fileio import FileIO
-from ...store.options import BucketMode
+from ...store.options import BucketMode, MergeEngine
+from ...store.scan import next_sequences
 from ...store.paths import partition_value_string
 from ...store.schema import SchemaManager, TableSchema, resolve_columns
+from ...store.snapshot import APPEND
 from ...store.table import FileStoreTable
 from .statement import Statement, alias, option, scala_list, scala_map
 from .target import Target
 
-KINDS = ("insert", "delete", "truncate", "truncate partition")
+KINDS = ("insert", "delete", "update", "truncate", "truncate partition")
 
 
 def run(spark: SparkSession, statement: Statement, target: Target) -> None:
@@ -46,6 +53,8 @@ def run(spark: SparkSession, statement: Statement, target: Target) -> None:
     elif statement.kind == "delete":
         condition = statement.source_text(statement.plan.condition()) if statement.plan.condition() else None
         delete(spark, target.path, condition or "true", alias=alias(statement) or target.name)
+    elif statement.kind == "update":
+        update(spark, statement, target)
     else:
         truncate(spark, statement, target)
 
@@ -119,6 +128,39 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
         else:
             replace = Replace(where="true")
     upsert(rows, target.path, primary_keys=list(schema.primary_keys), replace=replace, **keys)
+
+
+def update(spark: SparkSession, statement: Statement, target: Target) -> None:
+    table = FileStoreTable.open(target.path)
+    schema = table.schema
+    plan = statement.plan
+    words = f"UPDATE {statement.written_name}"
+    assigned = {}
+    for assignment in scala_list(spark, plan.assignments()):
+        parts = [str(p) for p in scala_list(spark, assignment.key().nameParts())]
+        name = resolve_columns("column", [parts[-1]], schema.field_names)[0]
+        assigned[name] = statement.source_text(assignment.value()) or assignment.value().sql()
+    condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
+    name = alias(statement) or target.name
+    if schema.is_append:
+        rewrite = rewrite_where(spark, table, table.plan(), condition or "true", words,
+                                next_sequences(table.plan().splits), name, assigned)
+        if rewrite.entries:
+            table.new_commit().commit(rewrite.entries, APPEND, expected_latest=table.latest_snapshot().id)
+        return
+    if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
+        raise SchemaError(f"{words}: the table merges rows ({schema.core.merge_engine}), so an updated row would "
+                          f"merge with the stored one; write the rows with INSERT INTO instead")
+    keys = [k for k in assigned if k in schema.primary_keys]
+    if keys:
+        raise SchemaError(f"{words}: {keys} belong to the primary key, which UPDATE cannot change (DELETE the "
+                          f"rows and INSERT them under the new key)")
+    rows = spark.read.format("paimon").load(target.path).alias(name)
+    if condition is not None:
+        rows = rows.filter(F.expr(condition))
+    changed = rows.select(*[(F.expr(assigned[f.name]).cast(to_spark(f.type)) if f.name in assigned
+                             else F.col(_quoted(f.name))).alias(f.name) for f in schema.fields])
+    upsert(changed, target.path, primary_keys=list(schema.primary_keys), partition_keys=list(schema.partition_keys))
 
 
 def _sql_string(value: str) -> str:

@@ -2,9 +2,9 @@
 
 `install(spark)` puts a `sql` of its own on the session object: a statement that writes a Paimon
 table of Spark's catalog (statement.py reads it with Spark's parser, target.py finds the table) is
-carried out on the table (ddl.py: ALTER TABLE; dml.py: INSERT, DELETE, TRUNCATE) and answered
-with an empty DataFrame, as Spark answers such statements; UPDATE and MERGE INTO are refused
-naming the table; anything else goes to Spark unchanged. dbt's statements reach Spark through
+carried out on the table (ddl.py: ALTER TABLE; dml.py: INSERT, DELETE, UPDATE, TRUNCATE; merge.py:
+MERGE INTO) and answered with an empty DataFrame, as Spark answers such statements; anything else
+goes to Spark unchanged. dbt's statements reach Spark through
 this same `spark.sql` (dbt-spark's session cursor), so dbt, hooks, `run_query` and a notebook on
 the session all get the same behaviour.
 
@@ -21,9 +21,9 @@ from typing import Mapping, Optional
 from pyspark.sql import DataFrame, SparkSession
 
 from ..source import register as register_source
-from ...store.errors import SchemaError
 from . import catalog, ddl, dml
-from .statement import Statement, read
+from .merge import merge
+from .statement import read
 from .target import resolve
 
 log = logging.getLogger(__name__)
@@ -48,17 +48,11 @@ def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
     log.info("%s %s: carried out on the Paimon table at %s", statement.kind, statement.written_name, target.path)
     if statement.kind in ddl.KINDS:
         ddl.alter(spark, statement, target)
-    elif statement.kind in dml.KINDS:
-        dml.run(spark, statement, target)
+    elif statement.kind == "merge":
+        merge(spark, statement, target)
     else:
-        raise SchemaError(_refusal(statement))
+        dml.run(spark, statement, target)
     return DataFrame(spark._jsparkSession.emptyDataFrame(), spark)
-
-
-def _refusal(statement: Statement) -> str:
-    what = {"update": "UPDATE", "merge": "MERGE INTO"}.get(statement.kind, statement.kind)
-    return (f"{what} {statement.written_name}: not supported on a Paimon table yet; write the changed rows with "
-            f"INSERT INTO (an upsert on the primary key), or remove them with DELETE FROM")
 
 
 def install(spark: SparkSession) -> None:

@@ -1,0 +1,158 @@
+"""MERGE INTO a deduplicate primary-key table, as one upsert and its retractions in one snapshot.
+
+    MERGE INTO t [AS x] USING source [AS s] ON cond
+      WHEN MATCHED [AND c] THEN UPDATE SET ... | UPDATE SET * | DELETE
+      WHEN NOT MATCHED [AND c] THEN INSERT (...) VALUES (...) | INSERT *
+      WHEN NOT MATCHED BY SOURCE [AND c] THEN UPDATE SET ... | DELETE
+
+Spark joins the source with the table's live rows on the statement's condition (a full outer join:
+each joined row is matched, not matched, or not matched by source), and each row takes the first
+action of its kind whose condition holds, as Spark's MERGE does. The rows the actions write are
+upserted on the key; the keys they delete, and a matched row's old key when an action gave it a
+new one, get -D records in the same snapshot (engine/replace.py, `keys`). A table row matched by
+more than one source row is an error, as in Spark, and nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..replace import Replace
+from ..spark_types import to_spark
+from ..upsert import upsert
+from ...store.errors import DataError, SchemaError
+from ...store.options import MergeEngine
+from ...store.schema import TableSchema, resolve_columns
+from ...store.table import FileStoreTable
+from .statement import Statement, alias, option, scala_list
+from .target import Target
+
+_IN_SOURCE, _IN_TABLE, _CHOICE, _MATCHED = "__dbt_paimon_s", "__dbt_paimon_t", "__dbt_paimon_action", "__dbt_paimon_m"
+
+
+@dataclass(frozen=True)
+class Action:
+    when: str  # "matched", "not matched", "not matched by source"
+    kind: str  # "update", "update *", "delete", "insert", "insert *"
+    condition: str | None
+    assignments: dict  # column -> Spark SQL expression (update, insert)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _actions(spark: SparkSession, statement: Statement, schema: TableSchema) -> list[Action]:
+    kinds = {"DeleteAction": "delete", "UpdateAction": "update", "UpdateStarAction": "update *",
+             "InsertAction": "insert", "InsertStarAction": "insert *"}
+    out = []
+    plan = statement.plan
+    for when, actions in (("matched", plan.matchedActions()), ("not matched", plan.notMatchedActions()),
+                          ("not matched by source", plan.notMatchedBySourceActions())):
+        for action in scala_list(spark, actions):
+            kind = kinds.get(str(action.getClass().getSimpleName()))
+            if kind is None:
+                raise SchemaError(f"MERGE INTO {statement.written_name}: {action.getClass().getSimpleName()} is not "
+                                  f"supported")
+            condition = option(action.condition())
+            assignments = {}
+            if kind in ("update", "insert"):
+                for assignment in scala_list(spark, action.assignments()):
+                    parts = [str(p) for p in scala_list(spark, assignment.key().nameParts())]
+                    column = resolve_columns("column", [parts[-1]], schema.field_names)[0]
+                    assignments[column] = statement.source_text(assignment.value()) or assignment.value().sql()
+            out.append(Action(when, kind, statement.source_text(condition) if condition is not None else None,
+                              assignments))
+    return out
+
+
+def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
+    words = f"MERGE INTO {statement.written_name}"
+    table = FileStoreTable.open(target.path)
+    schema = table.schema
+    if schema.is_append:
+        raise SchemaError(f"{words}: an append table has no key to merge on; INSERT INTO appends, DELETE FROM and "
+                          f"UPDATE change rows")
+    if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
+        raise SchemaError(f"{words}: the table merges rows ({schema.core.merge_engine}), so a merged row would "
+                          f"merge again with the stored one; write the rows with INSERT INTO instead")
+    if statement.plan.withSchemaEvolution():
+        raise SchemaError(f"{words} WITH SCHEMA EVOLUTION is not supported (ALTER TABLE ADD COLUMNS first)")
+    actions = _actions(spark, statement, schema)
+    keys = list(schema.primary_keys)
+    for action in actions:
+        changed = [k for k in keys if k in action.assignments] if action.kind == "update" else []
+        if changed:
+            raise SchemaError(f"{words}: an UPDATE action sets {changed} of the primary key (DELETE the row and "
+                              f"INSERT it under the new key)")
+    name = alias(statement) or target.name
+    source = DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(
+        spark._jsparkSession, statement.plan.sourceTable()), spark)
+    rows = spark.read.format("paimon").load(target.path).alias(name)
+    joined = source.withColumn(_IN_SOURCE, F.lit(True)).join(
+        rows.withColumn(_IN_TABLE, F.lit(True)), _expr(statement.source_text(statement.plan.mergeCondition()), words),
+        "full_outer")
+    matched = F.col(_IN_SOURCE).isNotNull() & F.col(_IN_TABLE).isNotNull()
+    kind_of = {"matched": matched, "not matched": F.col(_IN_TABLE).isNull(),
+               "not matched by source": F.col(_IN_SOURCE).isNull()}
+    choice = F.lit(None).cast("int")
+    for i in reversed(range(len(actions))):  # the first action whose condition holds
+        a = actions[i]
+        holds = kind_of[a.when] & (F.coalesce(_expr(a.condition, words), F.lit(False)) if a.condition else F.lit(True))
+        choice = F.when(holds, F.lit(i)).otherwise(choice)
+    old_keys = [F.col(f"{_quoted(name)}.{_quoted(k)}") for k in keys]
+    # each joined row once: its action, the values it writes, the key it had; read once (a checkpoint)
+    # so the checks, the upsert and its retractions see the same rows
+    out = joined.select(choice.alias(_CHOICE), matched.alias(_MATCHED),
+                        *[_value(actions, f.name, name, source, words).cast(to_spark(f.type)).alias(f.name)
+                          for f in schema.fields], *[k.alias(f"__old{i}") for i, k in enumerate(old_keys)])
+    out = out.filter(F.col(_CHOICE).isNotNull()).localCheckpoint(eager=True)
+    olds = [f"__old{i}" for i in range(len(keys))]
+    _refuse_many_matches(out, olds, words)
+    writes = [i for i, a in enumerate(actions) if a.kind != "delete"]
+    written = out.filter(F.col(_CHOICE).isin(writes))
+    same_key = F.expr(" AND ".join(f"{_quoted(k)} <=> {o}" for k, o in zip(keys, olds)))
+    # deleted rows, and rows an action gave another key (UPDATE SET *): their old key goes
+    gone = out.filter(~F.col(_CHOICE).isin(writes) | F.col(olds[0]).isNotNull() & ~same_key).select(
+        *[F.col(o).alias(k) for o, k in zip(olds, keys)])
+    upsert(written.select(*[_quoted(f.name) for f in schema.fields]), target.path, primary_keys=keys,
+           partition_keys=list(schema.partition_keys), replace=Replace(keys=gone, what=words))
+
+
+def _expr(text: str | None, words: str) -> Column:
+    try:
+        return F.expr(text)
+    except Exception as e:  # noqa: BLE001 - Spark's parse error names the problem
+        raise SchemaError(f"{words}: {text!r} is not valid Spark SQL: {str(e).splitlines()[0]}") from None
+
+
+def _value(actions: list[Action], column: str, table_alias: str, source: DataFrame, words: str) -> Column:
+    """A table column's value in a written row: per the action the row took."""
+    source_columns = {c.lower(): c for c in source.columns}
+    value = F.lit(None)
+    for i, a in enumerate(actions):
+        if a.kind == "delete":
+            continue
+        if a.kind in ("update", "insert") and column in a.assignments:
+            v = _expr(a.assignments[column], words)
+        elif a.kind == "update":  # a column the action does not set keeps its value
+            v = F.col(f"{_quoted(table_alias)}.{_quoted(column)}")
+        elif a.kind in ("update *", "insert *"):
+            if column.lower() not in source_columns:
+                raise SchemaError(f"{words}: {a.kind.upper()} needs column {column!r} in the source")
+            v = source[_quoted(source_columns[column.lower()])]
+        else:  # an INSERT without this column
+            v = F.lit(None)
+        value = F.when(F.col(_CHOICE) == i, v).otherwise(value)
+    return value
+
+
+def _refuse_many_matches(out: DataFrame, olds: list[str], words: str) -> None:
+    many = out.filter(F.col(_MATCHED)).groupBy(*olds).count().filter("count > 1").limit(1).collect()
+    if many:
+        key = [v for k, v in many[0].asDict().items() if k != "count"]
+        raise DataError(f"{words}: the table's row with key {key} matches more than one source row; make the "
+                        f"source hold one row per key")
