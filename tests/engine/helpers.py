@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from dbt_paimon.store.fileio import FileIO
@@ -52,3 +53,24 @@ def data_files(path) -> set:
 
 def partition_dirs(path) -> list:
     return sorted(n for n in FileIO.get(path).list_names(path) if n.startswith("dt="))
+
+
+SQL_SCHEMA = "id bigint, dt string, v int"
+
+
+def sql_tables(spark, warehouse: str) -> str:
+    """db.keyed (primary key id, dt; partitioned by dt), db.cross (key id, partitioned by dt: a
+    cross-partition table) and db.logs (an append table) in `warehouse`, each holding (1, a, 10),
+    (2, a, 20), (3, b, 30), in Spark's catalog as Spark SQL sees them (engine/sql/); their directory."""
+    from dbt_paimon.engine import RunSettings, register, upsert, write
+
+    rows = spark.createDataFrame([(1, "a", 10), (2, "a", 20), (3, "b", 30)], SQL_SCHEMA)
+    base = f"{warehouse}/db.db"
+    os.makedirs(base, exist_ok=True)
+    local = RunSettings(execution="local")
+    upsert(rows, f"{base}/keyed", primary_keys=["id", "dt"], partition_keys="dt", options={"bucket": "2"},
+           settings=local)
+    upsert(rows, f"{base}/cross", primary_keys="id", partition_keys="dt", settings=local)
+    write(rows, f"{base}/logs", partition_keys="dt", settings=local)
+    register(spark, warehouse=warehouse)
+    return base

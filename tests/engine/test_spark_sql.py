@@ -8,27 +8,17 @@ import os
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, register, upsert, write
+from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.engine.sql import catalog
 from dbt_paimon.store import FileStoreTable, PaimonError
+from tests.engine.helpers import SQL_SCHEMA as SCHEMA
+from tests.engine.helpers import sql_tables
 from tests.oracle import pypaimon_read
-
-SCHEMA = "id bigint, dt string, v int"
 
 
 @pytest.fixture
 def tables(spark, warehouse):
-    """db.keyed (primary key id, dt; partitioned by dt), db.cross (key id, partitioned by dt: a
-    cross-partition table) and db.logs (an append table), exposed in Spark's catalog."""
-    rows = spark.createDataFrame([(1, "a", 10), (2, "a", 20), (3, "b", 30)], SCHEMA)
-    base = os.path.join(warehouse, "db.db")
-    local = RunSettings(execution="local")
-    upsert(rows, f"{base}/keyed", primary_keys=["id", "dt"], partition_keys="dt", options={"bucket": "2"},
-           settings=local)
-    upsert(rows, f"{base}/cross", primary_keys="id", partition_keys="dt", settings=local)
-    write(rows, f"{base}/logs", partition_keys="dt", settings=local)
-    register(spark, warehouse=warehouse)
-    return base
+    return sql_tables(spark, warehouse)
 
 
 def _sql_rows(spark, name: str, columns: str = "id, dt, v") -> list[tuple]:
@@ -76,11 +66,23 @@ def test_insert_overwrite_replaces_the_partitions_the_rows_fall_in(spark, tables
     assert _paimon_rows(f"{tables}/logs") == [(6, "b", 60)]
 
 
+def test_insert_overwrite_on_a_table_that_merges_rows(spark, tables):
+    rows = spark.createDataFrame([(1, "a", 10), (2, "b", 20)], SCHEMA)
+    upsert(rows, f"{tables}/partial", primary_keys=["id", "dt"], partition_keys="dt",
+           options={"merge-engine": "partial-update", "bucket": "1"}, settings=RunSettings(execution="local"))
+    catalog.sync(spark, os.path.dirname(tables))
+    spark.sql("INSERT INTO db.partial VALUES (1, 'a', NULL)")  # partial-update: the null does not overwrite
+    assert _sql_rows(spark, "partial") == [(1, "a", 10), (2, "b", 20)]
+    spark.sql("INSERT OVERWRITE db.partial PARTITION (dt = 'a') SELECT 3, NULL")
+    assert _paimon_rows(f"{tables}/partial") == [(2, "b", 20), (3, "a", None)]
+    assert FileStoreTable.open(f"{tables}/partial").latest_snapshot().commit_kind == "OVERWRITE"
+
+
 def test_a_bad_insert_commits_nothing(spark, tables):
     before = _snapshot(f"{tables}/keyed")
-    with pytest.raises(Exception, match="duplicate"):
+    with pytest.raises(PaimonError, match=r"^INSERT INTO db\.keyed: .*duplicate"):
         spark.sql("INSERT INTO db.keyed VALUES (7, 'a', 1), (7, 'a', 2)")
-    with pytest.raises(Exception, match="null"):
+    with pytest.raises(PaimonError, match=r"^INSERT INTO db\.keyed: .*null"):
         spark.sql("INSERT INTO db.keyed VALUES (NULL, 'a', 1)")
     with pytest.raises(PaimonError, match=r"db\.keyed.*2 column"):
         spark.sql("INSERT INTO db.keyed VALUES (8, 'a')")
@@ -138,6 +140,17 @@ def test_merge_into_key_tables(spark, tables):
     assert _sql_rows(spark, "cross") == [(1, "z", 11), (3, "b", 30), (7, "a", 70)]
 
 
+def test_merge_into_an_append_table_rewrites_the_files_it_touches(spark, tables):
+    before = _snapshot(f"{tables}/logs")
+    spark.sql("""MERGE INTO db.logs t USING (SELECT 2 AS id, 25 AS v UNION ALL SELECT 9, 90) s ON t.id = s.id
+                 WHEN MATCHED THEN UPDATE SET v = s.v
+                 WHEN NOT MATCHED THEN INSERT (id, dt, v) VALUES (s.id, 'c', s.v)
+                 WHEN NOT MATCHED BY SOURCE AND t.v = 30 THEN DELETE""")
+    assert _paimon_rows(f"{tables}/logs") == [(1, "a", 10), (2, "a", 25), (9, "c", 90)]
+    assert _sql_rows(spark, "logs") == [(1, "a", 10), (2, "a", 25), (9, "c", 90)]
+    assert _snapshot(f"{tables}/logs") == before + 1
+
+
 def test_what_update_and_merge_cannot_do_is_refused_naming_the_table(spark, tables):
     spark.createDataFrame([(1, "a", 1), (1, "a", 2)], SCHEMA).createOrReplaceTempView("twice")
     before = _snapshot(f"{tables}/keyed")
@@ -145,9 +158,10 @@ def test_what_update_and_merge_cannot_do_is_refused_naming_the_table(spark, tabl
         spark.sql("UPDATE db.keyed SET id = 9 WHERE id = 1")
     with pytest.raises(PaimonError, match=r"MERGE INTO db\.keyed: .*matches more than one source row"):
         spark.sql("MERGE INTO db.keyed t USING twice s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v")
-    with pytest.raises(PaimonError, match=r"MERGE INTO db\.logs: an append table"):
+    logs = _snapshot(f"{tables}/logs")
+    with pytest.raises(PaimonError, match=r"MERGE INTO db\.logs: .*matches more than one source row"):
         spark.sql("MERGE INTO db.logs t USING twice s ON t.id = s.id WHEN MATCHED THEN DELETE")
-    assert _snapshot(f"{tables}/keyed") == before
+    assert _snapshot(f"{tables}/keyed") == before and _snapshot(f"{tables}/logs") == logs
 
 
 # ---- ALTER TABLE ----------------------------------------------------------------------------------
@@ -200,6 +214,16 @@ def test_rename_to_moves_the_table_within_the_warehouse(spark, tables, warehouse
     assert spark.catalog.tableExists("db.events") and not spark.catalog.tableExists("db.logs")
     with pytest.raises(PaimonError, match="already exists"):
         spark.sql("ALTER TABLE db.events RENAME TO db.keyed")
+
+
+def test_a_long_statement_is_read_in_one_pass(spark):
+    """dbt indents generated SQL deeply: reading past its leading whitespace and comments must not
+    backtrack (a repeated pattern took exponential time there and hung `dbt test`)."""
+    from dbt_paimon.engine.sql.session import run
+
+    lead = "\n        " * 40 + "/* a comment */ -- another\n" + "\n    " * 40
+    assert run(spark, lead + "select 1 as x\n" + "    " * 400) is None
+    assert run(spark, lead + "insert into default.nowhere_paimon values (1)") is None  # not a Paimon table
 
 
 def test_statements_on_other_tables_are_sparks(spark, tables):

@@ -4,17 +4,15 @@ cross-partition table and an append table, each statement's snapshot read as of 
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, register, upsert, write
 from dbt_paimon.store import FileStoreTable
+from tests.engine.helpers import sql_tables
 
 from .javapaimon import Read, assert_same
 
-SCHEMA = "id bigint, dt string, v int"
 STATEMENTS = {
     "keyed": ["INSERT INTO db.keyed VALUES (2, 'a', 21), (4, 'b', 40)",
               "ALTER TABLE db.keyed ADD COLUMNS (note string)",
@@ -27,12 +25,15 @@ STATEMENTS = {
               "UPDATE db.cross SET dt = 'c' WHERE id = 2",
               "MERGE INTO db.cross t USING (SELECT 2 AS id, 'a' AS dt, 2 AS v UNION ALL SELECT 9, 'b', 9) s "
               "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+              "INSERT OVERWRITE db.cross VALUES (3, 'a', 33)",
               "DELETE FROM db.cross WHERE v >= 20",
               "TRUNCATE TABLE db.cross PARTITION (dt = 'b')"],
     "logs": ["INSERT INTO db.logs VALUES (1, 'a', 11)",
              "INSERT OVERWRITE db.logs PARTITION (dt = 'b') SELECT 6, 60",
              "DELETE FROM db.logs WHERE v = 10",
              "UPDATE db.logs SET v = 61 WHERE id = 6",
+             "MERGE INTO db.logs t USING (SELECT 6 AS id, 62 AS v UNION ALL SELECT 8, 80) s ON t.id = s.id "
+             "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (id, dt, v) VALUES (s.id, 'd', s.v)",
              "TRUNCATE TABLE db.logs"],
 }
 KEYS = {"keyed": ["id", "dt"], "cross": ["id"], "logs": ["id", "dt", "v"]}
@@ -40,16 +41,7 @@ KEYS = {"keyed": ["id", "dt"], "cross": ["id"], "logs": ["id", "dt", "v"]}
 
 @pytest.fixture(scope="module")
 def statements(spark, java, tmp_path_factory):
-    warehouse = str(tmp_path_factory.mktemp("sql") / "wh")
-    base = os.path.join(warehouse, "db.db")
-    os.makedirs(base)
-    rows = spark.createDataFrame([(1, "a", 10), (2, "a", 20), (3, "b", 30)], SCHEMA)
-    local = RunSettings(execution="local")
-    upsert(rows, f"{base}/keyed", primary_keys=["id", "dt"], partition_keys="dt", options={"bucket": "2"},
-           settings=local)
-    upsert(rows, f"{base}/cross", primary_keys="id", partition_keys="dt", settings=local)
-    write(rows, f"{base}/logs", partition_keys="dt", settings=local)
-    register(spark, warehouse=warehouse)
+    base = sql_tables(spark, str(tmp_path_factory.mktemp("sql") / "wh"))
     out = SimpleNamespace(snapshots={}, reads={})
     for name, texts in STATEMENTS.items():
         path = f"{base}/{name}"

@@ -121,7 +121,11 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
         return
     replace = None
     if overwrite:
-        if where is not None:
+        if where is not None and schema.core.merge_engine != MergeEngine.DEDUPLICATE:
+            # a table that merges rows is overwritten by the partitions its rows fall in (replace.py):
+            # all in the named one here, which a statement without rows leaves as it is
+            replace = Replace(batch_partitions=True)
+        elif where is not None:
             replace = Replace(where=where, what=f"PARTITION ({', '.join(f'{k}={v}' for k, v in static.items())})")
         elif schema.partition_keys:
             replace = Replace(batch_partitions=True)

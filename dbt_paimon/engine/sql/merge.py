@@ -1,4 +1,5 @@
-"""MERGE INTO a deduplicate primary-key table, as one upsert and its retractions in one snapshot.
+"""MERGE INTO a Paimon table in one snapshot: a deduplicate primary-key table by one upsert and its
+retractions, an append table by copy-on-write.
 
     MERGE INTO t [AS x] USING source [AS s] ON cond
       WHEN MATCHED [AND c] THEN UPDATE SET ... | UPDATE SET * | DELETE
@@ -9,7 +10,9 @@ Spark joins the source with the table's live rows on the statement's condition (
 each joined row is matched, not matched, or not matched by source), and each row takes the first
 action of its kind whose condition holds, as Spark's MERGE does. The rows the actions write are
 upserted on the key; the keys they delete, and a matched row's old key when an action gave it a
-new one, get -D records in the same snapshot (engine/replace.py, `keys`). A table row matched by
+new one, get -D records in the same snapshot (engine/replace.py, `keys`). On an append table the
+files holding a row an action touched are written again with the actions applied (as
+engine/rewrite.py does for DELETE and UPDATE), the inserted rows beside them. A table row matched by
 more than one source row is an error, as in Spark, and nothing is written.
 """
 
@@ -20,17 +23,25 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ...assign.rows import PAYLOAD
+from .. import jobs
+from ..append_files import append_task
 from ..replace import Replace
-from ..spark_types import to_spark
+from ..rewrite import FILE, file_rows
+from ..spark_types import struct_of, to_spark
 from ..upsert import upsert
 from ...store.errors import DataError, SchemaError
+from ...store.manifest import DELETE, ManifestEntry
 from ...store.options import MergeEngine
+from ...store.scan import next_sequences
+from ...store.snapshot import APPEND
 from ...store.schema import TableSchema, resolve_columns
 from ...store.table import FileStoreTable
 from .statement import Statement, alias, option, scala_list
 from .target import Target
 
 _IN_SOURCE, _IN_TABLE, _CHOICE, _MATCHED = "__dbt_paimon_s", "__dbt_paimon_t", "__dbt_paimon_action", "__dbt_paimon_m"
+_ROW = "__dbt_paimon_row"  # an append table's row, told apart from the others
 
 
 @dataclass(frozen=True)
@@ -73,10 +84,7 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
     words = f"MERGE INTO {statement.written_name}"
     table = FileStoreTable.open(target.path)
     schema = table.schema
-    if schema.is_append:
-        raise SchemaError(f"{words}: an append table has no key to merge on; INSERT INTO appends, DELETE FROM and "
-                          f"UPDATE change rows")
-    if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
+    if not schema.is_append and schema.core.merge_engine != MergeEngine.DEDUPLICATE:
         raise SchemaError(f"{words}: the table merges rows ({schema.core.merge_engine}), so a merged row would "
                           f"merge again with the stored one; write the rows with INSERT INTO instead")
     if statement.plan.withSchemaEvolution():
@@ -91,7 +99,14 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
     name = alias(statement) or target.name
     source = DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(
         spark._jsparkSession, statement.plan.sourceTable()), spark)
-    rows = spark.read.format("paimon").load(target.path).alias(name)
+    plan = table.plan()
+    if schema.is_append:  # the rows with the file holding them, and an id of each (no key to tell them apart)
+        rows = file_rows(spark, table, plan.splits).withColumn(_ROW, F.monotonically_increasing_id())
+        identity = [_ROW]
+    else:
+        rows = spark.read.format("paimon").load(target.path)
+        identity = keys
+    rows = rows.alias(name)
     joined = source.withColumn(_IN_SOURCE, F.lit(True)).join(
         rows.withColumn(_IN_TABLE, F.lit(True)), _expr(statement.source_text(statement.plan.mergeCondition()), words),
         "full_outer")
@@ -103,16 +118,23 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
         a = actions[i]
         holds = kind_of[a.when] & (F.coalesce(_expr(a.condition, words), F.lit(False)) if a.condition else F.lit(True))
         choice = F.when(holds, F.lit(i)).otherwise(choice)
-    old_keys = [F.col(f"{_quoted(name)}.{_quoted(k)}") for k in keys]
-    # each joined row once: its action, the values it writes, the key it had; read once (a checkpoint)
-    # so the checks, the upsert and its retractions see the same rows
-    out = joined.select(choice.alias(_CHOICE), matched.alias(_MATCHED),
-                        *[_value(actions, f.name, name, source, words).cast(to_spark(f.type)).alias(f.name)
-                          for f in schema.fields], *[k.alias(f"__old{i}") for i, k in enumerate(old_keys)])
-    out = out.filter(F.col(_CHOICE).isNotNull()).localCheckpoint(eager=True)
-    olds = [f"__old{i}" for i in range(len(keys))]
+    olds = [f"__old{i}" for i in range(len(identity))]
+    extra = [F.col(f"{_quoted(name)}.{FILE}").alias(FILE)] if schema.is_append else []
+    # each joined row once: its action, the values it writes, which table row it was; read once (a
+    # checkpoint) so the checks and the writes see the same rows. An append table's rows without an
+    # action stay: their file may be written again.
+    out = joined.select(choice.alias(_CHOICE), matched.alias(_MATCHED), *extra,
+                        *[_value(actions, f.name, name, source, words, keep=schema.is_append)
+                          .cast(to_spark(f.type)).alias(f.name) for f in schema.fields],
+                        *[F.col(f"{_quoted(name)}.{_quoted(k)}").alias(o) for k, o in zip(identity, olds)])
+    if not schema.is_append:
+        out = out.filter(F.col(_CHOICE).isNotNull())
+    out = out.localCheckpoint(eager=True)
     _refuse_many_matches(out, olds, words)
     writes = [i for i, a in enumerate(actions) if a.kind != "delete"]
+    if schema.is_append:
+        _rewrite(spark, table, plan, out, writes)
+        return
     written = out.filter(F.col(_CHOICE).isin(writes))
     same_key = F.expr(" AND ".join(f"{_quoted(k)} <=> {o}" for k, o in zip(keys, olds)))
     # deleted rows, and rows an action gave another key (UPDATE SET *): their old key goes
@@ -122,6 +144,29 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
            partition_keys=list(schema.partition_keys), replace=Replace(keys=gone, what=words))
 
 
+def _rewrite(spark: SparkSession, table: FileStoreTable, plan, out: DataFrame, writes: list[int]) -> None:
+    """An append table's MERGE, copy-on-write: the files holding a row an action touched are written
+    again with the actions applied, the inserted rows added, in one commit on the planned snapshot."""
+    schema = table.schema
+    touched = {r[0] for r in out.filter(F.col(_CHOICE).isNotNull() & F.col(FILE).isNotNull())
+               .select(FILE).distinct().collect()}
+    kept = out.filter(F.col(FILE).isin(list(touched)) & (F.col(_CHOICE).isNull() | F.col(_CHOICE).isin(writes))
+                      | F.col(FILE).isNull() & F.col(_CHOICE).isin(writes))
+    rows = kept.select(*[_quoted(f.name) for f in schema.fields])
+    payloads = jobs.collect_payloads(spark, rows.mapInArrow(
+        append_task(table.path, schema, table.io, next_sequences(plan.splits)), struct_of(PAYLOAD)))
+    adds = [e for p in payloads for e in p]
+    deletes = [ManifestEntry(DELETE, s.partition, s.bucket, s.total_buckets, f)
+               for s in plan.splits for f in s.files if f.file_name in touched]
+    if adds or deletes:
+        commit = table.new_commit()
+        try:
+            commit.commit(deletes + adds, APPEND, expected_latest=plan.snapshot.id if plan.snapshot else None)
+        except BaseException:
+            commit.abort(adds)
+            raise
+
+
 def _expr(text: str | None, words: str) -> Column:
     try:
         return F.expr(text)
@@ -129,10 +174,12 @@ def _expr(text: str | None, words: str) -> Column:
         raise SchemaError(f"{words}: {text!r} is not valid Spark SQL: {str(e).splitlines()[0]}") from None
 
 
-def _value(actions: list[Action], column: str, table_alias: str, source: DataFrame, words: str) -> Column:
-    """A table column's value in a written row: per the action the row took."""
+def _value(actions: list[Action], column: str, table_alias: str, source: DataFrame, words: str,
+           keep: bool = False) -> Column:
+    """A table column's value in a written row: per the action the row took (keep: a row without
+    one keeps its value)."""
     source_columns = {c.lower(): c for c in source.columns}
-    value = F.lit(None)
+    value = F.col(f"{_quoted(table_alias)}.{_quoted(column)}") if keep else F.lit(None)
     for i, a in enumerate(actions):
         if a.kind == "delete":
             continue

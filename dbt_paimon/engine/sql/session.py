@@ -21,23 +21,43 @@ from typing import Mapping, Optional
 from pyspark.sql import DataFrame, SparkSession
 
 from ..source import register as register_source
+from ...store.errors import PaimonError
 from . import catalog, ddl, dml
 from .merge import merge
-from .statement import read
+from .statement import Statement, read
 from .target import resolve
 
 log = logging.getLogger(__name__)
 
 # a statement that may write a table starts with one of these words (after comments): only those
 # are given to the parser, so a query costs nothing more
-_MAY_WRITE = re.compile(r"^(?:\s+|/\*.*?\*/|--[^\n]*(?:\n|$))*(?:insert|delete|update|merge|truncate|alter)\b",
-                        re.IGNORECASE | re.DOTALL)
+_WRITE_WORD = re.compile(r"(?:insert|delete|update|merge|truncate|alter)\b", re.IGNORECASE)
+_SPACE = re.compile(r"\s+")
 _INSTALLED = "dbt_paimon_sql"  # the attribute marking a session that has it
+
+
+def _first_word(text: str) -> int:
+    """Where the statement's first word starts, past whitespace and comments: a scan in one pass
+    (a pattern of repeated optional parts can take exponential time on a long statement)."""
+    i, n = 0, len(text)
+    while i < n:
+        space = _SPACE.match(text, i)
+        if space:
+            i = space.end()
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        else:
+            break
+    return i
 
 
 def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
     """Carry out `text` if it writes a Paimon table (an empty DataFrame), else None."""
-    if not _MAY_WRITE.match(text):
+    if not _WRITE_WORD.match(text, _first_word(text)):
         return None
     statement = read(spark, text)
     if statement is None:
@@ -46,13 +66,25 @@ def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
     if target is None:
         return None
     log.info("%s %s: carried out on the Paimon table at %s", statement.kind, statement.written_name, target.path)
-    if statement.kind in ddl.KINDS:
-        ddl.alter(spark, statement, target)
-    elif statement.kind == "merge":
-        merge(spark, statement, target)
-    else:
-        dml.run(spark, statement, target)
+    try:
+        if statement.kind in ddl.KINDS:
+            ddl.alter(spark, statement, target)
+        elif statement.kind == "merge":
+            merge(spark, statement, target)
+        else:
+            dml.run(spark, statement, target)
+    except PaimonError as e:  # the engine's words name the table's path: say which statement on which name
+        if e.args and isinstance(e.args[0], str) and statement.written_name not in e.args[0]:
+            e.args = (f"{_verb(statement)} {statement.written_name}: {e.args[0]}",) + e.args[1:]
+        raise
     return DataFrame(spark._jsparkSession.emptyDataFrame(), spark)
+
+
+def _verb(statement: Statement) -> str:
+    if statement.kind == "insert":
+        return "INSERT OVERWRITE" if statement.plan.overwrite() else "INSERT INTO"
+    return {"delete": "DELETE FROM", "update": "UPDATE", "merge": "MERGE INTO", "truncate": "TRUNCATE TABLE",
+            "truncate partition": "TRUNCATE TABLE"}.get(statement.kind, "ALTER TABLE")
 
 
 def install(spark: SparkSession) -> None:
