@@ -14,7 +14,9 @@ without it), so its name carries a digest of both: `<cache>/spark-<digest>.jsa`,
 DBT_PAIMON_JVM_CACHE (`0` turns all of this off). The first dbt command without an archive has its
 JVM write one as `<archive>.<pid>.tmp` when it exits (after dbt is done); a later command renames
 it into place once nothing writes it any more. A JVM that says it cannot use an archive (truncated,
-another Java build) makes the next command write a new one.
+another Java build) makes the next command write a new one. Each new venv, Java or Spark makes
+another archive, so writing one makes the cache forget all but the MAX_ARCHIVES most recently used
+and the dumps no JVM is finishing (`forget_stale`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ CACHE_ENV = "DBT_PAIMON_JVM_CACHE"
 # A dump left this long untouched is done (or dead: the JVM checks the archive it is given)
 _SETTLED_SECONDS = 20
 _STALE_DAYS = 30
+MAX_ARCHIVES = 3  # archives kept at most (another Java, Spark or venv each makes one)
 # Settings that change the JVM's class path, which the archive records
 _CLASS_PATH_SETTINGS = ("spark.driver.extraClassPath", "spark.jars", "spark.jars.packages", "spark.driver.userClassPathFirst")
 # What a JVM says when it cannot map an archive (not what one says while writing one at exit, which
@@ -121,14 +124,37 @@ def _dump_under_way(archive: str) -> bool:
     return False
 
 
-def _forget_stale(directory: str, keep: str) -> None:
-    """Archives of another Java or Spark, unused for a month, go (they are ~160 MB each)."""
+def forget_stale(directory: str, keep: str) -> None:
+    """Bound the cache (the archives are ~160 MB each, and every new venv or Spark makes another):
+    the MAX_ARCHIVES most recently used archives stay, and no other unused for a month; a dump of
+    another archive whose JVM is gone goes, since nothing will adopt it."""
+    archives = []
     for path in glob.glob(os.path.join(glob.escape(directory), "spark-*.jsa")):
         try:
-            if path != keep and time.time() - os.stat(path).st_mtime > _STALE_DAYS * 86400:
-                os.remove(path)
+            archives.append((os.stat(path).st_mtime, path))
         except OSError:
             continue
+    archives.sort(reverse=True)
+    for rank, (mtime, path) in enumerate(archives):
+        if path != keep and (rank >= MAX_ARCHIVES or time.time() - mtime > _STALE_DAYS * 86400):
+            _remove(path)
+    for tmp in glob.glob(os.path.join(glob.escape(directory), "spark-*.jsa.*.tmp")):
+        if tmp.startswith(keep + "."):
+            continue  # this archive's own dumps: _adopt decides
+        try:
+            pid = int(tmp.rsplit(".", 2)[-2])
+            settled = time.time() - os.stat(tmp).st_mtime > _SETTLED_SECONDS
+        except (ValueError, OSError):
+            continue
+        if settled and not _alive(pid):
+            _remove(tmp)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def java_options(settings: dict[str, str]) -> tuple[list[str], Optional[str]]:
@@ -152,7 +178,7 @@ def java_options(settings: dict[str, str]) -> tuple[list[str], Optional[str]]:
         except OSError:
             pass
         return [f"-XX:SharedArchiveFile={archive}"], archive
-    _forget_stale(directory, archive)
+    forget_stale(directory, archive)
     if _dump_under_way(archive):
         return [], None
     return [f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.tmp"], None
