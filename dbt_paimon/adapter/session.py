@@ -205,12 +205,29 @@ def start_failure(exc: BaseException, credentials: PaimonCredentials) -> str:
     return f"{cause.rstrip('.')}. The full trace is in {path}"
 
 
+class _ToDbtLog(logging.Handler):
+    """The engine's Python log (`dbt_paimon.*`) into dbt's: its warnings as dbt warnings (a catalog
+    entry skipped, an index not updated), the rest in dbt's debug log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            log.warning(message)
+        else:
+            log.debug(message)
+
+
 def _quiet() -> None:
     # pyspark 4 logs a JSON stack trace for every AnalysisException, including the expected ones
     # (dbt asks about relations that do not exist yet); the error still reaches dbt.
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    ours = logging.getLogger("dbt_paimon")
+    if not any(isinstance(h, _ToDbtLog) for h in ours.handlers):
+        ours.addHandler(_ToDbtLog())
+        ours.setLevel(logging.DEBUG)
+        ours.propagate = False
 
 
 # dbt commands that open a connection, for which Spark may start while dbt parses the project
