@@ -85,22 +85,40 @@ def delete(spark: SparkSession, path: str, where: str,
     """Delete every live row of the table at path for which the Spark SQL predicate holds.
     storage_options: the object store's settings (Paimon's names: s3.endpoint, ...); alias: a name
     the predicate may qualify the table's columns with (`DELETE FROM t AS x WHERE x.id = 1`)."""
-    io = FileIO.get(path, storage_options)
-    started = time.time()
     if not where or not where.strip():
         raise SchemaError("delete needs a predicate (where); to empty a table, say so: where='true'")
+    return _rewrite_or_retract(spark, path, where, storage_options, alias, None)
+
+
+def update_append(spark: SparkSession, path: str, where: str, assignments: Mapping[str, str],
+                  alias: str | None = None) -> DeleteResult:
+    """Set columns ({column: Spark SQL expression}) of the rows of an append table for which the
+    predicate holds: the files holding them written again (copy-on-write), one commit, retried on
+    a conflict as a delete is. The result counts no deleted rows."""
+    return _rewrite_or_retract(spark, path, where, None, alias, dict(assignments))
+
+
+def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_options, alias: str | None,
+                        update: dict | None) -> DeleteResult:
+    io = FileIO.get(path, storage_options)
+    started = time.time()
+    what = "update" if update is not None else "delete"
     deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
     attempt = 0
     while True:  # once more on each commit conflict, up to the table's commit.max-retries
         attempt += 1
         table = FileStoreTable.open(path, io)
         schema = table.schema
-        _check_engine(schema)
+        if update is not None and not schema.is_append:
+            raise SchemaError(f"table {path} has a primary key: its rows are updated by upsert")
+        if update is None:
+            _check_engine(schema)
         plan = table.plan()
         if not plan.splits:
             return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, attempt)
         if schema.is_append:  # no -D records there: the files holding the rows are written again
-            rewrite = rewrite_where(spark, table, plan, where, "delete predicate", next_sequences(plan.splits), alias)
+            rewrite = rewrite_where(spark, table, plan, where, f"{what} predicate", next_sequences(plan.splits),
+                                    alias, update)
             entries, deleted = rewrite.entries, rewrite.removed_rows
         else:
             entries = delete_records(spark, table, plan, where, alias=alias)
@@ -112,7 +130,7 @@ def delete(spark: SparkSession, path: str, where: str,
             result = commit.commit(entries, APPEND, expected_latest=plan.snapshot.id)
         except CommitConflictError as e:
             commit.abort(entries)
-            after_conflict(schema.core, attempt, e, "delete job", path, log)
+            after_conflict(schema.core, attempt, e, f"{what} job", path, log)
             continue
         except BaseException:
             commit.abort(entries)

@@ -71,8 +71,7 @@ def overwrite(table: FileStoreTable, job, replace: Replace):
     partitions = {e.partition for e in job.entries} if replace.batch_partitions else None
     if partitions is not None and not partitions:
         return None
-    index_files = job.index_changes if table.schema.bucket_mode == BucketMode.HASH_DYNAMIC else None
-    return table.new_commit().overwrite(job.entries, partitions, index_files)
+    return table.new_commit().overwrite(job.entries, partitions, job.index_changes)
 
 
 def retractions(spark: SparkSession, table: FileStoreTable, plan, replace: Replace, batch: DataFrame) -> list:

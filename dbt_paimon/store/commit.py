@@ -15,6 +15,7 @@ from typing import Callable, Collection, Mapping, Sequence
 from .errors import CommitConflictError
 from .fileio import FileIO
 from .index import HASH_INDEX, IndexFileMeta, IndexManifestFile
+from .options import BucketMode
 from .manifest import ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, merge_entries
 from .paths import bucket_dir, partition_path
 from .retry import give_up_hint, wait_before_retry
@@ -99,9 +100,9 @@ class FileStoreCommit:
         """Paimon's OVERWRITE commit: the files live at commit time in `partitions` (serialized
         partition rows; None: the whole table) are deleted and `entries` added, as one snapshot.
         Files another writer committed there meanwhile are overwritten too, as in Paimon; a lost
-        race for snapshot-N is retried on the new latest (commit.max-retries). index_files (a
-        dynamic-bucket table): the HASH index files of the buckets `entries` wrote, which replace
-        every HASH index file of the overwritten partitions."""
+        race for snapshot-N is retried on the new latest (commit.max-retries). On a dynamic-bucket
+        table the overwritten partitions' HASH index files go too, replaced by `index_files`: those
+        of the buckets `entries` wrote."""
         attempt = 0
         while True:
             attempt += 1
@@ -110,7 +111,9 @@ class FileStoreCommit:
                     for e in self.live_entries(latest).values() if partitions is None or e.partition in partitions]
             delta = gone + list(entries)
             delta_meta = self.manifests.write(delta) if delta else None
-            index_manifest = ... if index_files is None else self._overwritten_index(latest, partitions, index_files)
+            index_manifest = ...
+            if self.schema.bucket_mode == BucketMode.HASH_DYNAMIC:
+                index_manifest = self._overwritten_index(latest, partitions, index_files or {})
             snapshot, written = self._prepare(latest, delta_meta, delta, OVERWRITE, index_manifest)
             if self._publish(latest, snapshot):
                 return CommitResult(snapshot, attempt)

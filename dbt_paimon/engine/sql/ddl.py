@@ -27,7 +27,7 @@ from .. import schema_change
 from ...key_index import index_dir
 from ...store import fileio
 from ...store import warehouse as layout
-from ...store.errors import PaimonError, SchemaError
+from ...store.errors import SchemaError
 from ...store.fileio import FileIO, is_storage_option
 from ...store.schema import SchemaManager, TableSchema, resolve_columns
 from . import catalog
@@ -47,22 +47,10 @@ def alter(spark: SparkSession, statement: Statement, target: Target) -> None:
     if statement.kind == "rename table":
         _rename_table(spark, statement, target)
         return
-    try:
-        changed = _changed(spark, statement, schema)
-    except PaimonError as e:
-        raise SchemaError(f"{statement_words(statement)} {statement.written_name}: {e}") from None
+    changed = _changed(spark, statement, schema)  # a refusal is prefixed with the statement (session.py)
     if changed is not None:
         schema_change.commit(target.path, changed, io)
     catalog.expose(spark, catalog.load(target.schema, target.name, target.path))
-
-
-def statement_words(statement: Statement) -> str:
-    return {"add columns": "ALTER TABLE ... ADD COLUMNS on", "rename column": "ALTER TABLE ... RENAME COLUMN on",
-            "alter column": "ALTER TABLE ... ALTER COLUMN on", "drop columns": "ALTER TABLE ... DROP COLUMNS on",
-            "replace columns": "ALTER TABLE ... REPLACE COLUMNS on",
-            "set properties": "ALTER TABLE ... SET TBLPROPERTIES on",
-            "unset properties": "ALTER TABLE ... UNSET TBLPROPERTIES on",
-            "rename table": "ALTER TABLE ... RENAME TO on"}[statement.kind]
 
 
 def _column(schema: TableSchema, parts: list[str]) -> str:
@@ -182,22 +170,17 @@ def _rename_table(spark: SparkSession, statement: Statement, target: Target) -> 
     """The table's directory moved to the new name's, within the same warehouse; its key index is
     dropped (the next upsert builds it again)."""
     if fileio.scheme_of(target.path):
-        raise SchemaError(f"{statement_words(statement)} {statement.written_name}: an object store has no rename "
-                          f"(every file would be copied); build the table under its new name instead")
+        raise SchemaError("an object store has no rename (every file would be copied); build the table under its "
+                          "new name instead")
     parts = [str(p) for p in scala_list(spark, statement.plan.newName())]
     if len(parts) > 2 and parts[0].lower() != "spark_catalog" or len(parts) > 3:
-        raise SchemaError(f"{statement_words(statement)} {statement.written_name}: {'.'.join(parts)} is in another "
-                          f"catalog")
+        raise SchemaError(f"{'.'.join(parts)} is in another catalog")
     schema_name = parts[-2].lower() if len(parts) >= 2 else target.schema
     name = parts[-1].lower()
     warehouse = os.path.dirname(os.path.dirname(target.path.rstrip("/")))
-    try:
-        new_path = layout.table_path(warehouse, schema_name, name)
-    except (PaimonError, ValueError) as e:
-        raise SchemaError(f"{statement_words(statement)} {statement.written_name}: {e}") from None
+    new_path = layout.table_path(warehouse, schema_name, name)  # an InvalidNameError outside the warehouse
     if os.path.exists(new_path) or catalog.catalog_entry(spark, schema_name, name) is not None:
-        raise SchemaError(f"{statement_words(statement)} {statement.written_name}: {schema_name}.{name} already "
-                          f"exists")
+        raise SchemaError(f"{schema_name}.{name} already exists")
     catalog.ensure_schema(spark, schema_name)
     old_entry = catalog.catalog_entry(spark, target.schema, target.name)
     os.makedirs(os.path.dirname(new_path), exist_ok=True)

@@ -27,19 +27,17 @@ from pyspark.sql import functions as F
 
 from ..append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
 from ..append import write as append_write
-from ..delete import delete
-from ..rewrite import rewrite_where
+from ..delete import delete, update_append
 from ..replace import Replace
 from ..spark_types import to_spark
 from ..upsert import upsert
 from ...store.errors import SchemaError
 from ...store.fileio import FileIO
-from ...store.options import BucketMode, MergeEngine
-from ...store.scan import next_sequences
+from ...store.options import MergeEngine
 from ...store.paths import partition_value_string
 from ...store.schema import SchemaManager, TableSchema, resolve_columns
-from ...store.snapshot import APPEND
 from ...store.table import FileStoreTable
+from .catalog import quote, sql_string
 from .statement import Statement, alias, option, scala_list, scala_map
 from .target import Target
 
@@ -59,10 +57,6 @@ def run(spark: SparkSession, statement: Statement, target: Target) -> None:
         truncate(spark, statement, target)
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static: dict) -> DataFrame:
     """The statement's query as a DataFrame of the table's columns (static partition values added)."""
     jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, statement.plan.query())
@@ -78,7 +72,7 @@ def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static
     if len(given) != len(query.columns):
         raise SchemaError(f"INSERT into {names}: the query gives {len(query.columns)} column(s) for "
                           f"{len(given)} ({given})")
-    columns = {name: query[_quoted(c)] for name, c in zip(given, query.columns)}
+    columns = {name: query[quote(c)] for name, c in zip(given, query.columns)}
     for name, value in static.items():
         columns[name] = F.lit(value)
     missing = [f for f in schema.fields if f.name not in columns]
@@ -107,7 +101,7 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
     # a static PARTITION (...) spec naming every partition column: that partition is replaced, rows or not
     where = None
     if overwrite and static and set(static) == set(schema.partition_keys):
-        where = " AND ".join(f"{_quoted(k)} = CAST({_sql_string(v)} AS {to_spark(schema.field(k).type).simpleString()})"
+        where = " AND ".join(f"{quote(k)} = CAST({sql_string(v)} AS {to_spark(schema.field(k).type).simpleString()})"
                              for k, v in static.items())
     keys = dict(partition_keys=list(schema.partition_keys))
     if schema.is_append:
@@ -135,8 +129,7 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
 
 
 def update(spark: SparkSession, statement: Statement, target: Target) -> None:
-    table = FileStoreTable.open(target.path)
-    schema = table.schema
+    schema = SchemaManager(FileIO.get(target.path), target.path).latest()
     plan = statement.plan
     words = f"UPDATE {statement.written_name}"
     assigned = {}
@@ -147,10 +140,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> None:
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
     name = alias(statement) or target.name
     if schema.is_append:
-        rewrite = rewrite_where(spark, table, table.plan(), condition or "true", words,
-                                next_sequences(table.plan().splits), name, assigned)
-        if rewrite.entries:
-            table.new_commit().commit(rewrite.entries, APPEND, expected_latest=table.latest_snapshot().id)
+        update_append(spark, target.path, condition or "true", assigned, name)
         return
     if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
         raise SchemaError(f"{words}: the table merges rows ({schema.core.merge_engine}), so an updated row would "
@@ -163,12 +153,8 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> None:
     if condition is not None:
         rows = rows.filter(F.expr(condition))
     changed = rows.select(*[(F.expr(assigned[f.name]).cast(to_spark(f.type)) if f.name in assigned
-                             else F.col(_quoted(f.name))).alias(f.name) for f in schema.fields])
+                             else F.col(quote(f.name))).alias(f.name) for f in schema.fields])
     upsert(changed, target.path, primary_keys=list(schema.primary_keys), partition_keys=list(schema.partition_keys))
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:
@@ -190,5 +176,4 @@ def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:
                              for k, v in wanted.items())}
         if not partitions:
             return
-    index_files = {} if schema.bucket_mode == BucketMode.HASH_DYNAMIC else None
-    table.new_commit().overwrite([], partitions, index_files)
+    table.new_commit().overwrite([], partitions)

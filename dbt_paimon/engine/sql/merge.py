@@ -37,6 +37,7 @@ from ...store.scan import next_sequences
 from ...store.snapshot import APPEND
 from ...store.schema import TableSchema, resolve_columns
 from ...store.table import FileStoreTable
+from .catalog import quote
 from .statement import Statement, alias, option, scala_list
 from .target import Target
 
@@ -50,10 +51,6 @@ class Action:
     kind: str  # "update", "update *", "delete", "insert", "insert *"
     condition: str | None
     assignments: dict  # column -> Spark SQL expression (update, insert)
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _actions(spark: SparkSession, statement: Statement, schema: TableSchema) -> list[Action]:
@@ -119,14 +116,14 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
         holds = kind_of[a.when] & (F.coalesce(_expr(a.condition, words), F.lit(False)) if a.condition else F.lit(True))
         choice = F.when(holds, F.lit(i)).otherwise(choice)
     olds = [f"__old{i}" for i in range(len(identity))]
-    extra = [F.col(f"{_quoted(name)}.{FILE}").alias(FILE)] if schema.is_append else []
+    extra = [F.col(f"{quote(name)}.{FILE}").alias(FILE)] if schema.is_append else []
     # each joined row once: its action, the values it writes, which table row it was; read once (a
     # checkpoint) so the checks and the writes see the same rows. An append table's rows without an
     # action stay: their file may be written again.
     out = joined.select(choice.alias(_CHOICE), matched.alias(_MATCHED), *extra,
                         *[_value(actions, f.name, name, source, words, keep=schema.is_append)
                           .cast(to_spark(f.type)).alias(f.name) for f in schema.fields],
-                        *[F.col(f"{_quoted(name)}.{_quoted(k)}").alias(o) for k, o in zip(identity, olds)])
+                        *[F.col(f"{quote(name)}.{quote(k)}").alias(o) for k, o in zip(identity, olds)])
     if not schema.is_append:
         out = out.filter(F.col(_CHOICE).isNotNull())
     out = out.localCheckpoint(eager=True)
@@ -136,11 +133,11 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
         _rewrite(spark, table, plan, out, writes)
         return
     written = out.filter(F.col(_CHOICE).isin(writes))
-    same_key = F.expr(" AND ".join(f"{_quoted(k)} <=> {o}" for k, o in zip(keys, olds)))
+    same_key = F.expr(" AND ".join(f"{quote(k)} <=> {o}" for k, o in zip(keys, olds)))
     # deleted rows, and rows an action gave another key (UPDATE SET *): their old key goes
     gone = out.filter(~F.col(_CHOICE).isin(writes) | F.col(olds[0]).isNotNull() & ~same_key).select(
         *[F.col(o).alias(k) for o, k in zip(olds, keys)])
-    upsert(written.select(*[_quoted(f.name) for f in schema.fields]), target.path, primary_keys=keys,
+    upsert(written.select(*[quote(f.name) for f in schema.fields]), target.path, primary_keys=keys,
            partition_keys=list(schema.partition_keys), replace=Replace(keys=gone, what=words))
 
 
@@ -152,7 +149,7 @@ def _rewrite(spark: SparkSession, table: FileStoreTable, plan, out: DataFrame, w
                .select(FILE).distinct().collect()}
     kept = out.filter(F.col(FILE).isin(list(touched)) & (F.col(_CHOICE).isNull() | F.col(_CHOICE).isin(writes))
                       | F.col(FILE).isNull() & F.col(_CHOICE).isin(writes))
-    rows = kept.select(*[_quoted(f.name) for f in schema.fields])
+    rows = kept.select(*[quote(f.name) for f in schema.fields])
     payloads = jobs.collect_payloads(spark, rows.mapInArrow(
         append_task(table.path, schema, table.io, next_sequences(plan.splits)), struct_of(PAYLOAD)))
     adds = [e for p in payloads for e in p]
@@ -179,18 +176,18 @@ def _value(actions: list[Action], column: str, table_alias: str, source: DataFra
     """A table column's value in a written row: per the action the row took (keep: a row without
     one keeps its value)."""
     source_columns = {c.lower(): c for c in source.columns}
-    value = F.col(f"{_quoted(table_alias)}.{_quoted(column)}") if keep else F.lit(None)
+    value = F.col(f"{quote(table_alias)}.{quote(column)}") if keep else F.lit(None)
     for i, a in enumerate(actions):
         if a.kind == "delete":
             continue
         if a.kind in ("update", "insert") and column in a.assignments:
             v = _expr(a.assignments[column], words)
         elif a.kind == "update":  # a column the action does not set keeps its value
-            v = F.col(f"{_quoted(table_alias)}.{_quoted(column)}")
+            v = F.col(f"{quote(table_alias)}.{quote(column)}")
         elif a.kind in ("update *", "insert *"):
             if column.lower() not in source_columns:
                 raise SchemaError(f"{words}: {a.kind.upper()} needs column {column!r} in the source")
-            v = source[_quoted(source_columns[column.lower()])]
+            v = source[quote(source_columns[column.lower()])]
         else:  # an INSERT without this column
             v = F.lit(None)
         value = F.when(F.col(_CHOICE) == i, v).otherwise(value)
