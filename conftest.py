@@ -14,10 +14,16 @@ from tests.s3 import BUCKET, free_port, make_user, start_moto
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Units of work for pytest-xdist and their order (tests/schedule.py); serial runs keep the order."""
+    """The order units of work are handed out in (tests/schedule.py); serial runs keep it too."""
     items[:] = schedule.order(items)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(schedule.group_of(item.nodeid)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N --dist loadscope`: a unit of tests/schedule.py goes whole to one worker."""
+    if config.getvalue("dist") == "loadscope":
+        return schedule.scheduler(config, log)
+    return None
 
 
 @pytest.fixture(scope="session")

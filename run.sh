@@ -39,7 +39,7 @@ case "${1:-}" in
          # for (once; cached in .work/)
          "$VENV/bin/python" tests/paimon_spark/side_env.py >/dev/null
          # Two workers (tests/schedule.py says how the suite is shared); `-n 0` after it runs one process
-         exec "$VENV/bin/python" -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder "$@" ;;
+         exec "$VENV/bin/python" -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder "$@" ;;
   bench) shift; exec bash bench/bench.sh "$@" ;;
   *) echo "usage: bash run.sh demo|test|bench" >&2; exit 2 ;;
 esac

@@ -14,7 +14,10 @@ its tests ask for. What a unit of work is, and in which order the units are hand
 - then the longest first (SECONDS: the last measured seconds of the slow files on these 2 cores), so
   that the last unit handed out is a short one. A stale figure only costs balance.
 
-`--dist loadgroup --no-loadscope-reorder` makes xdist keep the units and this order.
+`--dist loadscope --no-loadscope-reorder` with `scheduler` (the root conftest.py hands it to xdist) makes
+xdist keep the units and this order. (xdist's own `loadgroup` marks cannot: they rename each test by
+assigning a node's id, which pytest 9 computes and no longer lets a plugin set, so every test became
+a unit of its own and the module and class fixtures were built on both workers.)
 """
 
 from __future__ import annotations
@@ -82,3 +85,14 @@ def order(items: list) -> list:
     def rank(unit: str):
         return (unit != FIRST, not unit.startswith("integration_tests/"), -SECONDS.get(unit, DEFAULT_SECONDS))
     return [item for unit in sorted(units, key=rank) for item in units[unit]]
+
+
+def scheduler(config, log):
+    """xdist's scope scheduling with this module's units as its scopes: a unit goes whole to one worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return Units(config, log)

@@ -62,6 +62,45 @@ def _refused(report: dict, name: str, call, table_path: str) -> None:
     report["refusals"][name] = entry
 
 
+SQL_STATEMENTS = (
+    "INSERT INTO db.cross VALUES (1, 'b', 11), (4, 'a', 40)",
+    "UPDATE db.cross SET v = v + 100 WHERE dt = 'a'",
+    "MERGE INTO db.cross t USING (SELECT * FROM VALUES (3, 'b', 33), (5, 'b', 50), (2, 'a', 0) AS s(id, dt, v)) s "
+    "ON t.id = s.id WHEN MATCHED AND s.v = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+    "DELETE FROM db.cross WHERE v > 130",
+    "INSERT INTO db.logs VALUES (4, 'b', 40)",
+    "UPDATE db.logs SET v = -v WHERE id = 2",
+    "DELETE FROM db.logs WHERE dt = 'b'",
+)
+
+
+def _spark_sql(spark, config: dict, report: dict) -> None:
+    """A cross-partition key table and an append table beside the engine's table, the statements
+    above on them; after each, the table's rows as Spark SQL reads them and its latest snapshot."""
+    from dbt_paimon.engine import register, upsert, write
+    from dbt_paimon.store import FileStoreTable
+
+    warehouse = config["table"].rsplit("/db.db/", 1)[0]
+    rows = spark.createDataFrame([(1, "a", 10), (2, "a", 20), (3, "b", 30)], "id BIGINT, dt STRING, v BIGINT")
+    upsert(rows, f"{warehouse}/db.db/cross", primary_keys="id", partition_keys="dt")
+    write(rows, f"{warehouse}/db.db/logs", partition_keys="dt")
+    register(spark, config["storage"], warehouse=warehouse)
+    spark.sparkContext.setJobGroup("sql", "Spark SQL on Paimon tables")
+    report["sql"], seen = [], {"cross": 1, "logs": 1}
+    try:
+        for statement in SQL_STATEMENTS:
+            name = statement.split(" db.", 1)[1].split()[0]
+            spark.sql(statement)
+            got = spark.sql(f"SELECT id, dt, v FROM db.{name}").collect()
+            table = FileStoreTable.open(f"{warehouse}/db.db/{name}")
+            kinds = [table.snapshots.snapshot(i).commit_kind for i in range(seen.get(name, 0) + 1, table.latest_snapshot().id + 1)]
+            seen[name] = table.latest_snapshot().id
+            report["sql"].append({"statement": statement, "rows": sorted(list(r) for r in got), "commits": kinds})
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description"):
+            spark.sparkContext.setLocalProperty(key, None)
+
+
 def main(config_path: str, out_path: str) -> None:
     with open(config_path) as f:
         config = json.load(f)
@@ -135,6 +174,10 @@ def main(config_path: str, out_path: str) -> None:
         # a Python data source carries the files shipped before its registration)
         register(spark)
         report["read_rows"] = spark.read.format("paimon").load(config["table"]).count()
+
+        # 4a. Spark SQL on Paimon tables of the warehouse (engine/sql/): each statement's job runs on
+        # the executors (its Spark jobs in the job group "sql", which the test finds in the event log)
+        _spark_sql(spark, config, report)
 
         # 4. delete, then 5. compaction, both Spark jobs on the executors
         t0 = time.time()

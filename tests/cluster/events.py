@@ -20,10 +20,11 @@ def _events(event_dir: str, app_id: str):
                         yield json.loads(line)
 
 
-def python_tasks(event_dir: str, app_id: str) -> dict:
+def python_tasks(event_dir: str, app_id: str, job_group: str | None = None) -> dict:
     """Successful tasks of the stages that ran our Arrow tasks (MapInArrow: the engine's jobs),
-    counted per executor id; and the descriptions of the application's jobs."""
-    arrow_stages, per_executor, descriptions = set(), Counter(), []
+    counted per executor id; and the descriptions of the application's jobs. job_group: only the
+    stages of the jobs of that group (SparkContext.setJobGroup)."""
+    arrow_stages, per_executor, descriptions, grouped = set(), Counter(), [], set()
     events = list(_events(event_dir, app_id))
     for e in events:
         if e["Event"] == "SparkListenerStageSubmitted":
@@ -31,7 +32,12 @@ def python_tasks(event_dir: str, app_id: str) -> dict:
             if "MapInArrow" in scopes:
                 arrow_stages.add(e["Stage Info"]["Stage ID"])
         elif e["Event"] == "SparkListenerJobStart":
-            descriptions.append(e.get("Properties", {}).get("spark.job.description"))
+            properties = e.get("Properties", {})
+            descriptions.append(properties.get("spark.job.description"))
+            if job_group is not None and properties.get("spark.jobGroup.id") == job_group:
+                grouped.update(e["Stage IDs"])
+    if job_group is not None:
+        arrow_stages &= grouped
     for e in events:
         if (e["Event"] == "SparkListenerTaskEnd" and e["Stage ID"] in arrow_stages
                 and e["Task End Reason"]["Reason"] == "Success"):

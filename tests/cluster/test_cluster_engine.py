@@ -116,6 +116,36 @@ def test_delete_and_compaction_on_the_cluster(run):
     assert set(live_places(run["config"]["table"]).values()) == {1}
 
 
+SQL_RESULTS = [  # after each of engine_scenarios.SQL_STATEMENTS: the table's rows, the kind of its commit
+    ([[1, "b", 11], [2, "a", 20], [3, "b", 30], [4, "a", 40]], "APPEND"),  # key 1 moved partition, once
+    ([[1, "b", 11], [2, "a", 120], [3, "b", 30], [4, "a", 140]], "APPEND"),
+    ([[1, "b", 11], [3, "b", 33], [4, "a", 140], [5, "b", 50]], "APPEND"),
+    ([[1, "b", 11], [3, "b", 33], [5, "b", 50]], "APPEND"),
+    ([[1, "a", 10], [2, "a", 20], [3, "b", 30], [4, "b", 40]], "APPEND"),  # the append table
+    ([[1, "a", 10], [2, "a", -20], [3, "b", 30], [4, "b", 40]], "APPEND"),  # its files rewritten
+    ([[1, "a", 10], [2, "a", -20]], "APPEND"),
+]
+
+
+def test_spark_sql_statements_run_on_the_executors_over_s3(run):
+    """INSERT, UPDATE, MERGE INTO, DELETE on a cross-partition key table and an append table of the
+    S3 warehouse, from the cluster application's session: each one snapshot with the expected rows,
+    read back by pypaimon, and the statements' Arrow tasks ran on both executors (the event log)."""
+    report = run["report"]
+    assert "failure" not in report, report.get("failure")
+    # one commit each; an upsert's writers may compact a bucket whose sorted runs reached the trigger,
+    # in a COMPACT snapshot of the same commit, as Paimon's do
+    assert [(r["rows"], [k for k in r["commits"] if k != "COMPACT"]) for r in report["sql"]] == \
+        [(rows, [kind]) for rows, kind in SQL_RESULTS]
+    assert all(r["commits"][0] != "COMPACT" for r in report["sql"])
+    warehouse = run["config"]["table"].rsplit("/db.db/", 1)[0]
+    for name, (rows, _) in (("cross", SQL_RESULTS[3]), ("logs", SQL_RESULTS[-1])):
+        assert sorted([r["id"], r["dt"], r["v"]] for r in pypaimon_rows(f"{warehouse}/db.db/{name}")) == rows
+    seen = events.python_tasks(run["config"]["events"], report["app_id"], job_group="sql")
+    assert seen["arrow_stages"] >= len(SQL_RESULTS)
+    assert set(seen["tasks_per_executor"]) == {"0", "1"}
+
+
 def test_arrow_tasks_ran_on_both_executors(run):
     """Spark's event log, not our code, says where the engine's tasks ran."""
     seen = events.python_tasks(run["config"]["events"], run["report"]["app_id"])

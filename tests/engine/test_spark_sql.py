@@ -12,7 +12,7 @@ from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.engine.sql import catalog
 from dbt_paimon.store import FileStoreTable, PaimonError
 from tests.engine.helpers import SQL_SCHEMA as SCHEMA
-from tests.engine.helpers import sql_tables
+from tests.engine.helpers import live_places, sql_tables
 from tests.oracle import pypaimon_read
 
 
@@ -76,6 +76,35 @@ def test_insert_overwrite_on_a_table_that_merges_rows(spark, tables):
     spark.sql("INSERT OVERWRITE db.partial PARTITION (dt = 'a') SELECT 3, NULL")
     assert _paimon_rows(f"{tables}/partial") == [(2, "b", 20), (3, "a", None)]
     assert FileStoreTable.open(f"{tables}/partial").latest_snapshot().commit_kind == "OVERWRITE"
+
+
+def test_every_statement_on_a_dynamic_bucket_key_table_keeps_its_hash_index(spark, tables):
+    """bucket -1 with the partition in the key: each key in a bucket of its own (target row number 1),
+    so a statement that forgot the HASH index would put a key in a second bucket."""
+    path = f"{tables}/dyn"
+    upsert(spark.createDataFrame([(1, "a", 10), (2, "a", 20), (3, "b", 30)], SCHEMA), path,
+           primary_keys=["id", "dt"], partition_keys="dt",
+           options={"bucket": "-1", "dynamic-bucket.target-row-num": "1"}, settings=RunSettings(execution="local"))
+    catalog.sync(spark, os.path.dirname(tables))
+    for statement, rows in (
+        ("INSERT INTO db.dyn VALUES (2, 'a', 21), (4, 'a', 40)", [(1, "a", 10), (2, "a", 21), (3, "b", 30), (4, "a", 40)]),
+        ("UPDATE db.dyn SET v = v + 1 WHERE id >= 3", [(1, "a", 10), (2, "a", 21), (3, "b", 31), (4, "a", 41)]),
+        ("MERGE INTO db.dyn t USING (SELECT * FROM VALUES (1, 'a', 0), (5, 'b', 50) AS s(id, dt, v)) s "
+         "ON t.id = s.id AND t.dt = s.dt WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *",
+         [(2, "a", 21), (3, "b", 31), (4, "a", 41), (5, "b", 50)]),
+        ("DELETE FROM db.dyn WHERE id = 4", [(2, "a", 21), (3, "b", 31), (5, "b", 50)]),
+        ("INSERT OVERWRITE db.dyn PARTITION (dt = 'b') SELECT 6, 60", [(2, "a", 21), (6, "b", 60)]),
+    ):
+        before = _snapshot(path)
+        spark.sql(statement)
+        assert (_sql_rows(spark, "dyn"), _snapshot(path)) == (rows, before + 1), statement
+        assert _paimon_rows(path) == rows
+        assert set(live_places(path).values()) == {1}, statement
+    # the next upsert finds every key where the statements left it
+    again = upsert(spark.createDataFrame([(2, "a", 22), (6, "b", 61)], SCHEMA), path, primary_keys=["id", "dt"],
+                   partition_keys="dt", settings=RunSettings(execution="local"))
+    assert (again.inserted, again.updated) == (0, 2)
+    assert set(live_places(path).values()) == {1}
 
 
 def test_a_bad_insert_commits_nothing(spark, tables):
