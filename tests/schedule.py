@@ -1,9 +1,9 @@
 """How the suite is shared between pytest-xdist workers (`bash run.sh test` runs two, one per core).
 
 One process leaves about a third of the 2 cores idle (waiting on a JVM, a child process, a
-server), which a second worker fills: the suite is CPU-bound beyond that (2,465 s on one worker,
-2,126-2,179 s on two). Each worker is a test session of its own: its SparkSession, and the servers
-its tests ask for. What a unit of work is, and in which order the units are handed out:
+server), which a second worker fills: the suite is CPU-bound beyond that (1,909 s on two workers,
+3,760 s of test time between them). Each worker is a test session of its own: its SparkSession, and
+the servers its tests ask for. What a unit of work is, and in which order the units are handed out:
 
 - a file is one unit (its module and class fixtures are built once), except the files that share a
   costly server of their own: the standalone cluster's (tests/cluster) and Paimon's Spark connector's
@@ -28,41 +28,40 @@ PER_CLASS = ("integration_tests/functional/test_dbt_upstream_on_paimon.py",)
 FIRST = "integration_tests/functional/test_dbt_project.py"
 DEFAULT_SECONDS = 5.0
 SECONDS = {
-    "integration_tests/functional/test_dbt_project.py": 313,
-    "integration_tests/functional/test_dbt_snapshots.py": 284,
-    "integration_tests/functional/test_dbt_incremental.py": 95,
-    "integration_tests/functional/test_dbt_processes.py": 74,
-    "integration_tests/functional/test_dbt_basic.py": 60,
-    "integration_tests/functional/test_dbt_append_tables.py": 110,
-    "integration_tests/functional/test_dbt_paimon_upsert.py": 39,
-    "integration_tests/functional/test_dbt_containment.py": 32,
-    "integration_tests/functional/test_dbt_merge.py": 31,
-    "integration_tests/functional/test_dbt_maintenance.py": 25,
-    "integration_tests/functional/test_dbt_python_models.py": 20,
-    "integration_tests/functional/test_dbt_object_store.py": 18,
-    "integration_tests/functional/test_dbt_catalog_sync.py": 14,
-    "integration_tests/functional/test_dbt_spark_sql.py": 25,
-    "integration_tests/functional/test_dbt_no_half_done.py": 13,
-    "tests/engine/test_other_writers.py": 150,
-    "tests/packaging/test_wheel_smoke.py": 146,
-    "cluster": 131,
-    "paimon-spark": 145,
-    "tests/engine/test_key_index_kills.py": 109,
-    "tests/engine/test_maintenance.py": 90,
-    "tests/engine/test_key_index.py": 90,
-    "tests/engine/test_merge_engines.py": 89,
-    "tests/engine/test_concurrent_writers.py": 50,
-    "tests/engine/test_bucket_modes.py": 63,
-    "tests/java_paimon/test_java_reads_ours.py": 45,
-    "tests/java_paimon/test_append_tables.py": 60,
-    "tests/engine/test_append.py": 40,
-    "tests/engine/test_replace.py": 40,
-    "tests/engine/test_spark_sql.py": 35,
-    "tests/java_paimon/test_spark_sql_tables.py": 25,
-    "tests/engine/test_upsert.py": 44,
-    "tests/engine/test_job.py": 28,
-    "tests/store/test_object_store.py": 23,
-    "tests/engine/test_recommit.py": 20,
+    "integration_tests/functional/test_dbt_snapshots.py": 416,
+    "integration_tests/functional/test_dbt_project.py": 314,
+    "integration_tests/functional/test_dbt_incremental.py": 110,
+    "integration_tests/functional/test_dbt_processes.py": 90,
+    "integration_tests/functional/test_dbt_paimon_upsert.py": 63,
+    "integration_tests/functional/test_dbt_append_tables.py": 48,
+    "integration_tests/functional/test_dbt_basic.py": 45,
+    "integration_tests/functional/test_dbt_merge.py": 37,
+    "integration_tests/functional/test_dbt_containment.py": 36,
+    "integration_tests/functional/test_dbt_maintenance.py": 26,
+    "integration_tests/functional/test_dbt_object_store.py": 24,
+    "integration_tests/functional/test_dbt_python_models.py": 21,
+    "tests/engine/test_other_writers.py": 216,
+    "cluster": 208,
+    "tests/engine/test_key_index.py": 168,
+    "paimon-spark": 167,
+    "tests/engine/test_maintenance.py": 153,
+    "tests/engine/test_merge_engines.py": 149,
+    "tests/engine/test_spark_sql.py": 112,
+    "tests/engine/test_bucket_modes.py": 93,
+    "tests/packaging/test_wheel_smoke.py": 150,  # 90-243 s: how much of its install uv has cached
+    "tests/engine/test_key_index_kills.py": 88,
+    "tests/engine/test_upsert.py": 79,
+    "tests/java_paimon/test_append_tables.py": 58,
+    "tests/engine/test_job.py": 55,
+    "tests/java_paimon/test_java_reads_ours.py": 49,
+    "tests/engine/test_replace.py": 34,
+    "tests/engine/test_concurrent_writers.py": 32,
+    "tests/engine/test_recommit.py": 30,
+    "tests/java_paimon/test_spark_sql_tables.py": 29,
+    "tests/engine/test_first_row_reads.py": 26,
+    "tests/engine/test_float_keys.py": 25,
+    "tests/java_paimon/test_we_read_java.py": 23,
+    "tests/engine/test_bucket_sizing.py": 22,
 }
 
 
