@@ -62,15 +62,16 @@ def _refused(report: dict, name: str, call, table_path: str) -> None:
     report["refusals"][name] = entry
 
 
-SQL_STATEMENTS = (
-    "INSERT INTO db.cross VALUES (1, 'b', 11), (4, 'a', 40)",
-    "UPDATE db.cross SET v = v + 100 WHERE dt = 'a'",
-    "MERGE INTO db.cross t USING (SELECT * FROM VALUES (3, 'b', 33), (5, 'b', 50), (2, 'a', 0) AS s(id, dt, v)) s "
-    "ON t.id = s.id WHEN MATCHED AND s.v = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
-    "DELETE FROM db.cross WHERE v > 130",
-    "INSERT INTO db.logs VALUES (4, 'b', 40)",
-    "UPDATE db.logs SET v = -v WHERE id = 2",
-    "DELETE FROM db.logs WHERE dt = 'b'",
+SQL_STATEMENTS = (  # (table, statement)
+    ("cross", "INSERT INTO db.cross VALUES (1, 'b', 11), (4, 'a', 40)"),
+    ("cross", "UPDATE db.cross SET v = v + 100 WHERE dt = 'a'"),
+    ("cross", "MERGE INTO db.cross t USING (SELECT * FROM VALUES (3, 'b', 33), (5, 'b', 50), (2, 'a', 0) AS s(id, dt, v)) s "
+              "ON t.id = s.id WHEN MATCHED AND s.v = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET * "
+              "WHEN NOT MATCHED THEN INSERT *"),
+    ("cross", "DELETE FROM db.cross WHERE v > 130"),
+    ("logs", "INSERT INTO db.logs VALUES (4, 'b', 40)"),
+    ("logs", "UPDATE db.logs SET v = -v WHERE id = 2"),
+    ("logs", "DELETE FROM db.logs WHERE dt = 'b'"),
 )
 
 
@@ -88,13 +89,13 @@ def _spark_sql(spark, config: dict, report: dict) -> None:
     spark.sparkContext.setJobGroup("sql", "Spark SQL on Paimon tables")
     report["sql"], seen = [], {"cross": 1, "logs": 1}
     try:
-        for statement in SQL_STATEMENTS:
-            name = statement.split(" db.", 1)[1].split()[0]
+        for name, statement in SQL_STATEMENTS:
             spark.sql(statement)
             got = spark.sql(f"SELECT id, dt, v FROM db.{name}").collect()
             table = FileStoreTable.open(f"{warehouse}/db.db/{name}")
-            kinds = [table.snapshots.snapshot(i).commit_kind for i in range(seen.get(name, 0) + 1, table.latest_snapshot().id + 1)]
-            seen[name] = table.latest_snapshot().id
+            latest = table.latest_snapshot().id
+            kinds = [table.snapshots.snapshot(i).commit_kind for i in range(seen[name] + 1, latest + 1)]
+            seen[name] = latest
             report["sql"].append({"statement": statement, "rows": sorted(list(r) for r in got), "commits": kinds})
     finally:
         for key in ("spark.jobGroup.id", "spark.job.description"):
