@@ -29,7 +29,9 @@ def java(tmp_path_factory):
     if problem:
         pytest.fail(f"cannot fetch Paimon's jar for the Java oracle (Maven Central once; "
                     f"`python tests/java_paimon/fetch_jar.py` fetches it): {problem}", pytrace=False)
-    return JavaPaimon(jars, str(tmp_path_factory.mktemp("java-paimon")))
+    oracle = JavaPaimon(jars, str(tmp_path_factory.mktemp("java-paimon")))
+    yield oracle
+    oracle.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,9 @@
 """How the suite is shared between pytest-xdist workers (`bash run.sh test` runs two, one per core).
 
 One process leaves about a third of the 2 cores idle (waiting on a JVM, a child process, a
-server), which a second worker fills: the suite is CPU-bound beyond that (1,909 s on two workers,
-3,760 s of test time between them). Each worker is a test session of its own: its SparkSession, and
-the servers its tests ask for. What a unit of work is, and in which order the units are handed out:
+server), which a second worker fills: the suite is CPU-bound beyond that (1,183 s on two workers
+of a quiet machine, 2,335 s of test time between them; a loaded machine takes up to twice that).
+Each worker is a test session of its own: its SparkSession, and the servers its tests ask for. What a unit of work is, and in which order the units are handed out:
 
 - a file is one unit (its module and class fixtures are built once), except the files that share a
   costly server of their own: the standalone cluster's (tests/cluster) and Paimon's Spark connector's
@@ -28,40 +28,40 @@ PER_CLASS = ("integration_tests/functional/test_dbt_upstream_on_paimon.py",)
 FIRST = "integration_tests/functional/test_dbt_project.py"
 DEFAULT_SECONDS = 5.0
 SECONDS = {
-    "integration_tests/functional/test_dbt_snapshots.py": 416,
-    "integration_tests/functional/test_dbt_project.py": 314,
-    "integration_tests/functional/test_dbt_incremental.py": 110,
-    "integration_tests/functional/test_dbt_processes.py": 90,
-    "integration_tests/functional/test_dbt_paimon_upsert.py": 63,
-    "integration_tests/functional/test_dbt_append_tables.py": 48,
-    "integration_tests/functional/test_dbt_basic.py": 45,
-    "integration_tests/functional/test_dbt_merge.py": 37,
-    "integration_tests/functional/test_dbt_containment.py": 36,
-    "integration_tests/functional/test_dbt_maintenance.py": 26,
-    "integration_tests/functional/test_dbt_object_store.py": 24,
-    "integration_tests/functional/test_dbt_python_models.py": 21,
-    "tests/engine/test_other_writers.py": 216,
-    "cluster": 208,
-    "tests/engine/test_key_index.py": 168,
-    "paimon-spark": 167,
-    "tests/engine/test_maintenance.py": 153,
-    "tests/engine/test_merge_engines.py": 149,
-    "tests/engine/test_spark_sql.py": 112,
-    "tests/engine/test_bucket_modes.py": 93,
-    "tests/packaging/test_wheel_smoke.py": 150,  # 90-243 s: how much of its install uv has cached
-    "tests/engine/test_key_index_kills.py": 88,
-    "tests/engine/test_upsert.py": 79,
-    "tests/java_paimon/test_append_tables.py": 58,
-    "tests/engine/test_job.py": 55,
-    "tests/java_paimon/test_java_reads_ours.py": 49,
-    "tests/engine/test_replace.py": 34,
-    "tests/engine/test_concurrent_writers.py": 32,
-    "tests/engine/test_recommit.py": 30,
-    "tests/java_paimon/test_spark_sql_tables.py": 29,
-    "tests/engine/test_first_row_reads.py": 26,
-    "tests/engine/test_float_keys.py": 25,
-    "tests/java_paimon/test_we_read_java.py": 23,
-    "tests/engine/test_bucket_sizing.py": 22,
+    "integration_tests/functional/test_dbt_snapshots.py": 241,
+    "integration_tests/functional/test_dbt_project.py": 224,
+    "integration_tests/functional/test_dbt_incremental.py": 84,
+    "integration_tests/functional/test_dbt_processes.py": 47,
+    "integration_tests/functional/test_dbt_paimon_upsert.py": 31,
+    "integration_tests/functional/test_dbt_append_tables.py": 24,
+    "integration_tests/functional/test_dbt_basic.py": 23,
+    "integration_tests/functional/test_dbt_merge.py": 18,
+    "integration_tests/functional/test_dbt_containment.py": 16,
+    "integration_tests/functional/test_dbt_maintenance.py": 15,
+    "integration_tests/functional/test_dbt_object_store.py": 11,
+    "integration_tests/functional/test_dbt_python_models.py": 10,
+    "cluster": 132,
+    "tests/packaging/test_wheel_smoke.py": 108,  # 60-240 s: how much of its install uv has cached
+    "paimon-spark": 105,
+    "tests/engine/test_key_index.py": 103,
+    "tests/engine/test_merge_engines.py": 93,
+    "tests/engine/test_maintenance.py": 92,
+    "tests/engine/test_other_writers.py": 86,
+    "tests/engine/test_spark_sql.py": 83,
+    "tests/engine/test_key_index_kills.py": 57,
+    "tests/engine/test_bucket_modes.py": 50,
+    "tests/java_paimon/test_java_reads_ours.py": 42,
+    "tests/engine/test_upsert.py": 30,
+    "tests/engine/test_job.py": 25,
+    "tests/engine/test_concurrent_writers.py": 20,
+    "tests/engine/test_recommit.py": 20,
+    "tests/java_paimon/test_spark_sql_tables.py": 20,
+    "tests/engine/test_float_keys.py": 17,
+    "tests/engine/test_replace.py": 17,
+    "tests/engine/test_first_row_reads.py": 15,
+    "tests/engine/test_bucket_sizing.py": 15,
+    "tests/java_paimon/test_we_read_java.py": 13,
+    "tests/java_paimon/test_append_tables.py": 10,
 }
 
 

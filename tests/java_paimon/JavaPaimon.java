@@ -1,4 +1,9 @@
+import java.io.BufferedReader;
 import java.io.File;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -47,9 +52,11 @@ import org.apache.paimon.types.RowType;
  * Apache Paimon's Java core (the release pinned in reference.py, fetched through Maven) as a test oracle for
  * dbt-paimon.
  *
- * <p>One JVM runs a batch of requests, because each JVM start costs 1-2 s: {@code java JavaPaimon requests.json}
- * where the file holds a JSON array of requests, each of which may carry {@code "catalog": {...}}: the catalog's
- * options (an object store's settings).
+ * <p>One JVM serves a whole test session, because each JVM start costs 1-2 s of CPU: {@code java JavaPaimon}
+ * reads one request file's path per line of its standard input and answers {@code done} on its standard output
+ * once the file's requests are done ({@code java JavaPaimon requests.json} runs one file and exits). A request file
+ * holds a JSON array of requests, each of which may carry {@code "catalog": {...}}: the catalog's options (an
+ * object store's settings).
  * <ul>
  *   <li>{@code {"op": "read", "path": P, "out": F, "options": {...}, "equal": {column: value}}}: F gets one JSON
  *       line with the table's fields ({@code {"fields": [{"name", "type"}]}}), then one JSON line per row, each
@@ -68,7 +75,21 @@ public class JavaPaimon {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     public static void main(String[] args) throws Exception {
-        for (JsonNode request : JSON.readTree(new File(args[0]))) {
+        if (args.length == 1) {
+            runFile(args[0]);
+            return;
+        }
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        PrintStream answers = new PrintStream(new FileOutputStream(FileDescriptor.out), true, "UTF-8");
+        System.setOut(System.err);  // whatever else prints stays off the answer channel
+        for (String line; (line = in.readLine()) != null; ) {
+            runFile(line);
+            answers.println("done");
+        }
+    }
+
+    private static void runFile(String requests) throws Exception {
+        for (JsonNode request : JSON.readTree(new File(requests))) {
             List<String> lines = new ArrayList<>();
             try {
                 String op = request.get("op").asText();

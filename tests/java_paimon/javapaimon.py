@@ -1,8 +1,9 @@
 """Java Paimon (the release pinned in reference.py) as an oracle: compile JavaPaimon.java once, run batches of read/write requests in one JVM.
 
-A JVM start costs 1-2 s, so a test gathers its requests and runs them together. Rows cross as JSON
-lines typed by the table's fields as Java reports them, and come back as Arrow tables comparable with
-our reader's `FileStoreTable.to_arrow()`.
+A JVM start costs 1-2 s of CPU, so one JVM serves the test session (started at the first request,
+stopped by close()), and a test gathers its requests into batches. Rows cross as JSON lines typed by
+the table's fields as Java reports them, and come back as Arrow tables comparable with our reader's
+`FileStoreTable.to_arrow()`.
 """
 
 from __future__ import annotations
@@ -164,9 +165,39 @@ class JavaPaimon:
         classpath = _classpath(jars[0]) + jars[1:]
         self.classpath = os.pathsep.join([_compile(classpath)] + classpath)
         self.workdir = workdir
+        self._jvm: subprocess.Popen | None = None
+        self._log = os.path.join(workdir, "java.log")
+
+    def _serve(self, request_file: str) -> None:
+        """Has the session's JVM run one request file (started first if it is not running)."""
+        if self._jvm is None or self._jvm.poll() is not None:
+            # A JVM on a loaded 2-core machine: C1 only and the serial GC cost ~40% less CPU
+            with open(self._log, "a") as log:
+                self._jvm = subprocess.Popen(
+                    ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", self.classpath, "JavaPaimon"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+        try:
+            self._jvm.stdin.write(request_file + "\n")
+            self._jvm.stdin.flush()
+            answer = self._jvm.stdout.readline()
+        except BrokenPipeError:
+            answer = ""
+        if answer != "done\n":
+            code = self._jvm.wait(10)
+            with open(self._log) as f:
+                raise RuntimeError(f"the Java oracle exited with {code}:\n{f.read()[-3000:]}")
+
+    def close(self) -> None:
+        if self._jvm is not None:
+            self._jvm.stdin.close()
+            try:
+                self._jvm.wait(10)
+            except subprocess.TimeoutExpired:
+                self._jvm.kill()
+            self._jvm = None
 
     def run(self, requests: list[Read | Write]) -> list:
-        """Run the requests in order in one JVM. Per request: an Arrow table (Read), None (Write), or
+        """Run the requests in order in the session's JVM. Per request: an Arrow table (Read), None (Write), or
         the JavaError it failed with, returned rather than raised so a batch can hold expected failures."""
         batch = tempfile.mkdtemp(dir=self.workdir)
         encoded = []
@@ -186,12 +217,7 @@ class JavaPaimon:
         request_file = os.path.join(batch, "requests.json")
         with open(request_file, "w") as f:
             json.dump(encoded, f, default=_to_json)
-        # A short-lived JVM on a loaded 2-core machine: C1 only and the serial GC start it ~40% faster.
-        command = ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", self.classpath, "JavaPaimon",
-                   request_file]
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"the Java oracle exited with {done.returncode}:\n{done.stderr[-3000:]}")
+        self._serve(request_file)
         results = []
         for r, e in zip(requests, encoded):
             with open(e["out"]) as f:
