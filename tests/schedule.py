@@ -49,6 +49,7 @@ SECONDS = {
     "tests/engine/test_other_writers.py": 86,
     "tests/engine/test_spark_sql.py": 83,
     "tests/engine/test_key_index_kills.py": 57,
+    "tests/engine/test_sequence_field.py": 35,
     "tests/engine/test_bucket_modes.py": 50,
     "tests/java_paimon/test_java_reads_ours.py": 42,
     "tests/engine/test_upsert.py": 30,
@@ -61,6 +62,7 @@ SECONDS = {
     "tests/engine/test_first_row_reads.py": 15,
     "tests/engine/test_bucket_sizing.py": 15,
     "tests/java_paimon/test_we_read_java.py": 13,
+    "tests/java_paimon/test_sequence_field.py": 11,
     "tests/java_paimon/test_append_tables.py": 10,
 }
 

@@ -158,6 +158,27 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _sequence_of(schema: TableSchema, sequence_by: str | None) -> str | None:
+    """The run's sequence_by on a table with `sequence.field`: on a deduplicate table, one ascending
+    field is the run's sequence_by (in-batch duplicates resolved and rows older than the stored
+    version skipped: Paimon's merge would drop them); a sequence_by naming another column is
+    refused. Several fields, a descending order, or a table whose older versions still count
+    (partial-update, aggregation): rows are written as given and readers order the versions."""
+    fields = schema.core.sequence_fields
+    if not fields:
+        return sequence_by
+    simple = (len(fields) == 1 and schema.core.sequence_ascending and fields[0] not in schema.primary_keys
+              and schema.core.merge_engine == opts.MergeEngine.DEDUPLICATE)
+    if sequence_by is None:
+        return fields[0] if simple else None
+    if not simple or sequence_by != fields[0]:
+        raise SchemaError(f"sequence_by {sequence_by!r} disagrees with the table's sequence.field "
+                          f"{','.join(fields)!r}"
+                          + ("" if schema.core.sequence_ascending else " (descending)")
+                          + ": leave sequence_by out, the table's sequence.field orders its rows")
+    return sequence_by
+
+
 def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None = None,
            partition_keys: str | Sequence[str] | None = (), options: Mapping[str, object] | None = None,
            sequence_by: str | None = None, not_null: Sequence[str] = (),
@@ -210,6 +231,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         [sequence_by] = resolve_columns("sequence_by", [sequence_by], schema.field_names)
         if sequence_by in schema.primary_keys:
             raise SchemaError(f"sequence_by column {sequence_by!r} is part of the primary key")
+    sequence_by = _sequence_of(schema, sequence_by)
     settings = settings.over(schema.options)
     stage = StageRows(schema, sequence_by, resolve_columns("not_null column", list(not_null), schema.field_names))
     batch = prepare_input(df, schema, counted)

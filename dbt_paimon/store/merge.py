@@ -39,10 +39,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import key_order
 from .datafile import DELETE, INSERT, SEQUENCE_NUMBER, UPDATE_BEFORE, VALUE_KIND, boundaries, key_column
 from .errors import PaimonError
 from .merge_options import ENGINES, PRIMARY_KEY, RETRACTABLE, FieldAgg, field_agg, merge_engine
+from .sequence_order import SequenceOrder, sort_versions, version_columns
 
 # Java's Character.isWhitespace: Unicode space separators except the no-break ones, plus these controls.
 _BLANK_RE = (r"^[\t\n\x0B\f\r\x1C-\x1F \x{1680}\x{2000}-\x{2006}\x{2008}-\x{200A}\x{2028}\x{2029}"
@@ -58,20 +58,15 @@ def drop_retracts(table: pa.Table) -> pa.Table:
     return table.filter(pc.invert(_is_retract(kinds)))
 
 
-def sort_versions(table: pa.Table, key_cols: Sequence[str]) -> pa.Table:
-    """Order by key (Paimon's key order, key_order.py), then sequence number: the versions of a key
-    become adjacent, oldest first."""
-    return table.take(key_order.sort_indices(table, list(key_cols) + [SEQUENCE_NUMBER]))
-
-
 def deduplicate(table: pa.Table, key_cols: Sequence[str], ignore_delete: bool = False,
-                drop_deletes: bool = True) -> pa.Table:
-    """Deduplicate engine: the highest sequence number wins; a winning -D/-U removes the key."""
+                drop_deletes: bool = True, sequence: SequenceOrder = SequenceOrder()) -> pa.Table:
+    """Deduplicate engine: the latest version wins (by the sequence fields, then the sequence
+    number); a winning -D/-U removes the key."""
     if ignore_delete:
         table = drop_retracts(table)
     if table.num_rows == 0:
         return table
-    ordered = sort_versions(table, key_cols)
+    ordered = sort_versions(table, key_cols, sequence)
     latest = ordered.filter(pa.array(boundaries(ordered, key_cols)))
     return drop_retracts(latest) if drop_deletes else latest
 
@@ -87,6 +82,7 @@ class MergeFunction:
     ignore_delete: bool = False
     remove_record_on_delete: bool = False
     fields: tuple = ()  # FieldAgg per value column (aggregation only)
+    sequence: SequenceOrder = SequenceOrder()  # sequence.field: read with the value columns
 
     def merge(self, tables: Sequence[pa.Table], overlapping: bool = True, drop_deletes: bool = True) -> pa.Table:
         """Merge the rows of one bucket's files into one row per key, sorted by key.
@@ -100,11 +96,11 @@ class MergeFunction:
         if not overlapping or table.num_rows <= 1:
             return drop_retracts(table) if drop_deletes else table
         if self.engine == "deduplicate":
-            return deduplicate(table, self.key_cols, False, drop_deletes)
+            return deduplicate(table, self.key_cols, False, drop_deletes, self.sequence)
         # Work on the sort order (an index) and take each output column once from the unsorted rows.
         # Keys in Paimon's order (FLOAT/DOUBLE by Float.compare/Double.compare): sort and find the
         # key boundaries on the order surrogates, so NaN keys group and -0.0 stays apart from 0.0.
-        view = key_order.comparable_key_columns(table, list(self.key_cols) + [SEQUENCE_NUMBER])
+        view = version_columns(table, self.key_cols, self.sequence)
         order = pc.sort_indices(view, sort_keys=[(c, "ascending") for c in view.column_names]
                                 ).to_numpy().astype(np.int64)
         last = boundaries(view.select(list(self.key_cols)).take(pa.array(order)), self.key_cols)
@@ -208,7 +204,11 @@ def merge_function(schema, value_columns: Sequence[str] | None = None) -> MergeF
     fields = ()
     if engine == "aggregation":
         fields = tuple(field_agg(schema, n) for n in names)
-    return MergeFunction(engine, key_cols, core.ignore_delete, remove, fields)
+    sequence = SequenceOrder(tuple(core.sequence_fields), core.sequence_ascending)
+    missing = [f for f in sequence.fields if f not in names]
+    if missing:
+        raise PaimonError(f"reading the sequence field(s) {missing} is needed to merge versions: read them too")
+    return MergeFunction(engine, key_cols, core.ignore_delete, remove, fields, sequence)
 
 
 def merge(tables: Sequence[pa.Table], key_cols: Sequence[str], engine: str, ignore_delete: bool = False,

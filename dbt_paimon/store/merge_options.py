@@ -34,8 +34,6 @@ def merge_engine(schema) -> str:
     """The merge engine of a table (a TableSchema); SchemaError for a configuration reads refuse."""
     core = schema.core
     engine = core.merge_engine
-    if core.get("sequence.field"):
-        raise SchemaError("this table orders versions by 'sequence.field', which dbt-paimon cannot read yet")
     if engine not in ENGINES:
         raise SchemaError(f"merge-engine {engine!r} is not supported")
     if engine == "partial-update" and core.partial_update_remove_record_on_delete and core.ignore_delete:
@@ -50,6 +48,8 @@ def field_agg(schema, name: str) -> FieldAgg:
     dtype = schema.field(name).type
     if name in schema.primary_keys:
         fn = PRIMARY_KEY
+    elif name in core.sequence_fields:  # Paimon's AggregateMergeFunction.getAggFuncName
+        fn = "last_value"
     else:
         fn = core.aggregate_function(name) or "last_non_null_value"
     root = dtype.root

@@ -160,6 +160,7 @@ _KNOWN: dict[str, object] = {
     "partial-update.remove-record-on-delete": _bool,
     "rowkind.field": None,
     "sequence.field": None,
+    "sequence.field.sort-order": _choice("ascending", "descending"),
     "dynamic-bucket.target-row-num": parse_int,
     "dynamic-bucket.assigner-parallelism": parse_positive,
     "cross-partition-upsert.bootstrap-parallelism": parse_positive,
@@ -305,6 +306,16 @@ class CoreOptions:
     @property
     def ignore_delete(self) -> bool:
         return self._bool("ignore-delete")
+
+    @property
+    def sequence_fields(self) -> list[str]:
+        """`sequence.field`: the columns that order a key's versions before the sequence number."""
+        v = self.raw.get("sequence.field")
+        return [s.strip() for s in v.split(",") if s.strip()] if v else []
+
+    @property
+    def sequence_ascending(self) -> bool:
+        return (self.raw.get("sequence.field.sort-order") or "ascending").lower() == "ascending"
 
     @property
     def partial_update_remove_record_on_delete(self) -> bool:

@@ -28,7 +28,10 @@ class TableRead:
         self.key_cols = [key_column(k) for k in schema.trimmed_primary_keys]
         self.output_schema = pa.schema(
             [pa.field(n, schema.field(n).type.to_arrow(), True) for n in self.projection])
-        self.merge_function = None if schema.is_append else merge.merge_function(schema, self.projection)
+        # the columns read: the projection, and the sequence fields that order a key's versions
+        extra = [] if schema.is_append else [f for f in schema.core.sequence_fields if f not in self.projection]
+        self.columns = self.projection + extra
+        self.merge_function = None if schema.is_append else merge.merge_function(schema, self.columns)
 
     def _file_schema(self, schema_id: int) -> TableSchema:
         if schema_id not in self._file_schemas:
@@ -42,12 +45,12 @@ class TableRead:
     def _projected(self, file) -> list[str | None]:
         """The file's name of each projected column, matched by field id (None: added since)."""
         by_id = {f.id: f for f in self._file_schema(file.schema_id).fields}
-        olds = [by_id.get(self.schema.field(name).id) for name in self.projection]
+        olds = [by_id.get(self.schema.field(name).id) for name in self.columns]
         return [old.name if old is not None else None for old in olds]
 
     def _as_current(self, raw: pa.Table, wanted: Sequence[str | None]) -> list:
         arrays = []
-        for name, old in zip(self.projection, wanted):
+        for name, old in zip(self.columns, wanted):
             target = self.schema.field(name).type.to_arrow()
             if old is None:
                 arrays.append(pa.nulls(raw.num_rows, target))
@@ -82,7 +85,7 @@ class TableRead:
             raw = read_kv_file(self.io, path, list(dict.fromkeys(key_fields + [SEQUENCE_NUMBER, VALUE_KIND] + values)))
             arrays = [raw.column(c) for c in key_fields + [SEQUENCE_NUMBER, VALUE_KIND]]
         arrays += self._as_current(raw, wanted)
-        names = self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + self.projection
+        names = self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + self.columns
         return pa.Table.from_arrays(arrays, names=names)
 
     def read_split_kv(self, split: DataSplit, drop_deletes: bool = True) -> pa.Table:

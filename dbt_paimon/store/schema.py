@@ -184,9 +184,8 @@ def build_schema(
         unknown = [c.strip() for c in checked.get(key, "").split(",") if c.strip() and c.strip() not in names]
         if unknown:
             raise SchemaError(f"option {key!r} names column(s) {unknown}, which the table does not have")
-    if "sequence.field" in checked:  # accepted by Paimon, but our merge would ignore it: refuse, not mislead
-        raise SchemaError("option 'sequence.field' is not supported by dbt-paimon yet "
-                          "(the upsert engine's sequence_by orders versions instead)")
+    if "sequence.field" in checked:
+        _check_sequence_fields(checked)
     if "rowkind.field" in checked:
         checked_core = opts.CoreOptions(checked)
         engine = checked_core.merge_engine
@@ -262,6 +261,22 @@ def _check_append_options(o: Mapping[str, str], names: list[str], part: list[str
     if opts.CoreOptions(o).bucket > 0 and "bucket-key" not in o:
         raise SchemaError("an append table with a fixed 'bucket' needs 'bucket-key' (the columns whose hash picks "
                           "a row's bucket), as in Paimon")
+
+
+def _check_sequence_fields(o: Mapping[str, str]) -> None:
+    """Paimon's SchemaValidation.validateSequenceField (its messages' facts)."""
+    core = opts.CoreOptions(o)
+    fields = core.sequence_fields
+    repeated = sorted({f for f in fields if fields.count(f) > 1})
+    if repeated:
+        raise SchemaError(f"option 'sequence.field' names {repeated} more than once")
+    if core.merge_engine == opts.MergeEngine.FIRST_ROW:
+        raise SchemaError("option 'sequence.field' cannot be used with merge-engine 'first-row' (Paimon forbids it: "
+                          "the first row of a key wins, whatever its sequence)")
+    aggregated = [f for f in fields if f"fields.{f}.aggregate-function" in o]
+    if aggregated:
+        raise SchemaError(f"sequence field(s) {aggregated} must not have an aggregate function "
+                          "(Paimon keeps the last value of a sequence field)")
 
 
 def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) -> None:

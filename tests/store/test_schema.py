@@ -51,7 +51,12 @@ def test_bucket_modes_follow_paimon_rules(warehouse):
     (["id"], [], {"target-file-size": "big"}, "must be a size"),
     (["id"], ["dt"], {"sequence.field": "ts"}, "'sequence.field' is not allowed on a cross-partition table"),
     (["id"], [], {"sequence.field": "ghost"}, "names column(s) ['ghost']"),
-    (["id"], [], {"sequence.field": "amount"}, "'sequence.field' is not supported by dbt-paimon yet"),
+    (["id"], [], {"sequence.field": "amount,amount"}, "names ['amount'] more than once"),
+    (["id"], [], {"sequence.field": "amount", "merge-engine": "first-row"}, "cannot be used with merge-engine 'first-row'"),
+    (["id"], [], {"sequence.field": "amount", "merge-engine": "aggregation", "fields.amount.aggregate-function": "sum"},
+     "sequence field(s) ['amount'] must not have an aggregate function"),
+    (["id"], [], {"sequence.field": "amount", "sequence.field.sort-order": "newest"},
+     "option 'sequence.field.sort-order' must be one of ascending, descending"),
     (["id"], [], {"merge-engine": "aggregation", "fields.name.aggregate-function": "sum"},
      "aggregate function 'sum' needs a numeric type"),
 ])
