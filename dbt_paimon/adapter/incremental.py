@@ -88,6 +88,10 @@ def choose(name: str, materialization: str, config, keyed: bool, full_refresh: b
             raise DbtRuntimeError(
                 f"{name}: incremental_strategy 'delete+insert' replaces a key's row whole, which a table with "
                 f"merge-engine '{config.options['merge-engine']}' does not do (it merges rows): use 'merge'")
+        if strategy == DELETE_INSERT and (config.options or {}).get("sequence.field"):
+            raise DbtRuntimeError(
+                f"{name}: incremental_strategy 'delete+insert' replaces a key's row whole, which a table ordering "
+                f"versions by sequence.field does not do (a row older than the stored one loses): use 'merge'")
         if full_refresh or strategy not in (INSERT_OVERWRITE, MICROBATCH):
             # delete+insert on a deduplicate table is its upsert: the batch's keys end with the batch's rows
             return Write(upsert=True)

@@ -13,8 +13,9 @@ buckets holding -D records of the run are read again by its next catch-up (key_i
 files with deletes added), so the index never keeps a retracted key.
 
 A table that merges rows (partial-update, aggregation, first-row) cannot take it: a -D record there
-merges too (or is refused), and a batch row would merge with the stored one instead of replacing it.
-Its partitions (or the whole table) are replaced as Paimon's INSERT OVERWRITE does instead
+merges too (or is refused), and a batch row would merge with the stored one instead of replacing it;
+nor can one ordering versions by `sequence.field`, where a batch row older than the stored version
+would lose to it. Their partitions (or the whole table) are replaced as Paimon's INSERT OVERWRITE does instead
 (`by_overwrite`): the job writes the batch as into a new table (its rows merged among themselves),
 and an OVERWRITE commit drops every file of the partitions the batch wrote (all: the whole table)
 for it, the HASH index of a dynamic-bucket table with them. A time range (microbatch) has no such
@@ -45,18 +46,32 @@ class Replace:
     keys: DataFrame | None = None
 
 
+def _whole(replace: Replace) -> bool:
+    """The run replaces whole partitions (or the whole table), and nothing else."""
+    return replace.keys is None and (replace.batch_partitions or (replace.where or "").strip().lower() == "true")
+
+
 def by_overwrite(schema: TableSchema, replace: Replace) -> bool:
-    """Whether the run replaces its rows by an OVERWRITE commit (a table that merges rows), not by
-    -D records; check() has refused what neither can do."""
-    return schema.core.merge_engine != MergeEngine.DEDUPLICATE
+    """Whether the run replaces its rows by an OVERWRITE commit, not by -D records: on a table that
+    merges rows, and on one ordering versions by sequence.field when whole partitions are replaced
+    (Paimon's INSERT OVERWRITE: the run's rows win whatever their sequence; -D records and the run's
+    rows would leave a stored row newer by sequence in place). check() has refused what neither can do."""
+    if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
+        return True
+    return bool(schema.core.sequence_fields) and _whole(replace)
 
 
 def check(schema: TableSchema, replace: Replace, path: str) -> None:
     """Refuse a replace the table cannot take, naming why."""
     if schema.core.merge_engine == MergeEngine.DEDUPLICATE:
+        if schema.core.sequence_fields and replace.keys is None and not _whole(replace):
+            raise SchemaError(f"table {path} orders a key's versions by sequence.field "
+                              f"{','.join(schema.core.sequence_fields)!r}: {replace.what} can only be replaced a "
+                              f"whole partition at a time (a row of the run older than the stored one would lose), "
+                              f"or its rows upserted (the merge strategy)")
         return
     why = f"table {path} merges rows ({schema.core.merge_engine})"
-    if not replace.batch_partitions and (replace.where or "").strip().lower() != "true" or replace.keys is not None:
+    if not _whole(replace):
         raise SchemaError(f"{why}: {replace.what} can only be replaced a whole partition at a time (insert_overwrite "
                           f"with partition_by), or its rows upserted (the merge strategy)")
     if schema.bucket_mode == BucketMode.KEY_DYNAMIC:

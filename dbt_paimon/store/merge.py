@@ -5,7 +5,8 @@ value columns). Everything is a sort plus vectorised selection; no per-row Pytho
 
 Semantics follow Paimon's merge functions (paimon-core mergetree/compact):
 
-- Versions of a key are merged oldest first (key, then sequence number), as SortMergeReader does.
+- Versions of a key are merged oldest first (key, then `sequence.field`, then sequence number:
+  sequence_order.py), as SortMergeReader does.
 - ReducerMergeFunctionWrapper: a key with ONE version is passed through unchanged (kind and sequence
   number kept, the merge function never sees it); only keys with 2+ versions are merged.
 - Readers then drop results that are not adds (-U, -D): DropDeleteReader. Compaction drops them only
@@ -26,7 +27,7 @@ Per engine (keys with 2+ versions):
   go to the field's `retract` (sum subtracts, product divides, last_value / last_non_null_value clear,
   primary keys keep) and raise for functions without one unless `fields.<f>.ignore-retract`. With
   ignore-delete the retract rows are dropped before merging (Paimon drops them when writing). The
-  result is +I with the latest sequence number.
+  result is +I with the sequence number of the last version in that order.
 """
 
 from __future__ import annotations

@@ -151,6 +151,12 @@ def _stats_mode(key: str, value: str) -> None:
     StatsMode.parse(value, key)
 
 
+def _sort_order(key: str, value: str) -> str:
+    if value.lower() not in ("ascending", "descending"):  # Paimon parses its enums ignoring case
+        raise SchemaError(f"option {key!r} must be ascending or descending, got {value!r}")
+    return value
+
+
 # key -> validator of its value (None: any string)
 _KNOWN: dict[str, object] = {
     "bucket": parse_int,
@@ -160,7 +166,7 @@ _KNOWN: dict[str, object] = {
     "partial-update.remove-record-on-delete": _bool,
     "rowkind.field": None,
     "sequence.field": None,
-    "sequence.field.sort-order": _choice("ascending", "descending"),
+    "sequence.field.sort-order": _sort_order,
     "dynamic-bucket.target-row-num": parse_int,
     "dynamic-bucket.assigner-parallelism": parse_positive,
     "cross-partition-upsert.bootstrap-parallelism": parse_positive,

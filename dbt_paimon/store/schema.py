@@ -246,7 +246,7 @@ def _check_names(names: list[str]) -> None:
 
 # Options that only mean something to a primary-key table: refused on an append table rather than
 # stored and ignored (Paimon itself refuses changelog-producer there).
-KEYED_OPTIONS = ("merge-engine", "sequence.field", "rowkind.field", "changelog-producer", "ignore-delete",
+KEYED_OPTIONS = ("merge-engine", "sequence.field", "sequence.field.sort-order", "rowkind.field", "changelog-producer", "ignore-delete",
                  "partial-update.remove-record-on-delete", "first-row.ignore-delete")
 
 
@@ -267,6 +267,8 @@ def _check_sequence_fields(o: Mapping[str, str]) -> None:
     """Paimon's SchemaValidation.validateSequenceField (its messages' facts)."""
     core = opts.CoreOptions(o)
     fields = core.sequence_fields
+    if len(fields) != len(o["sequence.field"].split(",")):
+        raise SchemaError(f"option 'sequence.field' {o['sequence.field']!r} names an empty column")
     repeated = sorted({f for f in fields if fields.count(f) > 1})
     if repeated:
         raise SchemaError(f"option 'sequence.field' names {repeated} more than once")

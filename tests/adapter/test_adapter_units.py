@@ -263,6 +263,8 @@ def test_each_strategy_on_each_table_kind(materialization, config, keyed, full_r
     ("table", {"merge_update_columns": ["v"]}, False, "merge_update_columns applies to the merge strategy"),
     ("incremental", {"incremental_strategy": "delete+insert", "options": {"merge-engine": "aggregation"}}, True,
      "'delete[+]insert' replaces a key's row whole, which a table with merge-engine 'aggregation'"),
+    ("incremental", {"incremental_strategy": "delete+insert", "options": {"sequence.field": "v"}}, True,
+     "'delete[+]insert' replaces a key's row whole, which a table ordering versions by sequence.field"),
 ])
 def test_what_cannot_work_is_refused_in_the_words_of_the_model(materialization, config, keyed, words):
     from dbt_paimon.adapter.configs import UpsertConfig

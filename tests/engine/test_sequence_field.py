@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from dbt_paimon.engine import RunSettings, compact, upsert
+from dbt_paimon.engine.replace import Replace
 from dbt_paimon.store import FileStoreTable
 from dbt_paimon.store.errors import SchemaError
 
@@ -59,3 +60,27 @@ def test_a_descending_sequence_field_writes_rows_as_given_and_readers_order_them
         upsert(spark.createDataFrame([(1, "a", "v3", 1)], SCHEMA), path, primary_keys=["id", "dt"],
                partition_keys="dt", sequence_by="s")
     assert FileStoreTable.open(path).latest_snapshot().id == 2
+
+
+def test_insert_overwrite_replaces_partitions_whatever_the_sequence_and_a_range_is_refused(spark, warehouse, execution):
+    """Paimon's INSERT OVERWRITE on a sequence.field table: the run's rows become the partitions'
+    rows though older by sequence (an OVERWRITE snapshot); a time range (microbatch) cannot be
+    replaced so, and is refused with nothing written."""
+    path = f"{warehouse}/db.db/overwrite"
+    first = [(1, "a", "v1", 10), (2, "a", "v1", 10), (3, "b", "v1", 10)]
+    upsert(spark.createDataFrame(first, SCHEMA), path, primary_keys=["id", "dt"], partition_keys="dt", options=OPTIONS,
+           settings=RunSettings(execution=execution))
+    # partition a gets key 1 back in time and a new key 4 (key 2 goes); partition b is kept
+    again = [(1, "a", "v2", 1), (4, "a", "v2", 1), (4, "a", "v3", 2)]
+    upsert(spark.createDataFrame(again, SCHEMA), path, primary_keys=["id", "dt"], partition_keys="dt",
+           settings=RunSettings(execution=execution), replace=Replace(batch_partitions=True))
+    table = FileStoreTable.open(path)
+    assert table.latest_snapshot().commit_kind == "OVERWRITE"
+    expected = [{"id": 1, "dt": "a", "v": "v2", "s": 1}, {"id": 3, "dt": "b", "v": "v1", "s": 10},
+                {"id": 4, "dt": "a", "v": "v3", "s": 2}]
+    assert _by_id(spark_rows(spark, path)) == expected
+    assert _by_id(pypaimon_rows(path)) == expected
+    with pytest.raises(SchemaError, match="orders a key's versions by sequence.field 's': a day can only be replaced"):
+        upsert(spark.createDataFrame(again, SCHEMA), path, primary_keys=["id", "dt"], partition_keys="dt",
+               replace=Replace(where="s < 5", what="a day"))
+    assert FileStoreTable.open(path).latest_snapshot().id == table.latest_snapshot().id

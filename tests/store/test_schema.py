@@ -56,7 +56,9 @@ def test_bucket_modes_follow_paimon_rules(warehouse):
     (["id"], [], {"sequence.field": "amount", "merge-engine": "aggregation", "fields.amount.aggregate-function": "sum"},
      "sequence field(s) ['amount'] must not have an aggregate function"),
     (["id"], [], {"sequence.field": "amount", "sequence.field.sort-order": "newest"},
-     "option 'sequence.field.sort-order' must be one of ascending, descending"),
+     "option 'sequence.field.sort-order' must be ascending or descending, got 'newest'"),
+    (["id"], [], {"sequence.field": "amount,,name"}, "'amount,,name' names an empty column"),
+    ([], [], {"sequence.field.sort-order": "descending"}, "need a primary key"),
     (["id"], [], {"merge-engine": "aggregation", "fields.name.aggregate-function": "sum"},
      "aggregate function 'sum' needs a numeric type"),
 ])
@@ -105,3 +107,9 @@ def test_unsupported_schema_files_get_clear_errors(table_path, edit, message):
     open(path, "w").write(json.dumps(doc))
     with pytest.raises((CorruptTableError, SchemaError), match=message):
         FileStoreTable.open(table_path)
+
+
+def test_sequence_sort_order_ignores_case_as_paimon_does(table_path):
+    table = FileStoreTable.create(table_path, SCHEMA, ["id"], [], {"sequence.field": "amount",
+                                                                   "sequence.field.sort-order": "DESCENDING"})
+    assert table.schema.core.sequence_fields == ["amount"] and not table.schema.core.sequence_ascending
