@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 from .datafile import DELETE, INSERT, SEQUENCE_NUMBER, UPDATE_BEFORE, VALUE_KIND, boundaries, key_column
 from .errors import PaimonError
 from .merge_options import ENGINES, PRIMARY_KEY, RETRACTABLE, FieldAgg, field_agg, merge_engine
-from .sequence_order import SequenceOrder, sort_versions, version_columns
+from .sequence_order import SequenceOrder, sort_versions, version_columns, version_order
 
 # Java's Character.isWhitespace: Unicode space separators except the no-break ones, plus these controls.
 _BLANK_RE = (r"^[\t\n\x0B\f\r\x1C-\x1F \x{1680}\x{2000}-\x{2006}\x{2008}-\x{200A}\x{2028}\x{2029}"
@@ -102,8 +102,7 @@ class MergeFunction:
         # Keys in Paimon's order (FLOAT/DOUBLE by Float.compare/Double.compare): sort and find the
         # key boundaries on the order surrogates, so NaN keys group and -0.0 stays apart from 0.0.
         view = version_columns(table, self.key_cols, self.sequence)
-        order = pc.sort_indices(view, sort_keys=[(c, "ascending") for c in view.column_names]
-                                ).to_numpy().astype(np.int64)
+        order = version_order(view).to_numpy().astype(np.int64)
         last = boundaries(view.select(list(self.key_cols)).take(pa.array(order)), self.key_cols)
         ends = np.flatnonzero(last)
         g = _Groups(np.concatenate(([0], ends[:-1] + 1)), ends, table.num_rows)

@@ -52,10 +52,12 @@ def version_columns(table: pa.Table, key_cols: Sequence[str], sequence: Sequence
     return pa.Table.from_arrays(arrays, names=names)
 
 
+def version_order(view: pa.Table) -> pa.Array:
+    """Indices that sort version_columns(...) (a view of a table's rows): oldest first per key."""
+    return key_order.sort_indices(view, view.column_names)
+
+
 def sort_versions(table: pa.Table, key_cols: Sequence[str], sequence: SequenceOrder = SequenceOrder()) -> pa.Table:
     """Order by key (Paimon's key order, key_order.py), then the sequence fields, then sequence
     number: the versions of a key become adjacent, oldest first."""
-    if not sequence.fields:
-        return table.take(key_order.sort_indices(table, list(key_cols) + [SEQUENCE_NUMBER]))
-    view = version_columns(table, key_cols, sequence)
-    return table.take(key_order.sort_indices(view, view.column_names))
+    return table.take(version_order(version_columns(table, key_cols, sequence)))
