@@ -11,7 +11,7 @@ PY=${PYTHON:-python3.11}
 VENV=.venv
 PY_VERSION=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 # A new stamp (so a reinstall) when the metadata, the pins or the interpreter change
-STAMP="$VENV/.installed-$({ cat pyproject.toml setup.py constraints.txt; echo "$PY_VERSION"; } | sha1sum | cut -c1-12)"
+STAMP="$VENV/.installed-$({ cat pyproject.toml setup.py constraints.txt; echo "$PY_VERSION bytecode"; } | sha1sum | cut -c1-12)"
 if [ ! -f "$STAMP" ]; then
   if [ -x "$VENV/bin/python" ] && [ "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$PY_VERSION" ]; then
     rm -rf "$VENV"
@@ -21,6 +21,10 @@ if [ ! -f "$STAMP" ]; then
   # most of a fresh clone's set-up was pip resolving, downloading and building pyspark's sdist
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt uv
   "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" -c constraints.txt -e '.[test]'
+  # The venv's modules compiled once (~12 s): every process of the suite (workers, dbt and Spark
+  # children) then reads them, also where PYTHONDONTWRITEBYTECODE keeps Python from caching them
+  # itself (importing pyspark, pandas, pyarrow and dbt from source costs each process 2-3 s more)
+  "$VENV/bin/python" -m compileall -qq -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   rm -f "$VENV"/.installed-*; touch "$STAMP"
 fi
 # dbt lists the plugins it finds in site-packages/dbt/adapters/ (`dbt --version`, `dbt init`), which an

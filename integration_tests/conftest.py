@@ -15,6 +15,8 @@ if ROOT not in sys.path:
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
+from tests.spark_settings import INTERPRETED  # noqa: E402 (after ROOT is on sys.path)
+
 pytest_plugins = ["dbt.tests.fixtures.project"]
 
 
@@ -51,5 +53,6 @@ def dbt_profile_target(paimon_home, spark_dir):
             # dbt-tests-adapter fixtures insert strings into date columns (Spark 4's ANSI store
             # assignment refuses that)
             "spark.sql.storeAssignmentPolicy": "LEGACY",
+            **INTERPRETED,  # tests/spark_settings.py says why
         },
     }

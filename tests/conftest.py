@@ -71,10 +71,12 @@ def spark(tmp_path_factory):
 
     from dbt_paimon.engine import local_session
     from dbt_paimon.engine import register
+    from tests.spark_settings import INTERPRETED
 
     scratch = tmp_path_factory.mktemp("spark")
     builder = SparkSession.builder
-    for key, value in local_session.session_settings("local[2]", os.environ["PYSPARK_PYTHON"]).items():
+    settings = {**local_session.session_settings("local[2]", os.environ["PYSPARK_PYTHON"]), **INTERPRETED}
+    for key, value in settings.items():
         builder = builder.config(key, value)  # as the adapter's session (local_session.py)
     session = (builder.master("local[2]").appName("dbt-paimon-tests")
                .config("spark.ui.enabled", "false")
