@@ -23,6 +23,7 @@ from ..assign.rows import BUCKET, COUNT, KIND, PAYLOAD, StageRows, conform
 from ..store.datafile import DELETE
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
+from ..store.manifest import data_entries
 from ..store.options import MergeEngine
 from ..store.read import TableRead
 from ..store.retry import after_conflict
@@ -122,7 +123,7 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_opti
             entries, deleted = rewrite.entries, rewrite.removed_rows
         else:
             entries = delete_records(spark, table, plan, where, alias=alias)
-            deleted = sum(e.file.row_count for e in entries)
+            deleted = sum(e.file.row_count for e in data_entries(entries))
         if not entries:
             return DeleteResult(table.path, plan.snapshot.id, 0, attempt, time.time() - started)
         commit = table.new_commit()

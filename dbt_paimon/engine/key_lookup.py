@@ -31,6 +31,7 @@ from ..key_index import IndexState, KeyIndex
 from ..store import binary_row
 from ..store.datafile import DELETE, INSERT
 from ..store.groups import group_codes
+from ..store.manifest import data_entries
 from ..store.scan import FileStoreScan, Plan
 from ..store.table import FileStoreTable
 from . import tasks
@@ -100,7 +101,8 @@ class KeyLookup:
         version; `merged`: the shards whose older runs a Spark job merged in."""
         def record(snapshot_id: int | None, compactions: list[int]) -> None:
             runs = [r for part_runs, _ in written for r in part_runs]
-            self.index.record_commit(self.state, runs, [d for _, d in written], entries, self._compacted(compactions),
+            self.index.record_commit(self.state, runs, [d for _, d in written], data_entries(entries),
+                                     self._compacted(compactions),
                                      compactions[-1] if compactions else snapshot_id, commit.gen, commit.seq, merged)
         return record
 

@@ -30,6 +30,7 @@ from ..store import options as opts
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestFile
+from ..store.manifest import data_entries
 from ..store.options import BucketMode
 from ..store.retry import after_conflict
 from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
@@ -316,7 +317,7 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         retracted = retract(table, plan) if retract is not None and plan is not None else []
         if retracted:
             counts = AssignCounts(**job.counts.as_dict())
-            counts.deleted += sum(e.file.row_count for e in retracted)
+            counts.deleted += sum(e.file.row_count for e in data_entries(retracted))
             job = dataclasses.replace(job, entries=job.entries + retracted, counts=counts)
         clock.lap("job")
         for name, seconds in job.phases.items():
@@ -409,7 +410,7 @@ def _finished(spark, executor: Executor, io: FileIO, path: str, job, result, bas
         clock.lap("index_record")
     return UpsertResult(**job.counts.as_dict(), table_path=path,
                         snapshot_id=result.snapshot.id if result else (base.id if base else None),
-                        rows_written=sum(e.file.row_count for e in job.entries), attempts=attempt,
+                        rows_written=sum(e.file.row_count for e in data_entries(job.entries)), attempts=attempt,
                         recommits=recommits, extra_snapshots=extra, seconds=time.time() - started, plan=job.plan,
                         execution=executor.execution.value, bootstrap=job.bootstrap,
                         phases={name: round(phases[name], 4) for name in PHASES if name in phases})

@@ -1,7 +1,7 @@
 """FileStoreCommit: turn written files into one new snapshot, atomically, with retries.
 
-Order of writes: delta manifest -> base and delta manifest lists -> snapshot-N (created only if
-absent) -> LATEST/EARLIEST hints. Until snapshot-N exists nothing is visible, so a writer killed at
+Order of writes: delta (and changelog) manifest -> base, delta (and changelog) manifest lists ->
+snapshot-N (created only if absent) -> LATEST/EARLIEST hints. Until snapshot-N exists nothing is visible, so a writer killed at
 any point leaves the table at the previous snapshot; its files are unreferenced garbage.
 """
 
@@ -16,7 +16,8 @@ from .errors import CommitConflictError
 from .fileio import FileIO
 from .index import HASH_INDEX, IndexFileMeta, IndexManifestFile
 from .options import BucketMode
-from .manifest import ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, merge_entries
+from .manifest import (ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, data_entries,
+                       merge_entries)
 from .paths import bucket_dir, partition_path
 from .retry import give_up_hint, wait_before_retry
 from .schema import TableSchema
@@ -55,14 +56,18 @@ class FileStoreCommit:
     def commit(self, entries: Sequence[ManifestEntry], kind: str = APPEND,
                expected_latest: int | None | type(...) = ..., index_manifest: str | None | type(...) = ...
                ) -> CommitResult | None:
-        """Commit ADD/DELETE entries as one snapshot of `kind`.
+        """Commit ADD/DELETE entries as one snapshot of `kind`; the changelog files among them go to
+        the snapshot's changelog manifest list (Paimon commits a snapshot for a changelog alone too).
 
         expected_latest: when given, fail with CommitConflictError if the latest snapshot id is not
         this one (a caller whose files depend on what it read, like the cross-partition upsert).
         """
         if not entries and index_manifest is ...:
             return None
+        changelog = [e for e in entries if e.changelog]
+        entries = data_entries(entries)
         delta_meta = self.manifests.write(list(entries)) if entries else None
+        changelog_meta = self.manifests.write(changelog) if changelog else None
         deletes = [e for e in entries if e.kind == DELETE]
         max_retries = self.schema.core.commit_max_retries
         attempt = 0
@@ -71,25 +76,26 @@ class FileStoreCommit:
             latest = self.snapshots.latest()
             latest_id = latest.id if latest else None
             if expected_latest is not ... and latest_id != expected_latest:
-                self._discard([delta_meta])
+                self._discard([delta_meta, changelog_meta])
                 raise CommitConflictError(
                     f"table {self.table_path} moved from snapshot {expected_latest} to {latest_id} while this job ran")
             if deletes:
                 live = self.live_entries(latest)
                 gone = [e for e in deletes if e.identifier not in live]
                 if gone:
-                    self._discard([delta_meta])
+                    self._discard([delta_meta, changelog_meta])
                     raise CommitConflictError(
                         f"commit conflicts with snapshot {latest_id}: {len(gone)} file(s) it deletes are no longer "
                         f"live, e.g. {gone[0].file.file_name} in bucket {gone[0].bucket}")
-            snapshot, written = self._prepare(latest, delta_meta, entries, kind, index_manifest)
+            snapshot, written = self._prepare(latest, delta_meta, entries, kind, index_manifest,
+                                              changelog_meta, changelog)
             if self._publish(latest, snapshot):
                 return CommitResult(snapshot, attempt)
             # Lost the race for snapshot-N: drop this attempt's lists and build on the new latest.
             for name in written:
                 self.io.delete(f"{self.manifest_lists.dir}/{name}")
             if attempt > max_retries:
-                self._discard([delta_meta])
+                self._discard([delta_meta, changelog_meta])
                 raise CommitConflictError(
                     f"gave up committing to {self.table_path} after {attempt} attempts: other writers kept "
                     f"committing first ({give_up_hint(self.schema.core)})")
@@ -102,7 +108,10 @@ class FileStoreCommit:
         Files another writer committed there meanwhile are overwritten too, as in Paimon; a lost
         race for snapshot-N is retried on the new latest (commit.max-retries). On a dynamic-bucket
         table the overwritten partitions' HASH index files go too, replaced by `index_files`: those
-        of the buckets `entries` wrote."""
+        of the buckets `entries` wrote. Changelog files are not committed (Paimon: "Overwrite mode
+        currently does not commit any changelog"): they are deleted."""
+        self.abort([e for e in entries if e.changelog])
+        entries = data_entries(entries)
         attempt = 0
         while True:
             attempt += 1
@@ -152,7 +161,9 @@ class FileStoreCommit:
         return True
 
     def _prepare(self, latest: Snapshot | None, delta_meta: ManifestFileMeta | None,
-                 entries: Sequence[ManifestEntry], kind: str, index_manifest) -> tuple[Snapshot, list[str]]:
+                 entries: Sequence[ManifestEntry], kind: str, index_manifest,
+                 changelog_meta: ManifestFileMeta | None = None,
+                 changelog: Sequence[ManifestEntry] = ()) -> tuple[Snapshot, list[str]]:
         base: list[ManifestFileMeta] = []
         if latest is not None:
             base = self.manifest_lists.read(latest.base_manifest_list) + self.manifest_lists.read(
@@ -163,6 +174,12 @@ class FileStoreCommit:
         base_name, delta_name = f"manifest-list-{list_id}-0", f"manifest-list-{list_id}-1"
         base_size = self.manifest_lists.write(base, base_name)
         delta_size = self.manifest_lists.write([delta_meta] if delta_meta else [], delta_name)
+        written = [base_name, delta_name]
+        changelog_name = changelog_size = None
+        if changelog_meta is not None:
+            changelog_name = f"manifest-list-{list_id}-2"
+            changelog_size = self.manifest_lists.write([changelog_meta], changelog_name)
+            written.append(changelog_name)
         added = sum(e.file.row_count for e in entries if e.kind == ADD)
         removed = sum(e.file.row_count for e in entries if e.kind == DELETE)
         snapshot = Snapshot(
@@ -172,6 +189,9 @@ class FileStoreCommit:
             base_manifest_list_size=base_size,
             delta_manifest_list=delta_name,
             delta_manifest_list_size=delta_size,
+            changelog_manifest_list=changelog_name,
+            changelog_manifest_list_size=changelog_size,
+            changelog_record_count=sum(e.file.row_count for e in changelog),
             index_manifest=(latest.index_manifest if latest else None) if index_manifest is ... else index_manifest,
             commit_user=self.commit_user,
             commit_identifier=BATCH_COMMIT_IDENTIFIER,
@@ -180,7 +200,7 @@ class FileStoreCommit:
             total_record_count=(latest.total_record_count if latest else 0) + added - removed,
             delta_record_count=added - removed,
         )
-        return snapshot, [base_name, delta_name]
+        return snapshot, written
 
     def _compact_manifests(self, metas: list[ManifestFileMeta]) -> list[ManifestFileMeta]:
         """Full manifest compaction: rewrite all live ADD entries into one manifest.

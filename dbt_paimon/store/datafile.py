@@ -109,6 +109,10 @@ def dictionary_columns(kv: pa.Table, columns: Sequence[str]) -> list[str]:
     return [c for c in columns if pc.count_distinct(sample.column(c)).as_py() <= _DICTIONARY_MAX_DISTINCT * m]
 
 
+# Paimon's data-file.prefix and changelog-file.prefix (their defaults: we refuse other values)
+DATA_FILE_PREFIX, CHANGELOG_FILE_PREFIX = "data-", "changelog-"
+
+
 @dataclass
 class KeyValueFileWriter:
     """Writes the data files of one (partition, bucket) of one table."""
@@ -118,9 +122,10 @@ class KeyValueFileWriter:
     bucket_dir: str
     level: int = 0
     file_source: int = FILE_SOURCE_APPEND
+    prefix: str = DATA_FILE_PREFIX  # CHANGELOG_FILE_PREFIX: the writer of a bucket's changelog files
 
     def __post_init__(self):
-        self._prefix = f"data-{uuid.uuid4()}-"
+        self._prefix = f"{self.prefix}{uuid.uuid4()}-"
         self._count = 0
         core = self.schema.core
         self._target_size = core.target_file_size

@@ -27,7 +27,9 @@ leaves every retained snapshot readable. The expired snapshots whose files were 
 still exist until step 3 finishes; a re-run finds them as the earliest ones, reads what is left of
 them (a missing manifest counts as empty, as Paimon's tryReadManifestList does) and finishes.
 
-Changelog files do not exist in dbt-paimon tables (no changelog-producer), so none are handled.
+A snapshot's changelog (changelog-producer) lives as long as the snapshot: the changelog files of
+the expired snapshots go after step 1, their changelog manifests and lists in step 2 (Paimon's
+coupled changelog; options that keep it longer are refused, options.py).
 """
 
 from __future__ import annotations
@@ -192,6 +194,8 @@ class SnapshotExpiration:
                 skip = tag_files[tag.id]
             d.delete_data_files(e for e in d.deleted_in_delta(s)
                                 if file_key(e) not in skip and file_key(e) not in end_live)
+        for s in excluding_end:  # their changelog files, which nothing else references
+            d.delete_data_files(d.changelog_files(s))
 
         # 2. manifests, index files, index manifests and manifest lists
         skipping_snapshots = self._skipping_tags(tagged, begin, end_exclusive) + [end]
@@ -200,7 +204,7 @@ class SnapshotExpiration:
         except CorruptTableError:
             skipping = None  # Paimon: skip cleaning manifests when the skipping set cannot be built
         if skipping is not None:
-            d.clean_manifests(excluding_end, skipping)
+            d.clean_manifests(excluding_end, skipping, changelog=True)
 
         # 3. snapshot files, oldest first, then the EARLIEST hint
         for s in excluding_end:

@@ -147,10 +147,15 @@ class FileDeletion:
 
     def plan_manifests(self, snapshot: Snapshot, skipping: set[str], manifests: list[str],
                        index_files: list[IndexManifestEntry], index_manifests: list[str],
-                       manifest_lists: list[str]) -> None:
+                       manifest_lists: list[str], changelog: bool = False) -> None:
         """Add the metadata files of `snapshot` that are not in `skipping` (which grows, so a file
-        shared by several expired snapshots is listed once) (planManifestsCleaner)."""
-        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+        shared by several expired snapshots is listed once) (planManifestsCleaner); with
+        `changelog`, its changelog manifests and list too (an expired or rolled back snapshot's,
+        not a deleted tag's)."""
+        lists = [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+        if changelog:
+            lists.append(snapshot.changelog_manifest_list)
+        for list_name in lists:
             for m in self.try_read_list(list_name):
                 if m.file_name not in skipping:
                     skipping.add(m.file_name)
@@ -169,14 +174,23 @@ class FileDeletion:
             skipping.add(snapshot.index_manifest)
             index_manifests.append(snapshot.index_manifest)
 
-    def clean_manifests(self, snapshots: Iterable[Snapshot], skipping: set[str]) -> None:
+    def clean_manifests(self, snapshots: Iterable[Snapshot], skipping: set[str], changelog: bool = False) -> None:
         manifests: list[str] = []
         index_files: list[IndexManifestEntry] = []
         index_manifests: list[str] = []
         lists: list[str] = []
         for s in snapshots:
-            self.plan_manifests(s, skipping, manifests, index_files, index_manifests, lists)
+            self.plan_manifests(s, skipping, manifests, index_files, index_manifests, lists, changelog)
         self.delete_metadata(manifests, index_files, index_manifests, lists)
+
+    def changelog_files(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        """The changelog files of a snapshot (its changelog manifests' ADDs); nothing when they are
+        gone or damaged (an earlier, killed run deleted them)."""
+        try:
+            return [e for m in self.try_read_list(snapshot.changelog_manifest_list)
+                    for e in self.manifests.read(m.file_name, m.file_size) if e.kind == ADD]
+        except CorruptTableError:
+            return []
 
     def deleted_in_delta(self, snapshot: Snapshot) -> list[ManifestEntry]:
         """Data files the snapshot's delta DELETEs and does not ADD again (planDeletedInDeltaManifest);

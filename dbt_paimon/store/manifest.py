@@ -209,6 +209,9 @@ class ManifestEntry:
     bucket: int
     total_buckets: int
     file: DataFileMeta
+    # A changelog file (changelog-producer): a writer hands it to the commit with the data files,
+    # which lists it in the snapshot's changelog manifests instead (not stored in any manifest).
+    changelog: bool = False
 
     @property
     def identifier(self) -> tuple:
@@ -380,6 +383,11 @@ class ManifestList:
 
     def read(self, name: str) -> list[ManifestFileMeta]:
         return [ManifestFileMeta.from_avro(d) for d in read_avro(self.io, f"{self.dir}/{name}")]
+
+
+def data_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
+    """A writer's entries without its changelog files: what its commit does to the table's data."""
+    return [e for e in entries if not e.changelog]
 
 
 def merge_entries(entries: Iterable[ManifestEntry]) -> dict[tuple, ManifestEntry]:

@@ -1,7 +1,7 @@
 """Table options by their Paimon names (CoreOptions), with Paimon's defaults.
 
 Unlike Paimon, which stores any key it is given, we reject a key we do not know or do not honour:
-a silently ignored option (a typo, or `changelog-producer` we do not implement) is a wrong table.
+a silently ignored option (a typo, or a `changelog-producer` we do not implement) is a wrong table.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ DEFAULTS: dict[str, str] = {
     "snapshot.num-retained.max": str(INT_MAX),
     "snapshot.time-retained": "1h",
     "snapshot.expire.limit": "50",
+    "changelog-producer": "none",
 }
 # Paimon's aggregate functions (FieldAggregatorFactory identifiers) that the store implements. Paimon
 # has no `count`: the engine layer stores `count` as `sum` of 1s plus the marker option
@@ -157,6 +158,20 @@ def _sort_order(key: str, value: str) -> str:
     return value
 
 
+CHANGELOG_PRODUCERS = ("none", "input", "lookup", "full-compaction")
+
+
+def _changelog_producer(key: str, value: str) -> str:
+    v = value.lower()  # Paimon parses its enums ignoring case
+    if v not in CHANGELOG_PRODUCERS:
+        raise SchemaError(f"option {key!r} must be one of {', '.join(CHANGELOG_PRODUCERS)}, got {value!r}")
+    if v in ("lookup", "full-compaction"):
+        raise SchemaError(f"option {key!r}={value!r}: dbt-paimon writes the 'input' changelog (every row a "
+                          f"commit writes, as written), not yet the one Paimon's {v!r} producer derives when it "
+                          "compacts")
+    return value
+
+
 # key -> validator of its value (None: any string)
 _KNOWN: dict[str, object] = {
     "bucket": parse_int,
@@ -191,6 +206,10 @@ _KNOWN: dict[str, object] = {
     "snapshot.num-retained.max": parse_int,
     "snapshot.time-retained": parse_duration_ms,
     "snapshot.expire.limit": parse_int,
+    "changelog-producer": _changelog_producer,
+    "changelog.num-retained.min": parse_int,
+    "changelog.num-retained.max": parse_int,
+    "changelog.time-retained": parse_duration_ms,
     "commit.max-retries": parse_int,
     "commit.min-retry-wait": parse_duration_ms,
     "commit.max-retry-wait": parse_duration_ms,
@@ -249,6 +268,14 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
     if rmin < 1 or rmin > rmax:
         raise SchemaError(f"snapshot.num-retained.min ({rmin}) must be at least 1 and at most "
                           f"snapshot.num-retained.max ({rmax}), as Paimon requires")
+    cmin, cmax = core.changelog_num_retained_min, core.changelog_num_retained_max
+    if cmin < 1 or cmin > cmax:
+        raise SchemaError(f"changelog.num-retained.min ({cmin}) must be at least 1 and at most "
+                          f"changelog.num-retained.max ({cmax}), as Paimon requires")
+    if cmin > rmin or cmax > rmax or core.changelog_time_retained_ms > core.snapshot_time_retained_ms:
+        raise SchemaError("options changelog.num-retained.* / changelog.time-retained keep the changelog longer than "
+                          "the snapshots (Paimon's decoupled changelog, kept under changelog/), which dbt-paimon does "
+                          "not write; keep them at most snapshot.num-retained.* / snapshot.time-retained")
     return out
 
 
@@ -265,6 +292,9 @@ def _check_merge_options(o: Mapping[str, str]) -> None:
                 raise SchemaError(f"option {key!r}={value!r}: a partial-update table can only aggregate with a "
                                   "sequence-group, which dbt-paimon does not support (Paimon: 'Must use sequence "
                                   "group for aggregation functions'); use merge-engine 'aggregation'")
+    if core.merge_engine == MergeEngine.FIRST_ROW and core.changelog_producer not in ("none", "lookup"):
+        raise SchemaError(f"option 'changelog-producer'={o['changelog-producer']!r} on a first-row table: Paimon only "
+                          "supports 'none' and 'lookup' changelog-producer on the FIRST_ROW merge engine")
     if "num-levels" in o and int(o["num-levels"]) < 2:
         raise SchemaError(f"option 'num-levels' must be at least 2 (level 0 and one sorted level), "
                           f"got {o['num-levels']}")
@@ -392,6 +422,24 @@ class CoreOptions:
     @property
     def snapshot_time_retained_ms(self) -> int:
         return parse_duration_ms("snapshot.time-retained", self.get("snapshot.time-retained"))
+
+    @property
+    def changelog_producer(self) -> str:
+        return self.get("changelog-producer").lower()
+
+    # the changelog's retention: the snapshots' where unset (CoreOptions.changelogNumRetainMin ...)
+    @property
+    def changelog_num_retained_min(self) -> int:
+        return int(self.get("changelog.num-retained.min", self.get("snapshot.num-retained.min")))
+
+    @property
+    def changelog_num_retained_max(self) -> int:
+        return int(self.get("changelog.num-retained.max", self.get("snapshot.num-retained.max")))
+
+    @property
+    def changelog_time_retained_ms(self) -> int:
+        return parse_duration_ms("changelog.time-retained",
+                                 self.get("changelog.time-retained", self.get("snapshot.time-retained")))
 
     @property
     def snapshot_expire_limit(self) -> int:

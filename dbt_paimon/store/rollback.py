@@ -75,6 +75,8 @@ def rollback(io: FileIO, table_path: str, schema: TableSchema, target: int | str
         except CorruptTableError:
             continue
         data.update({file_key(e): e for e in entries})
+    for s in removed:  # their changelog files, which nothing else references
+        data.update({file_key(e): e for e in deletion.changelog_files(s)})
     keep = [retained] + list(kept_tags.values())
     keep_files = deletion.data_file_keys(keep)
     skipping = deletion.manifest_skipping_set(keep)
@@ -94,6 +96,7 @@ def rollback(io: FileIO, table_path: str, schema: TableSchema, target: int | str
 
     # Then the files nothing left references.
     deletion.delete_data_files(e for k, e in data.items() if k not in keep_files)
-    deletion.clean_manifests(list(removed) + list(extra.values()), skipping)
+    deletion.clean_manifests(removed, skipping, changelog=True)
+    deletion.clean_manifests(list(extra.values()), skipping)
     result.deleted = list(deletion.deleted)
     return result

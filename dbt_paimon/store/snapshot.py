@@ -27,6 +27,7 @@ class Snapshot:
     base_manifest_list_size: int | None = None
     delta_manifest_list_size: int | None = None
     changelog_manifest_list: str | None = None
+    changelog_manifest_list_size: int | None = None
     index_manifest: str | None = None
     changelog_record_count: int | None = 0
     watermark: int | None = None
@@ -36,6 +37,7 @@ class Snapshot:
         "version": "version", "id": "id", "schemaId": "schema_id", "baseManifestList": "base_manifest_list",
         "baseManifestListSize": "base_manifest_list_size", "deltaManifestList": "delta_manifest_list",
         "deltaManifestListSize": "delta_manifest_list_size", "changelogManifestList": "changelog_manifest_list",
+        "changelogManifestListSize": "changelog_manifest_list_size",
         "indexManifest": "index_manifest", "commitUser": "commit_user", "commitIdentifier": "commit_identifier",
         "commitKind": "commit_kind", "timeMillis": "time_millis", "totalRecordCount": "total_record_count",
         "deltaRecordCount": "delta_record_count", "changelogRecordCount": "changelog_record_count",

@@ -15,8 +15,8 @@ from . import binary_row, key_order
 from . import options as opts
 from .commit import CommitResult, FileStoreCommit
 from .append import AppendWrite
-from .datafile import (VALUE_KIND, KeyValueFileWriter, check_unique, conform, dictionary_columns, group_file_stats,
-                       int_array, kv_table)
+from .datafile import (CHANGELOG_FILE_PREFIX, VALUE_KIND, KeyValueFileWriter, check_unique, conform,
+                       dictionary_columns, group_file_stats, int_array, kv_table)
 from .errors import SchemaError
 from .expire import ExpireConfig, ExpireResult, SnapshotExpiration, expire_tags
 from .file_deletion import FileDeletion
@@ -205,6 +205,10 @@ class TableWrite:
         self._next_seq: dict[tuple[bytes, int], int] | None = (
             dict(next_sequence) if next_sequence is not None else None)
         self._writers: dict[tuple[bytes, int], KeyValueFileWriter] = {}
+        self._changelog_writers: dict[tuple[bytes, int], KeyValueFileWriter] = {}
+        # changelog-producer 'input': every row written is also written to the bucket's changelog
+        # files, as written (Paimon's MergeTreeWriter writes its input buffer there, then merges it)
+        self._input_changelog = self.schema.core.changelog_producer == "input"
         self.entries: list[ManifestEntry] = []
 
     def _restore(self) -> dict[tuple[bytes, int], int]:
@@ -297,10 +301,23 @@ class TableWrite:
         dictionary = dictionary_columns(kv, writers[0].dictionary_candidates) if len(sizes) > 1 else None
         written: list[ManifestEntry] = []
         for (pbytes, bucket), writer, start, size, file_stats in zip(slots, writers, offsets, sizes, stats):
-            metas = writer.write_kv(kv.slice(int(start), int(size)), file_stats, dictionary)
+            rows_kv = kv.slice(int(start), int(size))
+            metas = writer.write_kv(rows_kv, file_stats, dictionary)
             written += [ManifestEntry(ADD, pbytes, bucket, self.table.total_buckets, m) for m in metas]
+            if self._input_changelog:
+                metas = self._changelog_writer((pbytes, bucket), writer).write_kv(rows_kv, file_stats, dictionary)
+                written += [ManifestEntry(ADD, pbytes, bucket, self.table.total_buckets, m, changelog=True)
+                            for m in metas]
         self.entries += written
         return written
+
+    def _changelog_writer(self, slot: tuple[bytes, int], data_writer: KeyValueFileWriter) -> KeyValueFileWriter:
+        writer = self._changelog_writers.get(slot)
+        if writer is None:
+            writer = KeyValueFileWriter(self.table.io, self.schema, data_writer.bucket_dir,
+                                        prefix=CHANGELOG_FILE_PREFIX)
+            self._changelog_writers[slot] = writer
+        return writer
 
     def _group_ids(self, rows: pa.Table, buckets: pa.Array) -> np.ndarray:
         gid = buckets.to_numpy(zero_copy_only=False).astype(np.int64)

@@ -40,6 +40,8 @@ import org.apache.paimon.table.sink.BatchTableWrite;
 import org.apache.paimon.table.sink.BatchWriteBuilder;
 import org.apache.paimon.table.sink.RowPartitionKeyExtractor;
 import org.apache.paimon.table.source.ReadBuilder;
+import org.apache.paimon.table.source.Split;
+import org.apache.paimon.table.source.StreamTableScan;
 import org.apache.paimon.types.DataField;
 import org.apache.paimon.types.DataType;
 import org.apache.paimon.types.DataTypeJsonParser;
@@ -62,6 +64,10 @@ import org.apache.paimon.types.RowType;
  *       line with the table's fields ({@code {"fields": [{"name", "type"}]}}), then one JSON line per row, each
  *       with {@code _kind} (+I, -U, +U, -D). {@code options} are dynamic options ({@code scan.snapshot-id},
  *       {@code scan.tag-name}); {@code equal}, optional, is a predicate Paimon prunes files with.
+ *   <li>{@code {"op": "changes", "path": P, "out": F, "from": N}}: the table's change stream as Paimon's streaming
+ *       read gives it from snapshot N on ({@code scan.mode} from-snapshot: the changelog files of each snapshot,
+ *       with changelog-producer input): F gets the fields line as {@code read} writes it, then one JSON line per
+ *       change with {@code _kind} and {@code _snapshot} (the snapshot it was read from).
  *   <li>{@code {"op": "write", "path": P, "out": F, "create": {"fields": [{"name", "type"}], "primaryKeys",
  *       "partitionKeys", "options"}, "rows": [{...}], "assignBuckets": true}}: creates the table if {@code create}
  *       is given, then writes the rows (optional {@code _kind}) as one batch commit. F gets {@code {"ok": true}}.
@@ -95,6 +101,8 @@ public class JavaPaimon {
                 String op = request.get("op").asText();
                 if (op.equals("read")) {
                     read(request, lines);
+                } else if (op.equals("changes")) {
+                    changes(request, lines);
                 } else if (op.equals("write")) {
                     write(request);
                     lines.add("{\"ok\": true}");
@@ -158,24 +166,66 @@ public class JavaPaimon {
         return out;
     }
 
-    private static void read(JsonNode request, List<String> lines) throws Exception {
+    private static FileStoreTable open(JsonNode request, Map<String, String> options) throws Exception {
         String path = request.get("path").asText();
         FileStoreTable table;
         try (Catalog catalog = catalog(path, stringMap(request.get("catalog")))) {
             table = (FileStoreTable) catalog.getTable(identifier(path));
         }
-        table = table.copy(stringMap(request.get("options")));
-        RowType rowType = table.rowType();
+        return table.copy(options);
+    }
+
+    /** The fields line of {@code read} and {@code changes}. */
+    private static void header(RowType rowType, List<String> lines) throws Exception {
         ObjectNode header = JSON.createObjectNode();
         ArrayNode fields = header.putArray("fields");
         for (DataField f : rowType.getFields()) {
             fields.addObject().put("name", f.name()).put("type", f.type().toString());
         }
         lines.add(JSON.writeValueAsString(header));
-        List<InternalRow.FieldGetter> getters = new ArrayList<>();
+    }
+
+    /** One row as a JSON line: its kind, then its fields. */
+    private static String rowLine(InternalRow row, RowType rowType, ObjectNode out) {
+        out.put("_kind", row.getRowKind().shortString());
         for (int i = 0; i < rowType.getFieldCount(); i++) {
-            getters.add(InternalRow.createFieldGetter(rowType.getTypeAt(i), i));
+            Object value = InternalRow.createFieldGetter(rowType.getTypeAt(i), i).getFieldOrNull(row);
+            out.set(rowType.getFields().get(i).name(), JSON.valueToTree(toJson(value, rowType.getTypeAt(i))));
         }
+        return out.toString(); // Jackson's JSON text of the node
+    }
+
+    private static void changes(JsonNode request, List<String> lines) throws Exception {
+        Map<String, String> options = new HashMap<>();
+        options.put("scan.mode", "from-snapshot");
+        options.put("scan.snapshot-id", request.get("from").asText());
+        FileStoreTable table = open(request, options);
+        RowType rowType = table.rowType();
+        header(rowType, lines);
+        Long latest = table.snapshotManager().latestSnapshotId();
+        ReadBuilder builder = table.newReadBuilder();
+        StreamTableScan scan = builder.newStreamScan();
+        // each plan() reads one snapshot (the first only positions the scan); checkpoint() is the next one
+        for (int plans = 0; latest != null && plans < 10_000; plans++) {
+            Long snapshot = scan.checkpoint();
+            if (snapshot != null && snapshot > latest) {
+                break;
+            }
+            List<Split> splits = scan.plan().splits();
+            try (RecordReader<InternalRow> reader = builder.newRead().createReader(splits)) {
+                reader.forEachRemaining(row -> {
+                    ObjectNode out = JSON.createObjectNode();
+                    out.put("_snapshot", snapshot);
+                    lines.add(rowLine(row, rowType, out));
+                });
+            }
+        }
+    }
+
+    private static void read(JsonNode request, List<String> lines) throws Exception {
+        FileStoreTable table = open(request, stringMap(request.get("options")));
+        RowType rowType = table.rowType();
+        header(rowType, lines);
         ReadBuilder builder = table.newReadBuilder();
         JsonNode filter = request.get("equal");
         if (filter != null && !filter.isNull()) {
@@ -186,15 +236,7 @@ public class JavaPaimon {
             builder.withFilter(new PredicateBuilder(rowType).equal(index, value));
         }
         try (RecordReader<InternalRow> reader = builder.newRead().createReader(builder.newScan().plan())) {
-            reader.forEachRemaining(row -> {
-                ObjectNode out = JSON.createObjectNode();
-                out.put("_kind", row.getRowKind().shortString());
-                for (int i = 0; i < getters.size(); i++) {
-                    out.set(rowType.getFields().get(i).name(),
-                            JSON.valueToTree(toJson(getters.get(i).getFieldOrNull(row), rowType.getTypeAt(i))));
-                }
-                lines.add(out.toString()); // Jackson's JSON text of the node
-            });
+            reader.forEachRemaining(row -> lines.add(rowLine(row, rowType, JSON.createObjectNode())));
         }
     }
 

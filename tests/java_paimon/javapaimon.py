@@ -46,6 +46,16 @@ class Read:
 
 
 @dataclass(frozen=True)
+class Changes:
+    """The table's change stream from snapshot `start` on, as Paimon's streaming read gives it (the
+    changelog files of each snapshot with changelog-producer input): a list of dicts, each change's
+    fields with `_kind` (+I/-U/+U/-D) and `_snapshot`."""
+    path: str
+    start: int = 1
+    catalog: dict | None = None
+
+
+@dataclass(frozen=True)
 class Write:
     """Rows written by one BatchWriteBuilder commit; `create` (fields as [(name, Paimon SQL type)],
     primary_keys, partition_keys, options) creates the table first. A row may hold `_kind` (+I/-U/+U/-D).
@@ -146,6 +156,16 @@ def _to_json(value):
     raise TypeError(f"no JSON form for {value!r}")
 
 
+def _parse_changes(lines: list[str]) -> list[dict]:
+    fields = [(f["name"], _arrow_type(f["type"])) for f in json.loads(lines[0])["fields"]]
+    changes = []
+    for line in lines[1:]:
+        r = json.loads(line)
+        changes.append({"_snapshot": r["_snapshot"], "_kind": r["_kind"],
+                        **{name: _from_json(r[name], arrow) for name, arrow in fields}})
+    return changes
+
+
 def _parse_read(lines: list[str]) -> pa.Table:
     header = json.loads(lines[0])
     fields = [pa.field(f["name"], _arrow_type(f["type"])) for f in header["fields"]]
@@ -196,8 +216,9 @@ class JavaPaimon:
                 self._jvm.kill()
             self._jvm = None
 
-    def run(self, requests: list[Read | Write]) -> list:
-        """Run the requests in order in the session's JVM. Per request: an Arrow table (Read), None (Write), or
+    def run(self, requests: list[Read | Changes | Write]) -> list:
+        """Run the requests in order in the session's JVM. Per request: an Arrow table (Read), a list of
+        changes (Changes), None (Write), or
         the JavaError it failed with, returned rather than raised so a batch can hold expected failures."""
         batch = tempfile.mkdtemp(dir=self.workdir)
         encoded = []
@@ -205,6 +226,9 @@ class JavaPaimon:
             out = os.path.join(batch, f"out-{i}.jsonl")
             if isinstance(r, Read):
                 encoded.append({"op": "read", "path": r.path, "out": out, "options": r.options or {}, "equal": r.equal,
+                                "catalog": r.catalog or {}})
+            elif isinstance(r, Changes):
+                encoded.append({"op": "changes", "path": r.path, "out": out, "from": r.start,
                                 "catalog": r.catalog or {}})
             else:
                 create = None if r.create is None else {
@@ -225,6 +249,8 @@ class JavaPaimon:
             first = json.loads(lines[0])
             if "error" in first:
                 results.append(JavaError(first["error"]))
+            elif isinstance(r, Changes):
+                results.append(_parse_changes(lines))
             else:
                 results.append(_parse_read(lines) if isinstance(r, Read) else None)
         return results
