@@ -36,6 +36,11 @@ export PYTHONHASHSEED=0
 case "${1:-}" in
   demo)  shift; exec "$VENV/bin/python" -m dbt_paimon.demo "$@" ;;
   test)  shift
+         # Python caches what it compiles (the suite's own modules, pytest's rewritten test modules)
+         # even where PYTHONDONTWRITEBYTECODE says not to: each worker and child process would
+         # otherwise compile them again (3-4 s per pytest worker). The caches are __pycache__/
+         # directories, which git ignores.
+         unset PYTHONDONTWRITEBYTECODE
          # Java Paimon for the oracle tests: the jar pinned in tests/java_paimon/reference.py, through Maven
          # (once; cached in .work/)
          "$VENV/bin/python" tests/java_paimon/fetch_jar.py >/dev/null
