@@ -45,17 +45,19 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Rewrite:
     """One bucket's compaction: `split` holds the files to rewrite (all of the bucket's, or the
-    runs universal compaction picked), written as one run at `level`. An append table's bucket
-    has its small files merged instead (store/append.py; `full`: all its files)."""
+    runs universal compaction picked), written as one run at `level`; `bucket_files` all the
+    bucket's files when `split` holds only some (compact_bucket). An append table's bucket has its
+    small files merged instead (store/append.py; `full`: all its files)."""
     split: DataSplit
     level: int
     drop_deletes: bool
     full: bool = False
+    bucket_files: tuple | None = None
 
     def run(self, table: FileStoreTable) -> list:
         if table.schema.is_append:
             return append.compact_split(table.io, table.path, table.schema, self.split, self.full)
-        return compact_bucket(table, self.split, self.level, self.drop_deletes)
+        return compact_bucket(table, self.split, self.level, self.drop_deletes, self.bucket_files)
 
 
 def _compact_task(path: str, schema, io):
@@ -121,13 +123,16 @@ def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
     if delta_commits and _appends_since_compaction(table) >= int(delta_commits):
         # every bucket, as Paimon's full-compaction.delta-commits does
         return compact(spark, path, io=io, execution=execution)
-    strategy = UniversalCompaction.of(core, force_up_level0=core.merge_engine == MergeEngine.FIRST_ROW)
+    # every level-0 file up after each write: first-row (Paimon's batch readers skip level 0) and
+    # changelog-producer lookup (its changelog is derived when level 0 is compacted)
+    strategy = UniversalCompaction.of(core, force_up_level0=core.merge_engine == MergeEngine.FIRST_ROW
+                                      or core.changelog_producer == "lookup")
     rewrites = []
     for split in table.plan().splits:
         unit = strategy.pick(split.files)
         if unit is not None:
             rewrites.append(Rewrite(dataclasses.replace(split, files=list(unit.files)), unit.output_level,
-                                    unit.drop_deletes))
+                                    unit.drop_deletes, bucket_files=tuple(split.files)))
     return _rewrite_and_commit(spark, table, rewrites, execution)
 
 

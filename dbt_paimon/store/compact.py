@@ -19,8 +19,10 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from .datafile import SEQUENCE_NUMBER, VALUE_KIND, KeyValueFileWriter, key_column, kv_arrow_schema
+from .datafile import CHANGELOG_FILE_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, KeyValueFileWriter, key_column, \
+    kv_arrow_schema
 from .errors import PaimonError
+from .lookup_changelog import lookup_changelog, produces_lookup_changelog
 from .manifest import ADD, DELETE, FILE_SOURCE_COMPACT, DataFileMeta, ManifestEntry
 from .read import TableRead
 from .scan import DataSplit
@@ -35,12 +37,16 @@ def max_level(schema: TableSchema) -> int:
 
 
 def compact_bucket(table, split: DataSplit, output_level: int | None = None,
-                   drop_deletes: bool | None = None) -> list[ManifestEntry]:
+                   drop_deletes: bool | None = None,
+                   bucket_files: Sequence[DataFileMeta] | None = None) -> list[ManifestEntry]:
     """Rewrite all files of one split as one sorted run; return DELETE + ADD entries to commit.
 
     table: a FileStoreTable or its path. output_level: 1 .. max_level (default max_level).
     drop_deletes: default True, as Paimon drops deletes when the output level is at or above the
     highest non-empty level, which always holds here since every file of the bucket is an input.
+    bucket_files: every live file of the bucket, when split holds only some (a changelog-producer
+    'lookup' table looks the keys of its level-0 files up in the others: lookup_changelog.py, whose
+    changelog files come with the entries, at the output level).
 
     A bucket that is already one file at `output_level` (with no delete rows to drop) needs nothing;
     a lone file elsewhere is moved up by metadata only (Paimon's upgrade: same file, new level).
@@ -57,15 +63,25 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
     if not files:
         return []
 
-    def entry(kind: int, meta: DataFileMeta) -> ManifestEntry:
-        return ManifestEntry(kind, split.partition, split.bucket, split.total_buckets, meta)
+    def entry(kind: int, meta: DataFileMeta, changelog: bool = False) -> ManifestEntry:
+        return ManifestEntry(kind, split.partition, split.bucket, split.total_buckets, meta, changelog)
 
+    changelog = []
+    if produces_lookup_changelog(schema, files):
+        records = lookup_changelog(table, split, bucket_files if bucket_files is not None else files)
+        if records.num_rows:
+            writer = KeyValueFileWriter(table.io, schema, split.bucket_path, level=level, prefix=CHANGELOG_FILE_PREFIX)
+            try:
+                changelog = [entry(ADD, m, changelog=True) for m in writer.write_kv(records)]
+            except BaseException:
+                _discard(table, split, writer)
+                raise
     deletes = [entry(DELETE, f) for f in files]
     if len(files) == 1 and not (drop and files[0].has_deletes):
         f = files[0]
         if f.level == level:
-            return []
-        return deletes + [entry(ADD, dataclasses.replace(f, level=level))]
+            return changelog
+        return deletes + [entry(ADD, dataclasses.replace(f, level=level))] + changelog
 
     kv = TableRead(table.io, table.path, schema).read_split_kv(split, drop_deletes=drop)
     names = [key_column(k) for k in schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
@@ -77,8 +93,9 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
         metas = writer.write_kv(kv) if kv.num_rows else []
     except BaseException:
         _discard(table, split, writer)
+        abort_compaction(table, split, changelog)
         raise
-    return deletes + [entry(ADD, m) for m in metas]
+    return deletes + [entry(ADD, m) for m in metas] + changelog
 
 
 def abort_compaction(table, split: DataSplit, entries: Sequence[ManifestEntry]) -> None:

@@ -165,10 +165,9 @@ def _changelog_producer(key: str, value: str) -> str:
     v = value.lower()  # Paimon parses its enums ignoring case
     if v not in CHANGELOG_PRODUCERS:
         raise SchemaError(f"option {key!r} must be one of {', '.join(CHANGELOG_PRODUCERS)}, got {value!r}")
-    if v in ("lookup", "full-compaction"):
-        raise SchemaError(f"option {key!r}={value!r}: dbt-paimon writes the 'input' changelog (every row a "
-                          f"commit writes, as written), not yet the one Paimon's {v!r} producer derives when it "
-                          "compacts")
+    if v == "full-compaction":
+        raise SchemaError(f"option {key!r}={value!r}: dbt-paimon writes the 'input' and 'lookup' changelogs, "
+                          "not yet the one Paimon's 'full-compaction' producer derives at full compactions")
     return value
 
 
@@ -295,6 +294,13 @@ def _check_merge_options(o: Mapping[str, str]) -> None:
     if core.merge_engine == MergeEngine.FIRST_ROW and core.changelog_producer not in ("none", "lookup"):
         raise SchemaError(f"option 'changelog-producer'={o['changelog-producer']!r} on a first-row table: Paimon only "
                           "supports 'none' and 'lookup' changelog-producer on the FIRST_ROW merge engine")
+    if core.changelog_producer == "lookup" and core.merge_engine in (MergeEngine.PARTIAL_UPDATE, MergeEngine.AGGREGATION):
+        raise SchemaError(f"option 'changelog-producer'='lookup' on a {core.merge_engine.value} table is not supported "
+                          "yet: Paimon then merges new rows with the newest stored version of a key only (its "
+                          "LookupMergeFunction, on reads too), which dbt-paimon's readers and compactions do not")
+    if core.changelog_producer == "lookup" and "full-compaction.delta-commits" in o:
+        raise SchemaError("option 'full-compaction.delta-commits' is incompatible with 'changelog-producer'='lookup' "
+                          "(as in Paimon): use one or the other")
     if "num-levels" in o and int(o["num-levels"]) < 2:
         raise SchemaError(f"option 'num-levels' must be at least 2 (level 0 and one sorted level), "
                           f"got {o['num-levels']}")

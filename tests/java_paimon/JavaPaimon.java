@@ -205,13 +205,15 @@ public class JavaPaimon {
         Long latest = table.snapshotManager().latestSnapshotId();
         ReadBuilder builder = table.newReadBuilder();
         StreamTableScan scan = builder.newStreamScan();
-        // each plan() reads one snapshot (the first only positions the scan); checkpoint() is the next one
+        // each plan() reads the next snapshot with changes (the first only positions the scan), skipping
+        // those without; checkpoint() is then the one after it
         for (int plans = 0; latest != null && plans < 10_000; plans++) {
-            Long snapshot = scan.checkpoint();
-            if (snapshot != null && snapshot > latest) {
+            Long next = scan.checkpoint();
+            if (next != null && next > latest) {
                 break;
             }
             List<Split> splits = scan.plan().splits();
+            Long snapshot = scan.checkpoint() == null ? null : scan.checkpoint() - 1;
             try (RecordReader<InternalRow> reader = builder.newRead().createReader(splits)) {
                 reader.forEachRemaining(row -> {
                     ObjectNode out = JSON.createObjectNode();

@@ -1,10 +1,12 @@
-"""changelog-producer 'input' (issue 40): our commits carry the changelog Paimon's writers write, and
-Paimon's own streaming read of it (Java, scan.mode from-snapshot) gives exactly the model's change
-stream: every row a commit wrote, as written (+I for an upsert, -D for a delete, and for a key that
-moves partition on a cross-partition table a -D of the new row in the old partition beside its +I).
+"""changelog-producer 'input' and 'lookup' (issue 40): our commits carry the changelog Paimon's
+writers write, and Paimon's own streaming read of it (Java, scan.mode from-snapshot) gives exactly the
+model's change stream. input: every row a commit wrote, as written (+I for an upsert, -D for a delete;
+a key that moves partition on a cross-partition table: a -D of the new row in the old partition beside
+its +I), in the APPEND snapshot. lookup: each key's change, derived when the write's level-0 files are
+compacted up (+I, -U/+U of an update, -D of the stored row), in the COMPACT snapshot that follows.
 
-One module fixture writes every table (fixed bucket, dynamic bucket, cross-partition; both executors;
-and a cross-partition table on the S3 server), then one batch of Java requests reads them all; the
+One module fixture writes the tables on local disk (fixed bucket, dynamic bucket, cross-partition; both
+executors), one batch of Java requests reads them all; cross-partition tables on the S3 server too; the
 expiration of a snapshot takes its changelog files with it.
 """
 
@@ -30,19 +32,17 @@ KINDS = {  # name -> (primary keys, table options)
 B1 = [(1, "a", "x"), (2, "a", "x"), (3, "b", "x"), (4, "b", "x")]
 B2 = [(1, "a", "y"), (2, "b", "y"), (5, "b", "y")]  # 1 updated; 2 moves to b (a new key where dt is in the key)
 B3 = [(4, "a", "z")]  # after `delete id = 3`: 4 moves to a
+STEPS = (B1, B2, "delete 3", B3)
 
 
-def _case(kind: str):
-    keys, options = KINDS[kind]
-    return keys, {**options, "changelog-producer": "input"}
-
-
-def _expected(kind: str) -> tuple[list[list[tuple]], list[tuple]]:
-    """The change stream per commit (kind, id, dt, v), sorted, and the rows after all of them."""
+def _expected(kind: str, producer: str) -> tuple[list[list[tuple]], list[tuple]]:
+    """The change stream per commit (kind, id, dt, v), sorted, and the rows after all of them.
+    input: the rows each commit wrote (a moved key: the new row's -D in the old partition);
+    lookup: each key's change in its bucket (-U/+U of an update, a -D of the stored row)."""
     cross = kind == "cross"
     live: dict = {}
     stream = []
-    for step in (B1, B2, "delete 3", B3):
+    for step in STEPS:
         changes = []
         if step == "delete 3":
             for k, row in list(live.items()):
@@ -53,30 +53,37 @@ def _expected(kind: str) -> tuple[list[list[tuple]], list[tuple]]:
             for row in step:
                 key = row[0] if cross else (row[1], row[0])
                 old = live.get(key)
-                if cross and old is not None and old[1] != row[1]:
-                    changes.append(("-D", row[0], old[1], row[2]))  # the new row in the old partition
+                if old is not None and old[1] != row[1]:  # moves partition (cross-partition)
+                    changes.append(("-D", *old) if producer == "lookup" else ("-D", row[0], old[1], row[2]))
+                    old = None
+                if producer == "lookup" and old is not None:
+                    changes += [("-U", *old), ("+U", *row)]
+                else:
+                    changes.append(("+I", *row))
                 live[key] = row
-                changes.append(("+I", *row))
         stream.append(sorted(changes))
     return stream, sorted(live.values())
 
 
-def _write(spark, path: str, kind: str, execution: str, storage: dict | None = None) -> list[int]:
-    """The four commits; the APPEND snapshot each made."""
-    keys, options = _case(kind)
+def _write(spark, path: str, kind: str, producer: str, execution: str, storage: dict | None = None) -> list[list[int]]:
+    """The four commits; the snapshots each made (a lookup table's: APPEND, then COMPACT)."""
+    keys, options = KINDS[kind]
+    options = {**options, "changelog-producer": producer}
     settings = RunSettings(execution=execution, storage_options=storage)
     made = []
-    for step in (B1, B2, "delete 3", B3):
+    for step in STEPS:
         if step == "delete 3":
-            made.append(delete(spark, path, "id = 3", storage_options=storage).snapshot_id)
+            result = delete(spark, path, "id = 3", storage_options=storage)
         else:
             result = upsert(spark.createDataFrame(step, SPARK), path, primary_keys=keys, partition_keys="dt",
                             options=options, settings=settings)
-            made.append(result.snapshot_id)
+        made.append([result.snapshot_id, *(result.extra_snapshots or [])])
     return made
 
 
-CASES = [(kind, execution) for kind in KINDS for execution in ("local", "distributed")]
+CASES = [(kind, "input", execution) for kind in KINDS for execution in ("local", "distributed")] + [
+    ("fixed", "lookup", "local"), ("dynamic", "lookup", "distributed"), ("cross", "lookup", "local"),
+    ("cross", "lookup", "distributed")]
 
 
 @pytest.fixture(scope="module")
@@ -98,31 +105,37 @@ def _by_snapshot(changes: list[dict]) -> dict[int, list[tuple]]:
 
 @pytest.mark.parametrize("case", CASES, ids="-".join)
 def test_paimons_streaming_read_of_our_changelog_is_the_model_change_stream(changelogs, case):
-    _check(case[0], *changelogs[case])
+    _check(case[0], case[1], *changelogs[case])
 
 
 def test_on_the_object_store_too(spark, java, s3_server, s3_warehouse):
-    path = f"{s3_warehouse}/db.db/changelog_cross"
-    made = _write(spark, path, "cross", "distributed", s3_server.options)
-    _check("cross", path, made, *java.run([Changes(path, catalog=s3_server.options), Read(path, catalog=s3_server.options)]))
+    for producer in ("input", "lookup"):
+        path = f"{s3_warehouse}/db.db/changelog_cross_{producer}"
+        made = _write(spark, path, "cross", producer, "distributed", s3_server.options)
+        _check("cross", producer, path, made,
+               *java.run([Changes(path, catalog=s3_server.options), Read(path, catalog=s3_server.options)]))
 
 
-def _check(kind: str, path: str, made: list[int], java_changes, java_read) -> None:
-    stream, latest = _expected(kind)
+def _check(kind: str, producer: str, path: str, made: list[list[int]], java_changes, java_read) -> None:
+    stream, latest = _expected(kind, producer)
     assert not isinstance(java_changes, Exception), java_changes
-    # each commit's changes in the snapshot it made; no other snapshot (a compaction's) has any
-    assert _by_snapshot(java_changes) == dict(zip(made, stream))
     table = FileStoreTable.open(path)
-    for sid, changes in zip(made, stream):
-        snapshot = table.snapshots.snapshot(sid)
-        assert snapshot.changelog_manifest_list and snapshot.changelog_record_count == len(changes)
+    # each commit's changes in one of its snapshots: the APPEND one (input), the COMPACT one that
+    # follows it (lookup); no other snapshot has any
+    carrying = []
+    for snapshots, changes in zip(made, stream):
+        with_changelog = [table.snapshots.snapshot(s) for s in snapshots if table.snapshots.snapshot(s).changelog_manifest_list]
+        assert [s.commit_kind for s in with_changelog] == ["APPEND" if producer == "input" else "COMPACT"], snapshots
+        assert with_changelog[0].changelog_record_count == len(changes)
+        carrying.append(with_changelog[0].id)
+    assert _by_snapshot(java_changes) == dict(zip(carrying, stream))
     want = [{"id": i, "dt": d, "v": v} for i, d, v in latest]
     for reader, got in (("java", java_read), ("ours", table.to_arrow()), ("pypaimon", pypaimon_read(path))):
         assert rows(got, ["id", "dt"]) == want, reader
 
 
 def test_expired_snapshots_take_their_changelog_with_them(changelogs, java):
-    path, made, _, _ = changelogs[("cross", "local")]
+    path, made, _, _ = changelogs[("cross", "input", "local")]
     table = FileStoreTable.open(path)
     before = _changelog_files(path)
     assert len(before) >= len(made)  # a file per bucket written by each commit
@@ -132,8 +145,8 @@ def test_expired_snapshots_take_their_changelog_with_them(changelogs, java):
     kept = {e.file.file_name for e in _changelog_entries(table, latest)}
     assert _changelog_files(path) == kept
     changes, = java.run([Changes(path, start=latest.id)])
-    stream, _ = _expected("cross")
-    assert _by_snapshot(changes) == ({latest.id: stream[-1]} if latest.id == made[-1] else {})
+    stream, _ = _expected("cross", "input")
+    assert _by_snapshot(changes) == ({latest.id: stream[-1]} if latest.id == made[-1][0] else {})
 
 
 def _changelog_files(path: str) -> set[str]:

@@ -1,6 +1,6 @@
-"""changelog-producer 'input' in the store: which tables may have it, what a commit writes for it, and
-what an overwrite, a failed commit, a rollback and an expiration do with a snapshot's changelog files.
-(Paimon's streaming read of our changelog: tests/java_paimon/test_changelog.py.)"""
+"""Changelog producers in the store: which tables may have one; what a commit writes for 'input', and
+what an overwrite, a failed commit, a rollback and an expiration do with a snapshot's changelog files;
+what a compaction derives for 'lookup' (deduplicate, first-row; a file moved up without a rewrite). (Paimon's streaming read of our changelog: tests/java_paimon/test_changelog.py.)"""
 
 import json
 import os
@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dbt_paimon.store import FileStoreTable, SchemaError
+from dbt_paimon.store.compact import compact_bucket
 from dbt_paimon.store.datafile import CHANGELOG_FILE_PREFIX
 from dbt_paimon.store.file_deletion import FileDeletion
 from dbt_paimon.store.manifest import DELETE, ManifestEntry
@@ -40,8 +41,9 @@ def _changelog(table: FileStoreTable, snapshot_id: int) -> list[tuple]:
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"changelog-producer": "lookup"}, "not yet the one Paimon's 'lookup' producer derives"),
-    ({"changelog-producer": "full-compaction"}, "'full-compaction' producer"),
+    ({"changelog-producer": "full-compaction"}, "not yet the one Paimon's 'full-compaction' producer derives"),
+    ({"changelog-producer": "lookup", "full-compaction.delta-commits": "2"}, "incompatible with 'changelog-producer'"),
+    ({"changelog-producer": "lookup", "merge-engine": "aggregation"}, "'lookup' on a aggregation table is not supported"),
     ({"changelog-producer": "inpt"}, "must be one of none, input, lookup, full-compaction, got 'inpt'"),
     ({"changelog-producer": "input", "merge-engine": "first-row"}, "only supports 'none' and 'lookup'"),
     ({"changelog.num-retained.max": "20", "snapshot.num-retained.max": "10"}, "decoupled changelog"),
@@ -114,3 +116,38 @@ def test_rollback_and_expiration_delete_the_changelog_of_the_snapshots_they_remo
     table.expire_snapshots(retain_max=1, retain_min=1)
     assert _files(table_path, CHANGELOG_FILE_PREFIX) == per_snapshot[3]
     assert [os.path.exists(f"{table_path}/manifest/{lists[s]}") for s in (1, 2, 3)] == [False, False, True]
+
+
+def _compact(table: FileStoreTable):
+    """Every bucket's level-0 files (and the rest) compacted up, as one COMPACT commit."""
+    entries = [e for split in table.plan().splits for e in compact_bucket(table, split)]
+    result = table.new_commit().commit(entries, "COMPACT")
+    return result.snapshot if result else None
+
+
+@pytest.mark.parametrize("engine, expected", [
+    # 1 updated, 2 deleted, 3 new: -U/+U, -D of the stored row, +I
+    ("deduplicate", [(0, 3, "b"), (1, 1, "a"), (2, 1, "b"), (3, 2, "a")]),
+    # 1 and 2 stay as they were: only the new key
+    ("first-row", [(0, 3, "b")]),
+])
+def test_a_lookup_compaction_derives_each_keys_change(table_path, engine, expected):
+    options = {"bucket": "1", "changelog-producer": "lookup", "merge-engine": engine}
+    table = FileStoreTable.create(table_path, SCHEMA, ["id"], options=options)
+    _write(table, [1, 2], "a").commit()
+    first = _compact(table)  # nothing above level 0 yet: every key is new
+    assert _changelog(table, first.id) == [(0, 1, "a"), (0, 2, "a")]
+    _write(table, [1, 2, 3], "b", kinds=[0, 3, 0] if engine == "deduplicate" else None).commit()
+    second = _compact(table)
+    assert second.changelog_record_count == len(expected)
+    assert _changelog(table, second.id) == expected
+    assert _compact(table) is None  # one file at the top level: nothing to rewrite, nothing to derive
+
+
+def test_a_level0_file_moved_up_unrewritten_still_gets_its_changelog(table_path):
+    table = FileStoreTable.create(table_path, SCHEMA, ["id"], options={"bucket": "1", "changelog-producer": "lookup"})
+    _write(table, [1, 2], "a").commit()
+    data_files = _files(table_path, "data-")
+    snapshot = _compact(table)
+    assert _files(table_path, "data-") == data_files  # upgraded by metadata only
+    assert _changelog(table, snapshot.id) == [(0, 1, "a"), (0, 2, "a")]

@@ -1,0 +1,97 @@
+"""changelog-producer 'lookup': the changelog a compaction of level-0 files derives, as Paimon's
+LookupChangelogMergeFunctionWrapper (FirstRowMergeFunctionWrapper for first-row) derives it.
+
+For every key of the bucket's level-0 files: `before` is its state in the levels above 0 (Paimon
+takes the lowest such level, which holds the newest, and looks the key up when the compaction does
+not read it), `after` the merge of every version (what the compaction leaves); then
+
+    before absent or a retraction, after an addition   ->  +I(after)
+    before an addition, after a retraction             ->  -D(before)
+    both additions                                     ->  -U(before), +U(after)
+
+(first-row: +I(after) only for a key no level above 0 holds). Only deduplicate and first-row tables
+have this producer here (options.py): there the merge of every stored version equals Paimon's
+LookupMergeFunction (the level-0 rows over the newest stored version alone), which partial-update and
+aggregation tables would tell apart. Each record keeps the key, sequence
+number and values of the version it comes from, in key order. The compaction writes them as
+changelog files at its output level (file source APPEND, as Paimon's) and commits them with its
+COMPACT snapshot; Paimon's writers with this producer compact every level-0 file up after each
+write (compact_strategy.py's ForceUpLevel0), so every write's changes reach the changelog at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import key_order
+from .datafile import DELETE, INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, UPDATE_BEFORE, VALUE_KIND, key_column, \
+    kv_arrow_schema
+from .manifest import DataFileMeta
+from .options import MergeEngine
+from .read import TableRead
+from .scan import DataSplit
+
+_BEFORE = "__before_"
+
+
+def produces_lookup_changelog(schema, files: Sequence[DataFileMeta]) -> bool:
+    return schema.core.changelog_producer == "lookup" and any(f.level == 0 for f in files)
+
+
+def lookup_changelog(table, split: DataSplit, bucket_files: Sequence[DataFileMeta]) -> pa.Table:
+    """The changelog records (KeyValue rows, kv_arrow_schema) of the keys in the level-0 files
+    among `bucket_files` (every live file of split's bucket)."""
+    schema = table.schema
+    reader = TableRead(table.io, table.path, schema)
+    keys = [key_column(k) for k in schema.trimmed_primary_keys]
+    names = keys + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
+    arrow = kv_arrow_schema(schema)
+
+    def merged(files: list[DataFileMeta]) -> pa.Table:
+        if not files:
+            return arrow.empty_table()
+        kv = reader.read_split_kv(dataclasses.replace(split, files=files), drop_deletes=False)
+        return pa.Table.from_arrays([kv.column(n) for n in names], schema=arrow)
+
+    touched = merged([f for f in bucket_files if f.level == 0]).select(keys)
+    after = merged(list(bucket_files)).join(touched, keys, join_type="left semi")
+    before = merged([f for f in bucket_files if f.level > 0])
+    before = before.rename_columns([_BEFORE + n for n in names])
+    joined = after.join(before, keys, right_keys=[_BEFORE + k for k in keys], join_type="left outer")
+    had = pc.is_valid(joined.column(_BEFORE + VALUE_KIND))
+    b_add = pc.fill_null(_is_add(joined.column(_BEFORE + VALUE_KIND)), False)  # absent: not an addition
+    a_add = _is_add(joined.column(VALUE_KIND))
+    if schema.core.merge_engine == MergeEngine.FIRST_ROW:
+        inserted, updated, deleted = pc.and_(a_add, pc.invert(had)), _none(joined), _none(joined)
+    else:
+        inserted = pc.and_(a_add, pc.invert(b_add))
+        updated = pc.and_(a_add, b_add)
+        deleted = pc.and_(pc.invert(a_add), b_add)
+    before_side = pa.Table.from_arrays([joined.column(n if n in keys else _BEFORE + n) for n in names],
+                                       schema=arrow)
+    after_side = pa.Table.from_arrays([joined.column(n) for n in names], schema=arrow)
+    parts = [  # (rows, their kind, their place among one key's records)
+        (before_side.filter(updated), UPDATE_BEFORE, 0), (after_side.filter(updated), UPDATE_AFTER, 1),
+        (after_side.filter(inserted), INSERT, 1), (before_side.filter(deleted), DELETE, 0)]
+    out = pa.concat_tables([_with_kind(t, kind).append_column("__place", pa.array(np.full(t.num_rows, place, np.int8)))
+                            for t, kind, place in parts])
+    order = key_order.sort_indices(out, keys + ["__place"])
+    return out.take(order).drop_columns(["__place"])
+
+
+def _is_add(kinds: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.or_(pc.equal(kinds, INSERT), pc.equal(kinds, UPDATE_AFTER))
+
+
+def _none(table: pa.Table) -> pa.Array:
+    return pa.array(np.zeros(table.num_rows, dtype=bool))
+
+
+def _with_kind(table: pa.Table, kind: int) -> pa.Table:
+    i = table.schema.get_field_index(VALUE_KIND)
+    return table.set_column(i, table.schema.field(i), pa.array(np.full(table.num_rows, kind, np.int8)))
