@@ -45,6 +45,7 @@ from ..engine.settings import EXECUTIONS, RUN_OPTIONS, Execution, RunSettings
 from ..engine.spark_types import fits, from_spark, to_spark
 from ..engine.upsert import TableMismatchError, check_table
 from ..store import options as opts
+from ..store.option_validation import validate as validate_options
 from ..store.errors import PaimonError
 from ..store.fileio import FileIO
 from ..store.options import MergeEngine
@@ -206,7 +207,7 @@ def _check_query(tables: Tables, relation: BaseRelation, config: Mapping[str, An
                               f"table (columns: {', '.join(table_columns)})")
     try:
         given, _ = opts.count_sugar(options)
-        given = opts.validate(given, table_columns) if given else {}
+        given = validate_options(given, table_columns) if given else {}
         given = {k: v for k, v in given.items() if k not in RUN_OPTIONS}  # may differ between runs
     except PaimonError as e:
         raise DbtRuntimeError(f"snapshot {name}: {e}") from None

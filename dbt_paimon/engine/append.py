@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 
 from ..assign.rows import PAYLOAD
 from ..store import options as opts
+from ..store.option_validation import validate as validate_options
 from ..store.append import AppendWrite
 from ..store.commit import FileStoreCommit
 from ..store.errors import CommitConflictError, SchemaError
@@ -94,7 +95,7 @@ def write(df: DataFrame, path: str, *, mode: str = APPEND_MODE, partition_keys: 
         if not schema.is_append:
             raise SchemaError(f"table {path} has the primary key {list(schema.primary_keys)}: rows go into it by "
                               "upsert (unique_key), not appended")
-        given = opts.validate(given, schema.field_names) if given else {}
+        given = validate_options(given, schema.field_names) if given else {}
         check_table(schema, [], partition_keys, given, path)
     else:
         partition_keys = resolve_columns("partition key", partition_keys, df.columns)

@@ -16,7 +16,7 @@ from typing import Mapping, Optional, Sequence
 
 from pyspark.sql import types as T
 
-from ..store import options as opts
+from ..store.option_validation import validate as validate_options
 from ..store.errors import SchemaError
 from ..store.fileio import FileIO
 from ..store.schema import DataField, SchemaManager, TableSchema
@@ -97,7 +97,7 @@ def evolve(schema: TableSchema, *, add: Sequence[T.StructField] = (), drop: Sequ
     new_options = dict(schema.options)
     if options:
         new_options.update(options)
-    new_options = opts.validate(new_options, [f.name for f in fields])
+    new_options = validate_options(new_options, [f.name for f in fields])
     return dataclasses.replace(schema, id=schema.id + 1, fields=tuple(fields), highest_field_id=next_id,
                                options=new_options, time_millis=_now())
 
@@ -135,7 +135,7 @@ def with_options(schema: TableSchema, changes: Mapping[str, str], removed: Seque
             raise SchemaError(f"table option {key!r} cannot change once the table exists (rebuild the table)")
     new_options = {k: v for k, v in schema.options.items() if k not in removed}
     new_options.update({k: str(v) for k, v in changes.items()})
-    new_options = opts.validate(new_options, schema.field_names)
+    new_options = validate_options(new_options, schema.field_names)
     return dataclasses.replace(schema, id=schema.id + 1, options=new_options, time_millis=_now())
 
 

@@ -27,6 +27,7 @@ from ..assign.global_index_assigner import AssignCounts
 from ..assign.rows import StageRows
 from .. import key_index
 from ..store import options as opts
+from ..store.option_validation import validate as validate_options
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestFile
@@ -211,7 +212,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     exists = FileStoreTable.exists(path, io)
     if exists:
         schema = SchemaManager(io, path).latest()
-        given = opts.validate(given, schema.field_names) if given else {}
+        given = validate_options(given, schema.field_names) if given else {}
         check_table(schema, primary_keys, partition_keys, given, path)
         counted = [f.name for f in schema.fields if schema.core.is_count(f.name)]
     else:

@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from . import options as opts
+from .option_validation import validate as validate_options
 from .errors import CorruptTableError, SchemaError, TableNotFoundError
 from .fileio import FileIO
 from .merge_options import check_merge_options
@@ -176,7 +177,7 @@ def build_schema(
     if partition_keys and set(primary_keys) == set(partition_keys):
         raise SchemaError(f"primary key {primary_keys} must not equal the partition keys: every partition would "
                           "hold a single row")
-    checked = opts.validate(options or {}, names)
+    checked = validate_options(options or {}, names)
     if not primary_keys:
         _check_append_options(checked, names, partition_keys)
     _check_bucket_options(checked, primary_keys, partition_keys)

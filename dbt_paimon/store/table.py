@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from . import binary_row, key_order
 from . import options as opts
+from .option_validation import validate as validate_options
 from .commit import CommitResult, FileStoreCommit
 from .append import AppendWrite
 from .datafile import (CHANGELOG_FILE_PREFIX, VALUE_KIND, KeyValueFileWriter, check_unique, conform,
@@ -162,14 +163,14 @@ class FileStoreTable:
     def alter_options(self, set_options: Mapping[str, object] | None = None,
                       reset: Sequence[str] = ()) -> TableSchema:
         """ALTER TABLE ... SET / RESET options: a new schema-N, as Paimon writes it; data untouched."""
-        changes = opts.validate(set_options or {}, self.schema.field_names)
+        changes = validate_options(set_options or {}, self.schema.field_names)
         fixed = [k for k in list(changes) + list(reset) if k in self.FIXED_OPTIONS or k.startswith("fields.")
                  and k.endswith(".aggregate-function")]
         if fixed:
             raise SchemaError(f"option(s) {fixed} cannot change on an existing table (rebuild it instead)")
         merged = {k: v for k, v in self.schema.options.items() if k not in reset}
         merged.update(changes)
-        opts.validate(merged, self.schema.field_names)
+        validate_options(merged, self.schema.field_names)
         evolved = dataclasses.replace(self.schema, id=self.schema.id + 1, options=merged,
                                       time_millis=int(time.time() * 1000))
         SchemaManager(self.io, self.path).commit(evolved)

@@ -1,0 +1,195 @@
+"""Which table options we accept, and their values: Paimon's SchemaValidation for the options we
+honour (options.py reads them, with Paimon's defaults).
+
+Unlike Paimon, which stores any key it is given, we reject a key we do not know or do not honour:
+a silently ignored option (a typo, or a `changelog-producer` we do not implement) is a wrong table.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from .errors import SchemaError
+from .options import (AGGREGATE_FUNCTIONS, COUNT_MARKER, MERGE_ENGINES, CoreOptions, MergeEngine, did_you_mean,
+                      parse_duration_ms, parse_int, parse_memory, parse_positive)
+from .stats_mode import StatsMode
+
+
+def _choice(*allowed: str, why: str = ""):
+    def check(key: str, value: str) -> str:
+        if value not in allowed:
+            raise SchemaError(f"option {key!r} must be one of {', '.join(allowed)}{why}, got {value!r}")
+        return value
+    return check
+
+
+def _bool(key: str, value: str) -> bool:
+    if value.lower() not in ("true", "false"):
+        raise SchemaError(f"option {key!r} must be true or false, got {value!r}")
+    return value.lower() == "true"
+
+
+def _stats_mode(key: str, value: str) -> None:
+    StatsMode.parse(value, key)
+
+
+def _sort_order(key: str, value: str) -> str:
+    if value.lower() not in ("ascending", "descending"):  # Paimon parses its enums ignoring case
+        raise SchemaError(f"option {key!r} must be ascending or descending, got {value!r}")
+    return value
+
+
+CHANGELOG_PRODUCERS = ("none", "input", "lookup", "full-compaction")
+
+
+def _changelog_producer(key: str, value: str) -> str:
+    v = value.lower()  # Paimon parses its enums ignoring case
+    if v not in CHANGELOG_PRODUCERS:
+        raise SchemaError(f"option {key!r} must be one of {', '.join(CHANGELOG_PRODUCERS)}, got {value!r}")
+    if v == "full-compaction":
+        raise SchemaError(f"option {key!r}={value!r}: dbt-paimon writes the 'input' and 'lookup' changelogs, "
+                          "not yet the one Paimon's 'full-compaction' producer derives at full compactions")
+    return value
+
+
+# key -> validator of its value (None: any string)
+_KNOWN: dict[str, object] = {
+    "bucket": parse_int,
+    "bucket-key": None,
+    "merge-engine": _choice(*MERGE_ENGINES),
+    "ignore-delete": _bool,
+    "partial-update.remove-record-on-delete": _bool,
+    "rowkind.field": None,
+    "sequence.field": None,
+    "sequence.field.sort-order": _sort_order,
+    "dynamic-bucket.target-row-num": parse_int,
+    "dynamic-bucket.assigner-parallelism": parse_positive,
+    "cross-partition-upsert.bootstrap-parallelism": parse_positive,
+    "sink.parallelism": parse_positive,
+    "num-sorted-run.compaction-trigger": parse_int,
+    "num-levels": parse_int,
+    "num-sorted-run.stop-trigger": parse_int,
+    "full-compaction.delta-commits": parse_int,
+    "compaction.max-size-amplification-percent": parse_int,
+    "compaction.size-ratio": parse_int,
+    # append tables: what is a small file, and how many of them a compaction waits for (append.py)
+    "compaction.min.file-num": parse_positive,
+    "compaction.file-size": parse_memory,
+    "write-only": _bool,
+    "target-file-size": parse_memory,
+    "file.format": _choice("parquet", why=" (the only format dbt-paimon writes)"),
+    "file.compression": _choice("zstd", "snappy", "gzip", "lz4", "none", "uncompressed"),
+    "file.compression.zstd-level": parse_int,
+    "manifest.merge-min-count": parse_int,
+    "manifest.target-file-size": parse_memory,
+    "snapshot.num-retained.min": parse_int,
+    "snapshot.num-retained.max": parse_int,
+    "snapshot.time-retained": parse_duration_ms,
+    "snapshot.expire.limit": parse_int,
+    "changelog-producer": _changelog_producer,
+    "changelog.num-retained.min": parse_int,
+    "changelog.num-retained.max": parse_int,
+    "changelog.time-retained": parse_duration_ms,
+    "commit.max-retries": parse_int,
+    "commit.min-retry-wait": parse_duration_ms,
+    "commit.max-retry-wait": parse_duration_ms,
+    "partition.default-name": None,
+    "partition.legacy-name": _choice("true", why=" (non-legacy partition names are not supported)"),
+    "fields.default-aggregate-function": None,
+    # Which column stats go into the manifests (stats_collector.py), with Paimon's defaults:
+    # truncate(16), dense store true, every column (-1).
+    "metadata.stats-mode": _stats_mode,
+    "metadata.stats-dense-store": _bool,
+    "metadata.stats-keep-first-n-columns": parse_int,
+}
+# Per-column options we honour. `sequence-group` (partial-update) and `distinct` (listagg) are
+# Paimon options we do not implement, so they are refused like any unknown option.
+_FIELD_OPTION = re.compile(
+    r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|list-agg-delimiter|stats-mode|dbt-paimon\.count)$")
+
+
+def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
+    """Checked copy of user options (values as strings, as Paimon stores them)."""
+    out: dict[str, str] = {}
+    for key, raw in options.items():
+        value = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        m = _FIELD_OPTION.match(key)
+        if m:
+            if m.group("field") not in columns:
+                raise SchemaError(f"option {key!r} names column {m.group('field')!r}, which the table does not have")
+            what = m.group("what")
+            if what == "aggregate-function" and value not in AGGREGATE_FUNCTIONS:
+                raise SchemaError(f"option {key!r}: unknown aggregate function {value!r} "
+                                  f"(known: {', '.join(AGGREGATE_FUNCTIONS)})")
+            if what in ("ignore-retract", COUNT_MARKER):
+                _bool(key, value)
+                value = value.lower()
+            if what == "stats-mode":
+                _stats_mode(key, value)
+        elif key not in _KNOWN:
+            hint = did_you_mean(key, _KNOWN)
+            if hint:
+                raise SchemaError(f"unknown table option {key!r}{hint}")
+            raise SchemaError(f"unknown table option {key!r} (dbt-paimon rejects options it does not honour; "
+                              f"known: {', '.join(sorted(_KNOWN))}, fields.<column>.aggregate-function, "
+                              f"fields.<column>.ignore-retract, fields.<column>.list-agg-delimiter, "
+                              f"fields.<column>.stats-mode)")
+        else:
+            check = _KNOWN[key]
+            if callable(check):
+                check(key, value)
+        out[key] = value
+    if "fields.default-aggregate-function" in out and out["fields.default-aggregate-function"] not in AGGREGATE_FUNCTIONS:
+        raise SchemaError(f"option 'fields.default-aggregate-function': unknown function "
+                          f"{out['fields.default-aggregate-function']!r}")
+    _check_merge_options(out)
+    core = CoreOptions(out)
+    rmin, rmax = core.snapshot_num_retained_min, core.snapshot_num_retained_max
+    if rmin < 1 or rmin > rmax:
+        raise SchemaError(f"snapshot.num-retained.min ({rmin}) must be at least 1 and at most "
+                          f"snapshot.num-retained.max ({rmax}), as Paimon requires")
+    cmin, cmax = core.changelog_num_retained_min, core.changelog_num_retained_max
+    if cmin < 1 or cmin > cmax:
+        raise SchemaError(f"changelog.num-retained.min ({cmin}) must be at least 1 and at most "
+                          f"changelog.num-retained.max ({cmax}), as Paimon requires")
+    if cmin > rmin or cmax > rmax or core.changelog_time_retained_ms > core.snapshot_time_retained_ms:
+        raise SchemaError("options changelog.num-retained.* / changelog.time-retained keep the changelog longer than "
+                          "the snapshots (Paimon's decoupled changelog, kept under changelog/), which dbt-paimon does "
+                          "not write; keep them at most snapshot.num-retained.* / snapshot.time-retained")
+    return out
+
+
+def _check_merge_options(o: Mapping[str, str]) -> None:
+    """Combinations Paimon's merge functions refuse (PartialUpdateMergeFunction.Factory)."""
+    core = CoreOptions(o)
+    if core.merge_engine == MergeEngine.PARTIAL_UPDATE:
+        if core.ignore_delete and core.partial_update_remove_record_on_delete:
+            raise SchemaError("options 'ignore-delete' and 'partial-update.remove-record-on-delete' have conflicting "
+                              "behavior so should not be enabled at the same time (as in Paimon)")
+        for key, value in o.items():
+            if (key.endswith(".aggregate-function") or key == "fields.default-aggregate-function") \
+                    and value != "last_non_null_value":
+                raise SchemaError(f"option {key!r}={value!r}: a partial-update table can only aggregate with a "
+                                  "sequence-group, which dbt-paimon does not support (Paimon: 'Must use sequence "
+                                  "group for aggregation functions'); use merge-engine 'aggregation'")
+    if core.merge_engine == MergeEngine.FIRST_ROW and core.changelog_producer not in ("none", "lookup"):
+        raise SchemaError(f"option 'changelog-producer'={o['changelog-producer']!r} on a first-row table: Paimon only "
+                          "supports 'none' and 'lookup' changelog-producer on the FIRST_ROW merge engine")
+    if core.changelog_producer == "lookup" and core.merge_engine in (MergeEngine.PARTIAL_UPDATE, MergeEngine.AGGREGATION):
+        raise SchemaError(f"option 'changelog-producer'='lookup' on a {core.merge_engine.value} table is not supported "
+                          "yet: Paimon then merges new rows with the newest stored version of a key only (its "
+                          "LookupMergeFunction, on reads too), which dbt-paimon's readers and compactions do not")
+    if core.changelog_producer == "lookup" and "full-compaction.delta-commits" in o:
+        raise SchemaError("option 'full-compaction.delta-commits' is incompatible with 'changelog-producer'='lookup' "
+                          "(as in Paimon): use one or the other")
+    if "num-levels" in o and int(o["num-levels"]) < 2:
+        raise SchemaError(f"option 'num-levels' must be at least 2 (level 0 and one sorted level), "
+                          f"got {o['num-levels']}")
+    for key, value in o.items():
+        m = _FIELD_OPTION.match(key)
+        if m and m.group("what") == COUNT_MARKER and value == "true":
+            field = m.group("field")
+            if core.aggregate_function(field) != "sum" or core.merge_engine != MergeEngine.AGGREGATION:
+                raise SchemaError(f"option {key!r} marks {field!r} as a count, which is stored as "
+                                  f"'fields.{field}.aggregate-function'='sum' on an aggregation table")
