@@ -32,7 +32,7 @@ from ..store.fileio import FileIO
 from ..store.options import MergeEngine
 from ..store.retry import after_conflict
 from ..store.scan import DataSplit
-from ..store.snapshot import COMPACT
+from ..store.snapshot import COMPACT, OVERWRITE
 from ..store.table import FileStoreTable
 from . import deploy, jobs
 from .executor import driver_threads
@@ -53,11 +53,13 @@ class Rewrite:
     drop_deletes: bool
     full: bool = False
     bucket_files: tuple | None = None
+    derive_changelog: bool = True
 
     def run(self, table: FileStoreTable) -> list:
         if table.schema.is_append:
             return append.compact_split(table.io, table.path, table.schema, self.split, self.full)
-        return compact_bucket(table, self.split, self.level, self.drop_deletes, self.bucket_files)
+        return compact_bucket(table, self.split, self.level, self.drop_deletes, self.bucket_files,
+                              self.derive_changelog)
 
 
 def _compact_task(path: str, schema, io):
@@ -127,12 +129,16 @@ def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
     # changelog-producer lookup (its changelog is derived when level 0 is compacted)
     strategy = UniversalCompaction.of(core, force_up_level0=core.merge_engine == MergeEngine.FIRST_ROW
                                       or core.changelog_producer == "lookup")
+    # a lookup table's changelog says nothing of what an OVERWRITE wrote (Paimon compacts those
+    # files within the overwrite's commit, whose changelog it drops)
+    plan = table.plan()
+    derive = plan.snapshot is None or plan.snapshot.commit_kind != OVERWRITE
     rewrites = []
-    for split in table.plan().splits:
+    for split in plan.splits:
         unit = strategy.pick(split.files)
         if unit is not None:
             rewrites.append(Rewrite(dataclasses.replace(split, files=list(unit.files)), unit.output_level,
-                                    unit.drop_deletes, bucket_files=tuple(split.files)))
+                                    unit.drop_deletes, bucket_files=tuple(split.files), derive_changelog=derive))
     return _rewrite_and_commit(spark, table, rewrites, execution)
 
 

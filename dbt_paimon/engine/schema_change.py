@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from ..store.option_validation import validate as validate_options
 from ..store.errors import SchemaError
 from ..store.fileio import FileIO
-from ..store.schema import DataField, SchemaManager, TableSchema
+from ..store.schema import DataField, SchemaManager, TableSchema, check_append_options
 from ..store.snapshot import SnapshotManager
 from ..store.types import DataType
 from .spark_types import from_spark, to_spark
@@ -136,6 +136,8 @@ def with_options(schema: TableSchema, changes: Mapping[str, str], removed: Seque
     new_options = {k: v for k, v in schema.options.items() if k not in removed}
     new_options.update({k: str(v) for k, v in changes.items()})
     new_options = validate_options(new_options, schema.field_names)
+    if schema.is_append:
+        check_append_options(new_options)
     return dataclasses.replace(schema, id=schema.id + 1, options=new_options, time_millis=_now())
 
 

@@ -66,6 +66,9 @@ class FileStoreCommit:
             return None
         changelog = [e for e in entries if e.changelog]
         entries = data_entries(entries)
+        if kind == OVERWRITE and changelog:  # as overwrite(): Paimon commits no changelog there
+            self.abort(changelog)
+            changelog = []
         delta_meta = self.manifests.write(list(entries)) if entries else None
         changelog_meta = self.manifests.write(changelog) if changelog else None
         deletes = [e for e in entries if e.kind == DELETE]
@@ -191,7 +194,7 @@ class FileStoreCommit:
             delta_manifest_list_size=delta_size,
             changelog_manifest_list=changelog_name,
             changelog_manifest_list_size=changelog_size,
-            changelog_record_count=sum(e.file.row_count for e in changelog),
+            changelog_record_count=sum(e.file.row_count for e in changelog) if changelog else None,
             index_manifest=(latest.index_manifest if latest else None) if index_manifest is ... else index_manifest,
             commit_user=self.commit_user,
             commit_identifier=BATCH_COMMIT_IDENTIFIER,

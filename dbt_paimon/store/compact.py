@@ -38,7 +38,8 @@ def max_level(schema: TableSchema) -> int:
 
 def compact_bucket(table, split: DataSplit, output_level: int | None = None,
                    drop_deletes: bool | None = None,
-                   bucket_files: Sequence[DataFileMeta] | None = None) -> list[ManifestEntry]:
+                   bucket_files: Sequence[DataFileMeta] | None = None,
+                   derive_changelog: bool = True) -> list[ManifestEntry]:
     """Rewrite all files of one split as one sorted run; return DELETE + ADD entries to commit.
 
     table: a FileStoreTable or its path. output_level: 1 .. max_level (default max_level).
@@ -46,7 +47,8 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
     highest non-empty level, which always holds here since every file of the bucket is an input.
     bucket_files: every live file of the bucket, when split holds only some (a changelog-producer
     'lookup' table looks the keys of its level-0 files up in the others: lookup_changelog.py, whose
-    changelog files come with the entries, at the output level).
+    changelog files come with the entries, at the output level; `derive_changelog=False`: none, for
+    the files an OVERWRITE wrote, of which Paimon's changelog says nothing).
 
     A bucket that is already one file at `output_level` (with no delete rows to drop) needs nothing;
     a lone file elsewhere is moved up by metadata only (Paimon's upgrade: same file, new level).
@@ -67,7 +69,7 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
         return ManifestEntry(kind, split.partition, split.bucket, split.total_buckets, meta, changelog)
 
     changelog = []
-    if produces_lookup_changelog(schema, files):
+    if derive_changelog and produces_lookup_changelog(schema, files):
         records = lookup_changelog(table, split, bucket_files if bucket_files is not None else files)
         if records.num_rows:
             writer = KeyValueFileWriter(table.io, schema, split.bucket_path, level=level, prefix=CHANGELOG_FILE_PREFIX)
@@ -83,11 +85,11 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
             return changelog
         return deletes + [entry(ADD, dataclasses.replace(f, level=level))] + changelog
 
-    kv = TableRead(table.io, table.path, schema).read_split_kv(split, drop_deletes=drop)
-    names = [key_column(k) for k in schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
-    kv = pa.Table.from_arrays([kv.column(n) for n in names], schema=kv_arrow_schema(schema))
     writer = KeyValueFileWriter(table.io, schema, split.bucket_path, level=level, file_source=FILE_SOURCE_COMPACT)
     try:
+        kv = TableRead(table.io, table.path, schema).read_split_kv(split, drop_deletes=drop)
+        names = [key_column(k) for k in schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
+        kv = pa.Table.from_arrays([kv.column(n) for n in names], schema=kv_arrow_schema(schema))
         # The rows are already KeyValues (sorted, one per key, sequence numbers kept), so they go to
         # the rolling writer as they are.
         metas = writer.write_kv(kv) if kv.num_rows else []

@@ -29,7 +29,7 @@ them (a missing manifest counts as empty, as Paimon's tryReadManifestList does) 
 
 A snapshot's changelog (changelog-producer) lives as long as the snapshot: the changelog files of
 the expired snapshots go after step 1, their changelog manifests and lists in step 2 (Paimon's
-coupled changelog; options that keep it longer are refused, options.py).
+coupled changelog; options that keep it longer are refused, option_validation.py).
 """
 
 from __future__ import annotations

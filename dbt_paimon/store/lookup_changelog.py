@@ -10,7 +10,7 @@ not read it), `after` the merge of every version (what the compaction leaves); t
     both additions                                     ->  -U(before), +U(after)
 
 (first-row: +I(after) only for a key no level above 0 holds). Only deduplicate and first-row tables
-have this producer here (options.py): there the merge of every stored version equals Paimon's
+have this producer here (option_validation.py): there the merge of every stored version equals Paimon's
 LookupMergeFunction (the level-0 rows over the newest stored version alone), which partial-update and
 aggregation tables would tell apart. Each record keeps the key, sequence
 number and values of the version it comes from, in key order. The compaction writes them as
@@ -52,15 +52,19 @@ def lookup_changelog(table, split: DataSplit, bucket_files: Sequence[DataFileMet
     names = keys + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
     arrow = kv_arrow_schema(schema)
 
+    def kv(table: pa.Table) -> pa.Table:  # in the KeyValue layout (a join or merge loses its order)
+        return pa.Table.from_arrays([table.column(n) for n in names], schema=arrow)
+
     def merged(files: list[DataFileMeta]) -> pa.Table:
         if not files:
             return arrow.empty_table()
-        kv = reader.read_split_kv(dataclasses.replace(split, files=files), drop_deletes=False)
-        return pa.Table.from_arrays([kv.column(n) for n in names], schema=arrow)
+        return kv(reader.read_split_kv(dataclasses.replace(split, files=files), drop_deletes=False))
 
-    touched = merged([f for f in bucket_files if f.level == 0]).select(keys)
-    after = merged(list(bucket_files)).join(touched, keys, join_type="left semi")
-    before = merged([f for f in bucket_files if f.level > 0])
+    level0 = merged([f for f in bucket_files if f.level == 0])
+    # the stored versions of the level-0 keys (the bucket's other files read once), and what the
+    # level-0 versions make of them
+    before = kv(merged([f for f in bucket_files if f.level > 0]).join(level0.select(keys), keys, join_type="left semi"))
+    after = kv(reader.merge_function.merge([before, level0], drop_deletes=False))
     before = before.rename_columns([_BEFORE + n for n in names])
     joined = after.join(before, keys, right_keys=[_BEFORE + k for k in keys], join_type="left outer")
     had = pc.is_valid(joined.column(_BEFORE + VALUE_KIND))

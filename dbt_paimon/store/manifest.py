@@ -209,8 +209,10 @@ class ManifestEntry:
     bucket: int
     total_buckets: int
     file: DataFileMeta
-    # A changelog file (changelog-producer): a writer hands it to the commit with the data files,
-    # which lists it in the snapshot's changelog manifests instead (not stored in any manifest).
+    # A changelog file (changelog-producer): a writer or compaction hands it to the commit with its
+    # data files, and the commit lists it in the snapshot's changelog manifests, not its data ones.
+    # Consumers of a job's entries that mean its data take data_entries(). The flag itself is not
+    # stored in a manifest.
     changelog: bool = False
 
     @property

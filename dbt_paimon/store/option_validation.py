@@ -143,7 +143,7 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
     if "fields.default-aggregate-function" in out and out["fields.default-aggregate-function"] not in AGGREGATE_FUNCTIONS:
         raise SchemaError(f"option 'fields.default-aggregate-function': unknown function "
                           f"{out['fields.default-aggregate-function']!r}")
-    _check_merge_options(out)
+    _check_combinations(out)
     core = CoreOptions(out)
     rmin, rmax = core.snapshot_num_retained_min, core.snapshot_num_retained_max
     if rmin < 1 or rmin > rmax:
@@ -160,8 +160,8 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
     return out
 
 
-def _check_merge_options(o: Mapping[str, str]) -> None:
-    """Combinations Paimon's merge functions refuse (PartialUpdateMergeFunction.Factory)."""
+def _check_combinations(o: Mapping[str, str]) -> None:
+    """Combinations of options Paimon refuses (its merge functions' factories, SchemaValidation)."""
     core = CoreOptions(o)
     if core.merge_engine == MergeEngine.PARTIAL_UPDATE:
         if core.ignore_delete and core.partial_update_remove_record_on_delete:

@@ -179,7 +179,7 @@ def build_schema(
                           "hold a single row")
     checked = validate_options(options or {}, names)
     if not primary_keys:
-        _check_append_options(checked, names, partition_keys)
+        check_append_options(checked)
     _check_bucket_options(checked, primary_keys, partition_keys)
     for key in ("sequence.field", "rowkind.field"):
         unknown = [c.strip() for c in checked.get(key, "").split(",") if c.strip() and c.strip() not in names]
@@ -251,11 +251,13 @@ KEYED_OPTIONS = ("merge-engine", "sequence.field", "sequence.field.sort-order", 
                  "partial-update.remove-record-on-delete", "first-row.ignore-delete")
 
 
-def _check_append_options(o: Mapping[str, str], names: list[str], part: list[str]) -> None:
+def check_append_options(o: Mapping[str, str]) -> None:
+    """An append table's options, at create and at every ALTER (Paimon: "Can not set changelog-producer
+    on table without primary keys")."""
     keyed = [k for k in o if k in KEYED_OPTIONS or (k.startswith("fields.") and (
         k.endswith(".aggregate-function") or k.endswith(".sequence-group") or k.endswith(".ignore-retract")))]
     keyed = [k for k in keyed if not (k == "merge-engine" and o[k] == opts.MergeEngine.DEDUPLICATE.value)
-             and not (k == "changelog-producer" and o[k] == "none")]
+             and not (k == "changelog-producer" and o[k].lower() == "none")]
     if keyed:
         raise SchemaError(f"option(s) {keyed} need a primary key; a table without unique_key is a Paimon append "
                           "table, which keeps every row it is given")

@@ -29,7 +29,7 @@ from .paths import bucket_dir, partition_path
 from .read import TableRead
 from .rollback import RollbackResult, rollback
 from .scan import FileStoreScan, next_sequences, PartitionFilter, Plan, batch_scan_skip_level0
-from .schema import SchemaManager, TableSchema, build_schema, latest_schema
+from .schema import SchemaManager, TableSchema, build_schema, check_append_options, latest_schema
 from .snapshot import APPEND, Snapshot, SnapshotManager
 from .stats_collector import DataFileStatsCollector
 from .tags import Tag, TagManager
@@ -171,6 +171,8 @@ class FileStoreTable:
         merged = {k: v for k, v in self.schema.options.items() if k not in reset}
         merged.update(changes)
         validate_options(merged, self.schema.field_names)
+        if self.schema.is_append:
+            check_append_options(merged)
         evolved = dataclasses.replace(self.schema, id=self.schema.id + 1, options=merged,
                                       time_millis=int(time.time() * 1000))
         SchemaManager(self.io, self.path).commit(evolved)

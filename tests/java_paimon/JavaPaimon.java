@@ -65,8 +65,8 @@ import org.apache.paimon.types.RowType;
  *       with {@code _kind} (+I, -U, +U, -D). {@code options} are dynamic options ({@code scan.snapshot-id},
  *       {@code scan.tag-name}); {@code equal}, optional, is a predicate Paimon prunes files with.
  *   <li>{@code {"op": "changes", "path": P, "out": F, "from": N}}: the table's change stream as Paimon's streaming
- *       read gives it from snapshot N on ({@code scan.mode} from-snapshot: the changelog files of each snapshot,
- *       with changelog-producer input): F gets the fields line as {@code read} writes it, then one JSON line per
+ *       read gives it from snapshot N on ({@code scan.mode} from-snapshot: the changelog files of each snapshot
+ *       that has some, input or lookup): F gets the fields line as {@code read} writes it, then one JSON line per
  *       change with {@code _kind} and {@code _snapshot} (the snapshot it was read from).
  *   <li>{@code {"op": "write", "path": P, "out": F, "create": {"fields": [{"name", "type"}], "primaryKeys",
  *       "partitionKeys", "options"}, "rows": [{...}], "assignBuckets": true}}: creates the table if {@code create}

@@ -48,8 +48,8 @@ class Read:
 @dataclass(frozen=True)
 class Changes:
     """The table's change stream from snapshot `start` on, as Paimon's streaming read gives it (the
-    changelog files of each snapshot with changelog-producer input): a list of dicts, each change's
-    fields with `_kind` (+I/-U/+U/-D) and `_snapshot`."""
+    changelog files of each snapshot that has some, whatever its changelog-producer): a list of
+    dicts, each change's fields with `_kind` (+I/-U/+U/-D) and `_snapshot` (the snapshot read)."""
     path: str
     start: int = 1
     catalog: dict | None = None

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 
+import pyarrow as pa
 import pytest
 
 from dbt_paimon.engine import RunSettings, delete, upsert
+from dbt_paimon.engine.compaction import auto_compact
 from dbt_paimon.store import FileStoreTable
 from dbt_paimon.store.datafile import CHANGELOG_FILE_PREFIX
 from tests.oracle import pypaimon_read, rows
@@ -147,6 +149,23 @@ def test_expired_snapshots_take_their_changelog_with_them(changelogs, java):
     changes, = java.run([Changes(path, start=latest.id)])
     stream, _ = _expected("cross", "input")
     assert _by_snapshot(changes) == ({latest.id: stream[-1]} if latest.id == made[-1][0] else {})
+
+
+def test_an_overwrite_of_a_lookup_table_adds_nothing_to_its_changelog(spark, warehouse):
+    """Paimon compacts what an OVERWRITE wrote within its commit and drops that changelog: the
+    compaction after our OVERWRITE derives none either (else its rows would show as new, and the
+    rows it replaced would never show as deleted)."""
+    path = f"{warehouse}/db.db/lookup_overwrite"
+    upsert(spark.createDataFrame(B1, SPARK), path, primary_keys=["dt", "id"], partition_keys="dt",
+           options={"bucket": "2", "changelog-producer": "lookup"}, settings=RunSettings(execution="local"))
+    table = FileStoreTable.open(path)
+    w = table.new_write()
+    w.write(pa.table({"id": [7], "dt": ["a"], "v": ["o"]}))
+    overwritten = table.new_commit().overwrite(w.prepare_commit(), None).snapshot
+    compacted = auto_compact(spark, path, execution="local")
+    assert compacted == overwritten.id + 1
+    assert table.snapshots.snapshot(compacted).changelog_manifest_list is None
+    assert {f.level for s in FileStoreTable.open(path).plan().splits for f in s.files} != {0}  # it did compact
 
 
 def _changelog_files(path: str) -> set[str]:
