@@ -3,20 +3,22 @@ LookupChangelogMergeFunctionWrapper (FirstRowMergeFunctionWrapper for first-row)
 
 For every key of the bucket's level-0 files: `before` is its state in the levels above 0 (Paimon
 takes the lowest such level, which holds the newest, and looks the key up when the compaction does
-not read it), `after` the merge of every version (what the compaction leaves); then
+not read it), `after` its level-0 versions merged onto `before` (what the compaction leaves); then
 
     before absent or a retraction, after an addition   ->  +I(after)
     before an addition, after a retraction             ->  -D(before)
     both additions                                     ->  -U(before), +U(after)
 
-(first-row: +I(after) only for a key no level above 0 holds). Only deduplicate and first-row tables
-have this producer here (option_validation.py): there the merge of every stored version equals Paimon's
-LookupMergeFunction (the level-0 rows over the newest stored version alone), which partial-update and
-aggregation tables would tell apart. Each record keeps the key, sequence
+(first-row: +I(after) only for a key no level above 0 holds). Each record keeps the key, sequence
 number and values of the version it comes from, in key order. The compaction writes them as
 changelog files at its output level (file source APPEND, as Paimon's) and commits them with its
 COMPACT snapshot; Paimon's writers with this producer compact every level-0 file up after each
 write (compact_strategy.py's ForceUpLevel0), so every write's changes reach the changelog at once.
+
+Only deduplicate and first-row tables have this producer here (option_validation.py): there the
+merge of every stored version equals Paimon's LookupMergeFunction (the level-0 rows over the newest
+stored version alone), which partial-update and aggregation tables would tell apart. Unlike Paimon,
+which keeps local lookup files, each derivation reads the bucket's files above level 0.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ def lookup_changelog(table, split: DataSplit, bucket_files: Sequence[DataFileMet
     names = keys + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
     arrow = kv_arrow_schema(schema)
 
-    def kv(table: pa.Table) -> pa.Table:  # in the KeyValue layout (a join or merge loses its order)
-        return pa.Table.from_arrays([table.column(n) for n in names], schema=arrow)
+    def kv(rows: pa.Table) -> pa.Table:  # in the KeyValue layout (a join or merge loses its order)
+        return pa.Table.from_arrays([rows.column(n) for n in names], schema=arrow)
 
     def merged(files: list[DataFileMeta]) -> pa.Table:
         if not files:
