@@ -25,11 +25,11 @@ from pyspark.sql import SparkSession
 
 from ..assign.rows import PAYLOAD
 from ..store import append
-from ..store.compact import abort_compaction, compact_bucket, max_level
+from ..store.compact import abort_compaction, compact_bucket, compact_bucket_dv, max_level
+from ..store.deletion_vectors import DeletionVectorsIndexFile, ranges
 from ..store.compact_strategy import UniversalCompaction
 from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
-from ..store.options import MergeEngine
 from ..store.retry import after_conflict
 from ..store.scan import DataSplit
 from ..store.snapshot import COMPACT, OVERWRITE
@@ -55,11 +55,14 @@ class Rewrite:
     bucket_files: tuple | None = None
     derive_changelog: bool = True
 
-    def run(self, table: FileStoreTable) -> list:
+    def run(self, table: FileStoreTable) -> tuple[list, list]:
+        """(the entries to commit, the deletion vectors changed)."""
         if table.schema.is_append:
-            return append.compact_split(table.io, table.path, table.schema, self.split, self.full)
+            return append.compact_split(table.io, table.path, table.schema, self.split, self.full), []
+        if table.schema.core.deletion_vectors:
+            return compact_bucket_dv(table, self.split, self.level, self.bucket_files, self.derive_changelog)
         return compact_bucket(table, self.split, self.level, self.drop_deletes, self.bucket_files,
-                              self.derive_changelog)
+                              self.derive_changelog), []
 
 
 def _compact_task(path: str, schema, io):
@@ -68,14 +71,14 @@ def _compact_task(path: str, schema, io):
         for batch in batches:
             for blob in batch.column(0).to_pylist():
                 rewrite = pickle.loads(blob)
-                entries = rewrite.run(table)
-                yield pa.RecordBatch.from_arrays([pa.array([pickle.dumps((rewrite.split, entries))], pa.binary())],
-                                                 schema=PAYLOAD)
+                entries, vectors = rewrite.run(table)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([pickle.dumps((rewrite.split, entries, vectors))], pa.binary())], schema=PAYLOAD)
     return run
 
 
 def _on_spark(spark: SparkSession, table: FileStoreTable, rewrites: list[Rewrite]) -> list:
-    """One Spark task per bucket: [(split, entries)]."""
+    """One Spark task per bucket: [(split, entries, deletion vectors changed)]."""
     deploy.prepare(spark, table.path)  # a cluster's executors: ship the engine, check their Python
     tasks = jobs.descriptors(spark, rewrites)
     return jobs.collect_payloads(spark, tasks.mapInArrow(_compact_task(table.path, table.schema, table.io),
@@ -83,21 +86,29 @@ def _on_spark(spark: SparkSession, table: FileStoreTable, rewrites: list[Rewrite
 
 
 def _in_driver(spark: SparkSession, table: FileStoreTable, rewrites: list[Rewrite]) -> list:
-    """The same per-bucket rewrite in driver threads: [(split, entries)]. If a bucket fails, the
-    files the others wrote are deleted before the error propagates."""
+    """The same per-bucket rewrite in driver threads: [(split, entries, deletion vectors changed)].
+    If a bucket fails, the files the others wrote are deleted before the error propagates."""
     with ThreadPoolExecutor(min(driver_threads(), len(rewrites))) as pool:
         futures = [pool.submit(r.run, table) for r in rewrites]
     done, error = [], None
     for rewrite, future in zip(rewrites, futures):
         try:
-            done.append((rewrite.split, future.result()))
+            done.append((rewrite.split, *future.result()))
         except BaseException as e:  # noqa: BLE001 - re-raised below, once the others are cleaned up
             error = error or e
     if error is not None:
-        for split, entries in done:
-            abort_compaction(table, split, entries)
+        _abort(table, done)
         raise error
     return done
+
+
+def _abort(table: FileStoreTable, done: list) -> None:
+    """Delete what the rewrites wrote (data, changelog and deletion vector files)."""
+    for split, entries, vectors in done:
+        abort_compaction(table, split, entries)
+        for v in vectors:
+            if v.new is not None:
+                DeletionVectorsIndexFile(table.io, table.path).delete(v.new)
 
 
 # where the buckets are rewritten (no AUTO: the caller decides)
@@ -125,10 +136,9 @@ def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
     if delta_commits and _appends_since_compaction(table) >= int(delta_commits):
         # every bucket, as Paimon's full-compaction.delta-commits does
         return compact(spark, path, io=io, execution=execution)
-    # every level-0 file up after each write: first-row (Paimon's batch readers skip level 0) and
-    # changelog-producer lookup (its changelog is derived when level 0 is compacted)
-    strategy = UniversalCompaction.of(core, force_up_level0=core.merge_engine == MergeEngine.FIRST_ROW
-                                      or core.changelog_producer == "lookup")
+    # every level-0 file up after each write: first-row and deletion vectors (Paimon's batch readers
+    # skip level 0) and changelog-producer lookup (its changelog is derived when level 0 is compacted)
+    strategy = UniversalCompaction.of(core, force_up_level0=core.force_up_level0)
     # a lookup table's changelog says nothing of what an OVERWRITE wrote (Paimon compacts those
     # files within the overwrite's commit, whose changelog it drops)
     plan = table.plan()
@@ -178,10 +188,11 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
             rewrites = [Rewrite(s, 0, False, full=True) for s in plan.splits
                         if (wanted is None or (s.partition, s.bucket) in wanted)
                         and append.pick_bins(table.schema, s.files, full=True)]
-        else:
+        else:  # a bucket that is one file at the top level is done, unless rows of it are deleted
             rewrites = [Rewrite(s, level, True) for s in plan.splits
                         if (wanted is None or (s.partition, s.bucket) in wanted)
-                        and not (len(s.files) == 1 and s.files[0].level == level)]
+                        and not (len(s.files) == 1 and s.files[0].level == level
+                                 and s.files[0].file_name not in _with_vectors(s))]
         try:
             return _rewrite_and_commit(spark, table, rewrites, execution)
         except CommitConflictError as e:
@@ -197,13 +208,18 @@ def _rewrite_and_commit(spark: SparkSession, table: FileStoreTable, rewrites: li
     if not rewrites:
         return None
     done = EXECUTIONS[execution](spark, table, rewrites)
-    entries = [e for _, es in done for e in es]
-    if not entries:
+    entries = [e for _, es, _ in done for e in es]
+    vectors = [v for _, _, vs in done for v in vs]
+    if not entries and not vectors:
         return None
     try:
-        result = table.new_commit().commit(entries, COMPACT)
+        result = table.new_commit().commit(entries, COMPACT, vectors=vectors)
     except CommitConflictError:
-        for split, es in done:
-            abort_compaction(table, split, es)
+        _abort(table, done)
         raise
     return result.snapshot.id if result else None
+
+
+def _with_vectors(split: DataSplit) -> set[str]:
+    """The files of a split with a deletion vector."""
+    return set(ranges(split.deletion_index)) if split.deletion_index is not None else set()

@@ -8,6 +8,7 @@ from pyspark.sql import SparkSession
 
 from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
+from ..store.retry import after_conflict
 from ..store.table import FileStoreTable
 from .compaction import auto_compact
 from .settings import Execution
@@ -16,18 +17,29 @@ log = logging.getLogger(__name__)
 
 
 def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Execution) -> list[int]:
-    """Compaction (the runs Paimon's universal compaction picks per bucket; in first-row tables
-    every level-0 file, since Paimon's batch readers skip them), then snapshot
+    """Compaction (the runs Paimon's universal compaction picks per bucket; every level-0 file where
+    Paimon's batch readers skip them: first-row tables and deletion vectors), then snapshot
     expiration by the snapshot.* options; the snapshots it committed. A compaction that loses a
-    race is logged; the next commit tries again.
+    race is logged and the next commit tries again; one of level 0 that must go up is tried again
+    at once (commit.max-retries).
     execution: where the job that committed ran, and so where compaction runs: LOCAL in driver
     threads (no Spark job), DISTRIBUTED as a Spark job (compaction.py)."""
-    extra = []
-    try:
-        sid = auto_compact(spark, path, io, execution=execution)
-        extra = [sid] if sid else []
-    except CommitConflictError as e:
-        log.warning("compaction of %s lost a race with another commit and will run after the next one: %s", path, e)
+    extra, attempt = [], 0
+    while True:
+        attempt += 1
+        try:
+            sid = auto_compact(spark, path, io, execution=execution)
+            extra = [sid] if sid else []
+            break
+        except CommitConflictError as e:
+            core = FileStoreTable.open(path, io).schema.core
+            # where batch readers skip level 0 the rows just written stay invisible until compacted
+            # up: try again on the new snapshot, as for any commit (commit.max-retries)
+            if not core.force_up_level0 or attempt > core.commit_max_retries:
+                log.warning("compaction of %s lost a race with another commit and will run after the next one: %s",
+                            path, e)
+                break
+            after_conflict(core, attempt, e, "compaction", path, log)
     expired = FileStoreTable.open(path, io).expire_snapshots()
     if expired.expired:
         log.info("expired snapshots %s of %s", list(expired.expired), path)

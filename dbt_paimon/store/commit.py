@@ -12,9 +12,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Collection, Mapping, Sequence
 
+from .deletion_vectors import VectorsChange, bucket_indexes
 from .errors import CommitConflictError
 from .fileio import FileIO
-from .index import HASH_INDEX, IndexFileMeta, IndexManifestFile
+from .index import DELETION_VECTORS_INDEX, HASH_INDEX, IndexFileMeta, IndexManifestFile
 from .options import BucketMode
 from .manifest import (ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, data_entries,
                        merge_entries)
@@ -54,15 +55,18 @@ class FileStoreCommit:
         return merge_entries(entries)
 
     def commit(self, entries: Sequence[ManifestEntry], kind: str = APPEND,
-               expected_latest: int | None | type(...) = ..., index_manifest: str | None | type(...) = ...
-               ) -> CommitResult | None:
+               expected_latest: int | None | type(...) = ..., index_manifest: str | None | type(...) = ...,
+               vectors: Sequence[VectorsChange] = ()) -> CommitResult | None:
         """Commit ADD/DELETE entries as one snapshot of `kind`; the changelog files among them go to
         the snapshot's changelog manifest list (Paimon commits a snapshot for a changelog alone too).
 
         expected_latest: when given, fail with CommitConflictError if the latest snapshot id is not
         this one (a caller whose files depend on what it read, like the cross-partition upsert).
+        vectors: a compaction's new deletion vectors per bucket, which fail the commit with
+        CommitConflictError when another commit changed that bucket's vectors since they were read
+        (their index files are then the caller's to delete).
         """
-        if not entries and index_manifest is ...:
+        if not entries and index_manifest is ... and not vectors:
             return None
         changelog = [e for e in entries if e.changelog]
         entries = data_entries(entries)
@@ -90,13 +94,22 @@ class FileStoreCommit:
                     raise CommitConflictError(
                         f"commit conflicts with snapshot {latest_id}: {len(gone)} file(s) it deletes are no longer "
                         f"live, e.g. {gone[0].file.file_name} in bucket {gone[0].bucket}")
-            snapshot, written = self._prepare(latest, delta_meta, entries, kind, index_manifest,
+            attempt_index = index_manifest
+            if vectors:
+                try:
+                    attempt_index = self._with_vectors(latest, vectors)
+                except CommitConflictError:
+                    self._discard([delta_meta, changelog_meta])
+                    raise
+            snapshot, written = self._prepare(latest, delta_meta, entries, kind, attempt_index,
                                               changelog_meta, changelog)
             if self._publish(latest, snapshot):
                 return CommitResult(snapshot, attempt)
             # Lost the race for snapshot-N: drop this attempt's lists and build on the new latest.
             for name in written:
                 self.io.delete(f"{self.manifest_lists.dir}/{name}")
+            if vectors and attempt_index is not None:
+                self.io.delete(f"{self.manifest_lists.dir}/{attempt_index}")
             if attempt > max_retries:
                 self._discard([delta_meta, changelog_meta])
                 raise CommitConflictError(
@@ -124,7 +137,7 @@ class FileStoreCommit:
             delta = gone + list(entries)
             delta_meta = self.manifests.write(delta) if delta else None
             index_manifest = ...
-            if self.schema.bucket_mode == BucketMode.HASH_DYNAMIC:
+            if self.schema.bucket_mode == BucketMode.HASH_DYNAMIC or self.schema.core.deletion_vectors:
                 index_manifest = self._overwritten_index(latest, partitions, index_files or {})
             snapshot, written = self._prepare(latest, delta_meta, delta, OVERWRITE, index_manifest)
             if self._publish(latest, snapshot):
@@ -143,13 +156,27 @@ class FileStoreCommit:
     def _overwritten_index(self, latest: Snapshot | None, partitions: Collection[bytes] | None,
                            index_files: Mapping[tuple[bytes, int], IndexFileMeta]) -> str | None:
         """The index manifest of an overwrite on `latest`: the overwritten partitions' HASH files
-        replaced by `index_files`."""
+        replaced by `index_files`, their deletion vectors gone with the files they named."""
         manifests = IndexManifestFile(self.io, self.table_path)
         previous = latest.index_manifest if latest else None
-        removed = [(e.partition, e.bucket) for e in (manifests.read(previous) if previous else [])
-                   if e.index_type == HASH_INDEX and (partitions is None or e.partition in partitions)
-                   and (e.partition, e.bucket) not in index_files]
-        return manifests.combine(previous, index_files, removed)
+        entries = [e for e in (manifests.read(previous) if previous else [])
+                   if partitions is None or e.partition in partitions]
+        removed = [e.bucket_id for e in entries if e.index_type == HASH_INDEX and e.bucket_id not in index_files]
+        vectors = {e.bucket_id: None for e in entries if e.index_type == DELETION_VECTORS_INDEX}
+        return manifests.combine(previous, index_files, removed, vectors)
+
+    def _with_vectors(self, latest: Snapshot | None, vectors: Sequence[VectorsChange]) -> str | None:
+        """The index manifest of `latest` with the buckets' vectors replaced; CommitConflictError when
+        one bucket's vectors are no longer those the change was computed from."""
+        current = bucket_indexes(self.io, self.table_path, latest)
+        for v in vectors:
+            now = current.get((v.partition, v.bucket))
+            if (now.file_name if now else None) != v.previous:
+                raise CommitConflictError(
+                    f"commit conflicts with snapshot {latest.id if latest else None}: the deletion vectors of bucket "
+                    f"{v.bucket} changed since this compaction read them")
+        return IndexManifestFile(self.io, self.table_path).combine(
+            latest.index_manifest if latest else None, {}, (), {(v.partition, v.bucket): v.new for v in vectors})
 
     def _publish(self, latest: Snapshot | None, snapshot: Snapshot) -> bool:
         """Create snapshot-N if absent, then the LATEST (and first time EARLIEST) hints; False when

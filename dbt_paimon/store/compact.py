@@ -17,14 +17,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from .datafile import CHANGELOG_FILE_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, KeyValueFileWriter, key_column, \
     kv_arrow_schema
+from .deletion_vectors import DeletionVectorsIndexFile, VectorsChange, changed_vectors, read_vectors
 from .errors import PaimonError
 from .lookup_changelog import lookup_changelog, produces_lookup_changelog
 from .manifest import ADD, DELETE, FILE_SOURCE_COMPACT, DataFileMeta, ManifestEntry
-from .read import TableRead
+from .read import POSITION, TableRead
 from .scan import DataSplit
 from .schema import TableSchema
 from .table import FileStoreTable
@@ -65,19 +67,10 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
     if not files:
         return []
 
-    def entry(kind: int, meta: DataFileMeta, changelog: bool = False) -> ManifestEntry:
-        return ManifestEntry(kind, split.partition, split.bucket, split.total_buckets, meta, changelog)
-
-    changelog = []
-    if derive_changelog and produces_lookup_changelog(schema, files):
-        records = lookup_changelog(table, split, bucket_files if bucket_files is not None else files)
-        if records.num_rows:
-            writer = KeyValueFileWriter(table.io, schema, split.bucket_path, level=level, prefix=CHANGELOG_FILE_PREFIX)
-            try:
-                changelog = [entry(ADD, m, changelog=True) for m in writer.write_kv(records)]
-            except BaseException:
-                _discard(table, split, writer)
-                raise
+    if schema.core.deletion_vectors:
+        raise PaimonError("a table with deletion vectors is compacted by compact_bucket_dv")
+    entry = _entry_of(split)
+    changelog = _changelog(table, split, level, bucket_files, derive_changelog)
     deletes = [entry(DELETE, f) for f in files]
     if len(files) == 1 and not (drop and files[0].has_deletes):
         f = files[0]
@@ -87,9 +80,7 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
 
     writer = KeyValueFileWriter(table.io, schema, split.bucket_path, level=level, file_source=FILE_SOURCE_COMPACT)
     try:
-        kv = TableRead(table.io, table.path, schema).read_split_kv(split, drop_deletes=drop)
-        names = [key_column(k) for k in schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
-        kv = pa.Table.from_arrays([kv.column(n) for n in names], schema=kv_arrow_schema(schema))
+        kv = _kv_layout(TableRead(table.io, table.path, schema).read_split_kv(split, drop_deletes=drop), schema)
         # The rows are already KeyValues (sorted, one per key, sequence numbers kept), so they go to
         # the rolling writer as they are.
         metas = writer.write_kv(kv) if kv.num_rows else []
@@ -100,6 +91,62 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
     return deletes + [entry(ADD, m) for m in metas] + changelog
 
 
+def compact_bucket_dv(table, split: DataSplit, output_level: int,
+                      bucket_files: Sequence[DataFileMeta] | None = None,
+                      derive_changelog: bool = True) -> tuple[list[ManifestEntry], list[VectorsChange]]:
+    """compact_bucket on a table with deletion vectors (deletion_vectors.py): the entries to commit,
+    and the bucket's new vectors when they change.
+
+    As Paimon's lookup compaction: the files of `split` (read through their vectors) are merged with
+    the live rows of their keys found in the bucket's other files (`bucket_files`, all above the
+    output level), whose positions the vectors then delete; deletes are dropped (nothing live of the
+    key is left below), and every file rewritten loses its vector. So each key keeps at most one live
+    row in levels 1 and up, and a batch reader skipping level 0 needs no merge. Unlike Paimon, which
+    keeps local lookup files, the other files are read whole."""
+    if isinstance(table, str):
+        table = FileStoreTable.open(table)
+    schema = table.schema
+    files = list(split.files)
+    if not files:
+        return [], []
+    inputs = {f.file_name for f in files}
+    others = [f for f in (bucket_files or files) if f.file_name not in inputs]
+    reader = TableRead(table.io, table.path, schema)
+    before = read_vectors(table.io, table.path, split.deletion_index) if split.deletion_index else {}
+    unit = [reader.read_file_kv(split, f, before) for f in files]
+    keys = [key_column(k) for k in schema.trimmed_primary_keys]
+    unit_keys = pa.concat_tables([t.select(keys) for t in unit]).group_by(keys).aggregate([])
+    found, deleted = [], {}
+    for f in others:  # the live rows of the unit's keys above it, and where they are
+        rows = reader.read_file_kv(split, f, before, positions=True).join(unit_keys, keys, join_type="left semi")
+        if rows.num_rows:
+            deleted[f.file_name] = np.sort(rows.column(POSITION).to_numpy())
+            found.append(rows.drop_columns([POSITION]))
+    changelog = _changelog(table, split, output_level, bucket_files, derive_changelog)
+    writer = KeyValueFileWriter(table.io, schema, split.bucket_path, level=output_level,
+                                file_source=FILE_SOURCE_COMPACT)
+    change, vectors = [], changed_vectors(before, inputs, deleted)
+    try:
+        kv = reader.merge_function.merge(found + unit, overlapping=True, drop_deletes=True)
+        metas = writer.write_kv(_kv_layout(kv, schema)) if kv.num_rows else []
+        if vectors is not None:
+            new = DeletionVectorsIndexFile(table.io, table.path, schema.core.deletion_vectors_bitmap64).write(
+                vectors) if vectors else None
+            change = [VectorsChange(split.partition, split.bucket,
+                                    split.deletion_index.file_name if split.deletion_index else None, new)]
+    except BaseException:
+        _discard(table, split, writer)
+        abort_compaction(table, split, changelog)
+        raise
+    entry = _entry_of(split)
+    return [entry(DELETE, f) for f in files] + [entry(ADD, m) for m in metas] + changelog, change
+
+
+def _kv_layout(kv: pa.Table, schema: TableSchema) -> pa.Table:
+    names = [key_column(k) for k in schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
+    return pa.Table.from_arrays([kv.column(n) for n in names], schema=kv_arrow_schema(schema))
+
+
 def abort_compaction(table, split: DataSplit, entries: Sequence[ManifestEntry]) -> None:
     """Delete the files a compaction wrote when its commit will not happen (e.g. a conflict)."""
     if isinstance(table, str):
@@ -108,6 +155,29 @@ def abort_compaction(table, split: DataSplit, entries: Sequence[ManifestEntry]) 
     for e in entries:
         if e.kind == ADD and e.file.file_name not in inputs:  # an upgraded file is still the input
             table.io.delete(f"{split.bucket_path}/{e.file.file_name}")
+
+
+def _entry_of(split: DataSplit):
+    def entry(kind: int, meta: DataFileMeta, changelog: bool = False) -> ManifestEntry:
+        return ManifestEntry(kind, split.partition, split.bucket, split.total_buckets, meta, changelog)
+    return entry
+
+
+def _changelog(table, split: DataSplit, level: int, bucket_files, derive: bool) -> list[ManifestEntry]:
+    """The changelog files of a changelog-producer 'lookup' compaction (lookup_changelog.py)."""
+    files = split.files
+    if not (derive and produces_lookup_changelog(table.schema, files)):
+        return []
+    records = lookup_changelog(table, split, bucket_files if bucket_files is not None else files)
+    if not records.num_rows:
+        return []
+    writer = KeyValueFileWriter(table.io, table.schema, split.bucket_path, level=level, prefix=CHANGELOG_FILE_PREFIX)
+    entry = _entry_of(split)
+    try:
+        return [entry(ADD, m, changelog=True) for m in writer.write_kv(records)]
+    except BaseException:
+        _discard(table, split, writer)
+        raise
 
 
 def _discard(table, split: DataSplit, writer: KeyValueFileWriter) -> None:

@@ -215,20 +215,29 @@ class IndexManifestFile:
         return [IndexManifestEntry.from_avro(d, path) for d in read_avro(self.io, path)]
 
     def combine(self, previous_name: str | None, new_files: Mapping[tuple[bytes, int], IndexFileMeta],
-                removed: Iterable[tuple[bytes, int]] = ()) -> str | None:
+                removed: Iterable[tuple[bytes, int]] = (),
+                deletion_vectors: Mapping[tuple[bytes, int], IndexFileMeta | None] | None = None) -> str | None:
         """Write the index manifest of a commit built on a snapshot whose index manifest is
-        `previous_name`; unchanged (previous_name returned) when there is nothing to change."""
+        `previous_name`; unchanged (previous_name returned) when there is nothing to change.
+        deletion_vectors: (partition, bucket) -> its new DELETION_VECTORS file (None: it has none)."""
         removed = list(removed)
-        if not new_files and not removed:
+        if not new_files and not removed and not deletion_vectors:
             return previous_name
         previous = self.read(previous_name) if previous_name else []
-        return self.write(apply_changes(previous, new_files, removed))
+        return self.write(apply_changes(previous, new_files, removed, deletion_vectors))
 
 
 def apply_changes(previous: Sequence[IndexManifestEntry], new_files: Mapping[tuple[bytes, int], IndexFileMeta],
-                  removed: Iterable[tuple[bytes, int]] = ()) -> list[IndexManifestEntry]:
+                  removed: Iterable[tuple[bytes, int]] = (),
+                  deletion_vectors: Mapping[tuple[bytes, int], IndexFileMeta | None] | None = None
+                  ) -> list[IndexManifestEntry]:
     """The new full (ADD-only) list: each (partition, bucket) of `new_files` gets its new HASH file in
-    place of the previous one; buckets in `removed` lose theirs; other index types stay as they are."""
+    place of the previous one; buckets in `removed` lose theirs; each of `deletion_vectors` gets its
+    new DELETION_VECTORS file or none; other index types stay as they are."""
+    if deletion_vectors:
+        kept = [e for e in previous if not (e.index_type == DELETION_VECTORS_INDEX and e.bucket_id in deletion_vectors)]
+        previous = kept + [IndexManifestEntry.of(ADD, p, b, meta) for (p, b), meta in deletion_vectors.items()
+                           if meta is not None]
     for e in previous:
         if e.kind != ADD:
             raise CorruptTableError(f"index manifest lists {e.file_name} with kind {e.kind}; only ADD is allowed")

@@ -88,6 +88,10 @@ _KNOWN: dict[str, object] = {
     "snapshot.time-retained": parse_duration_ms,
     "snapshot.expire.limit": parse_int,
     "changelog-producer": _changelog_producer,
+    "deletion-vectors.enabled": _bool,
+    "deletion-vectors.merge-on-read": _bool,
+    "deletion-vectors.bitmap64": _bool,
+    "deletion-vectors.modifiable": _bool,
     "changelog.num-retained.min": parse_int,
     "changelog.num-retained.max": parse_int,
     "changelog.time-retained": parse_duration_ms,
@@ -183,6 +187,9 @@ def _check_combinations(o: Mapping[str, str]) -> None:
     if core.changelog_producer == "lookup" and "full-compaction.delta-commits" in o:
         raise SchemaError("option 'full-compaction.delta-commits' is incompatible with 'changelog-producer'='lookup' "
                           "(as in Paimon): use one or the other")
+    if core.deletion_vectors and core.merge_engine == MergeEngine.FIRST_ROW:
+        raise SchemaError("option 'deletion-vectors.enabled' on a first-row table: Paimon refuses it (the first-row "
+                          "merge engine does not need deletion vectors: its batch readers already skip level 0)")
     if "num-levels" in o and int(o["num-levels"]) < 2:
         raise SchemaError(f"option 'num-levels' must be at least 2 (level 0 and one sorted level), "
                           f"got {o['num-levels']}")

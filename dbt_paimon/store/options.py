@@ -66,6 +66,10 @@ DEFAULTS: dict[str, str] = {
     "snapshot.time-retained": "1h",
     "snapshot.expire.limit": "50",
     "changelog-producer": "none",
+    "deletion-vectors.enabled": "false",
+    "deletion-vectors.merge-on-read": "false",
+    "deletion-vectors.bitmap64": "false",
+    "deletion-vectors.modifiable": "false",
 }
 # Paimon's aggregate functions (FieldAggregatorFactory identifiers) that the store implements. Paimon
 # has no `count`: the engine layer stores `count` as `sum` of 1s plus the marker option
@@ -263,6 +267,29 @@ class CoreOptions:
     def changelog_time_retained_ms(self) -> int:
         return parse_duration_ms("changelog.time-retained",
                                  self.get("changelog.time-retained", self.get("snapshot.time-retained")))
+
+    @property
+    def deletion_vectors(self) -> bool:
+        return self._bool("deletion-vectors.enabled")
+
+    @property
+    def deletion_vectors_modifiable(self) -> bool:
+        return self._bool("deletion-vectors.modifiable")
+
+    @property
+    def deletion_vectors_merge_on_read(self) -> bool:
+        return self._bool("deletion-vectors.merge-on-read")
+
+    @property
+    def deletion_vectors_bitmap64(self) -> bool:
+        return self._bool("deletion-vectors.bitmap64")
+
+    @property
+    def force_up_level0(self) -> bool:
+        """Paimon's needLookup: every level-0 file is compacted up after each write (ForceUpLevel0)
+        on first-row tables and tables with changelog-producer 'lookup' or deletion vectors."""
+        return (self.merge_engine == MergeEngine.FIRST_ROW or self.changelog_producer == "lookup"
+                or self.deletion_vectors)
 
     @property
     def snapshot_expire_limit(self) -> int:

@@ -6,19 +6,24 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from . import merge
 from .datafile import SEQUENCE_NUMBER, VALUE_KIND, key_column, read_kv_file
+from .deletion_vectors import live_mask, read_vectors
 from .errors import PaimonError
 from .fileio import FileIO
 from .scan import DataSplit
 from .schema import SchemaManager, TableSchema
 
+POSITION = "_POSITION"  # a row's position in its data file (read_file_kv)
+
 
 class TableRead:
     def __init__(self, io: FileIO, table_path: str, schema: TableSchema, projection: Sequence[str] | None = None):
         self.io = io
+        self.table_path = table_path
         self.schema = schema
         self.schemas = SchemaManager(io, table_path)
         self._file_schemas: dict[int, TableSchema] = {schema.id: schema}
@@ -88,14 +93,32 @@ class TableRead:
         names = self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + self.columns
         return pa.Table.from_arrays(arrays, names=names)
 
+    def read_file_kv(self, split: DataSplit, file, vectors: dict | None = None, positions: bool = False) -> pa.Table:
+        """One file's KeyValue rows (in file order) without the rows its deletion vector deletes;
+        `vectors`: the split's, when already read (deletion_vectors.read_vectors); `positions`: with
+        each row's position in the file (POSITION)."""
+        table = self._read_file(split, file)
+        if positions:
+            table = table.append_column(POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+        if split.deletion_index is None:
+            return table
+        if vectors is None:
+            vectors = read_vectors(self.io, self.table_path, split.deletion_index, {file.file_name})
+        mask = live_mask(table.num_rows, vectors.get(file.file_name))
+        return table if mask is None else table.filter(mask)
+
     def read_split_kv(self, split: DataSplit, drop_deletes: bool = True) -> pa.Table:
-        """The merged KeyValue rows of one split (system columns kept), sorted by key.
+        """The merged KeyValue rows of one split (system columns kept), sorted by key; each file read
+        through its deletion vector.
 
         drop_deletes=False keeps merged -D/-U rows (for a compaction that keeps deletes)."""
         if self.merge_function is None:
             raise PaimonError("an append table has no KeyValue rows: read it with read_split")
-        tables = [self._read_file(split, f) for f in split.files]
-        single = len(split.files) == 1
+        vectors = None
+        if split.deletion_index is not None:
+            vectors = read_vectors(self.io, self.table_path, split.deletion_index, {f.file_name for f in split.files})
+        tables = [self.read_file_kv(split, f, vectors) for f in split.files]
+        single = len(tables) == 1
         return self.merge_function.merge(tables, overlapping=not single, drop_deletes=drop_deletes)
 
     def read_split(self, split: DataSplit) -> pa.Table:

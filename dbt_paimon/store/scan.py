@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from . import binary_row
+from .deletion_vectors import bucket_indexes
 from .errors import PaimonError
+from .index import IndexFileMeta
 from .fileio import FileIO
 from .manifest import DataFileMeta, ManifestEntry, ManifestFile, ManifestList, merge_entries
 from .options import MergeEngine
@@ -29,6 +31,8 @@ class DataSplit:
     total_buckets: int
     bucket_path: str
     files: list[DataFileMeta] = field(default_factory=list)
+    # the bucket's deletion vectors (deletion_vectors.py), on a table with deletion-vectors.enabled
+    deletion_index: IndexFileMeta | None = None
 
     @property
     def row_count(self) -> int:
@@ -68,10 +72,13 @@ def _matcher(partition_keys, flt: PartitionFilter) -> Callable[[tuple], bool]:
 
 
 def batch_scan_skip_level0(schema: TableSchema) -> bool:
-    """Paimon's CoreOptions.batchScanSkipLevel0: a batch read of a first-row table leaves out its
-    level-0 files (Java's batch scan and pypaimon's FileScanner both do), so rows written since the
-    bucket's last compaction are not seen yet. Deletion vectors, the other case, are not supported."""
-    return schema.core.merge_engine == MergeEngine.FIRST_ROW
+    """Paimon's CoreOptions.batchScanSkipLevel0: a batch read of a first-row table, or of a table with
+    deletion vectors (unless deletion-vectors.merge-on-read), leaves out its level-0 files (Java's
+    batch scan and pypaimon's FileScanner both do), so rows written since the bucket's last
+    compaction are not seen yet."""
+    core = schema.core
+    return core.merge_engine == MergeEngine.FIRST_ROW or (
+        core.deletion_vectors and not core.deletion_vectors_merge_on_read)
 
 
 class FileStoreScan:
@@ -122,6 +129,7 @@ class FileStoreScan:
         for e in live.values():
             groups[(e.partition, e.bucket)].append(e)
         decoded: dict[bytes, tuple] = {}
+        vectors = bucket_indexes(self.io, self.table_path, snapshot) if self.schema.core.deletion_vectors else {}
         splits = []
         for (part, bucket), entries in groups.items():
             if self.skip_level0:
@@ -136,6 +144,6 @@ class FileStoreScan:
             pdir = partition_path(values, types, keys, default)
             files = sorted((e.file for e in entries), key=lambda f: (f.level, f.min_sequence_number))
             splits.append(DataSplit(snapshot.id, part, values, bucket, entries[0].total_buckets,
-                                    bucket_dir(self.table_path, pdir, bucket), files))
+                                    bucket_dir(self.table_path, pdir, bucket), files, vectors.get((part, bucket))))
         splits.sort(key=lambda s: (s.partition_values.__repr__(), s.bucket))
         return Plan(snapshot, splits)

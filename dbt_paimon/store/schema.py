@@ -261,6 +261,9 @@ def check_append_options(o: Mapping[str, str]) -> None:
     if keyed:
         raise SchemaError(f"option(s) {keyed} need a primary key; a table without unique_key is a Paimon append "
                           "table, which keeps every row it is given")
+    if opts.CoreOptions(o).deletion_vectors:
+        raise SchemaError("option 'deletion-vectors.enabled' on an append table (no unique_key): dbt-paimon keeps "
+                          "deletion vectors on primary-key tables only")
     if opts.CoreOptions(o).bucket > 0 and "bucket-key" not in o:
         raise SchemaError("an append table with a fixed 'bucket' needs 'bucket-key' (the columns whose hash picks "
                           "a row's bucket), as in Paimon")

@@ -171,6 +171,12 @@ class FileStoreTable:
         merged = {k: v for k, v in self.schema.options.items() if k not in reset}
         merged.update(changes)
         validate_options(merged, self.schema.field_names)
+        core = opts.CoreOptions(merged)
+        if core.deletion_vectors != self.schema.core.deletion_vectors and not core.deletion_vectors_modifiable:
+            # Paimon's SchemaManager: switching them without a full compaction may duplicate rows
+            raise SchemaError("option 'deletion-vectors.enabled' cannot change on an existing table unless "
+                              "'deletion-vectors.modifiable' is true (as in Paimon: without a full compaction first, "
+                              "readers may see a key twice)")
         if self.schema.is_append:
             check_append_options(merged)
         evolved = dataclasses.replace(self.schema, id=self.schema.id + 1, options=merged,

@@ -24,6 +24,7 @@ import org.apache.paimon.data.Decimal;
 import org.apache.paimon.data.GenericRow;
 import org.apache.paimon.data.InternalRow;
 import org.apache.paimon.data.Timestamp;
+import org.apache.paimon.disk.IOManager;
 import org.apache.paimon.index.HashBucketAssigner;
 import org.apache.paimon.options.Options;
 import org.apache.paimon.predicate.PredicateBuilder;
@@ -292,7 +293,11 @@ public class JavaPaimon {
                     1, 1, 0, table.coreOptions().dynamicBucketTargetRowNum(),
                     table.coreOptions().dynamicBucketMaxBuckets());
         }
-        try (BatchTableWrite write = builder.newWrite(); BatchTableCommit commit = builder.newCommit()) {
+        try (BatchTableWrite write = builder.newWrite(); BatchTableCommit commit = builder.newCommit();
+                IOManager io = IOManager.create(System.getProperty("java.io.tmpdir"))) {
+            // the lookup a deletion-vector or changelog-producer 'lookup' table's compaction does
+            // spills to local disk, which the writer must be given
+            write.withIOManager(io);
             for (JsonNode json : request.get("rows")) {
                 GenericRow row = new GenericRow(rowType.getFieldCount());
                 for (int i = 0; i < rowType.getFieldCount(); i++) {
