@@ -59,6 +59,7 @@ SECONDS = {
     "tests/java_paimon/test_spark_sql_tables.py": 20,
     "tests/java_paimon/test_changelog.py": 50,
     "tests/java_paimon/test_deletion_vectors.py": 40,
+    "tests/paimon_spark/test_deletion_vector_writers.py": 18,
     "tests/engine/test_float_keys.py": 17,
     "tests/engine/test_replace.py": 17,
     "tests/engine/test_first_row_reads.py": 15,
