@@ -24,7 +24,7 @@ from .datafile import CHANGELOG_FILE_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, KeyVal
     kv_arrow_schema
 from .deletion_vectors import DeletionVectorsIndexFile, VectorsChange, changed_vectors, read_vectors
 from .errors import PaimonError
-from .lookup_changelog import lookup_changelog, produces_lookup_changelog
+from .compaction_changelog import compaction_changelog, derives_changelog
 from .manifest import ADD, DELETE, FILE_SOURCE_COMPACT, DataFileMeta, ManifestEntry
 from .read import POSITION, TableRead
 from .scan import DataSplit
@@ -48,7 +48,7 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
     drop_deletes: default True, as Paimon drops deletes when the output level is at or above the
     highest non-empty level, which always holds here since every file of the bucket is an input.
     bucket_files: every live file of the bucket, when split holds only some (a changelog-producer
-    'lookup' table looks the keys of its level-0 files up in the others: lookup_changelog.py, whose
+    'lookup' table looks the keys of its level-0 files up in the others: compaction_changelog.py, whose
     changelog files come with the entries, at the output level; `derive_changelog=False`: none, for
     the files an OVERWRITE wrote, of which Paimon's changelog says nothing).
 
@@ -164,11 +164,12 @@ def _entry_of(split: DataSplit):
 
 
 def _changelog(table, split: DataSplit, level: int, bucket_files, derive: bool) -> list[ManifestEntry]:
-    """The changelog files of a changelog-producer 'lookup' compaction (lookup_changelog.py)."""
+    """The changelog files of a compaction on a changelog-producer 'lookup' or 'full-compaction'
+    table (compaction_changelog.py)."""
     files = split.files
-    if not (derive and produces_lookup_changelog(table.schema, files)):
+    if not (derive and derives_changelog(table.schema, files, level)):
         return []
-    records = lookup_changelog(table, split, bucket_files if bucket_files is not None else files)
+    records = compaction_changelog(table, split, bucket_files if bucket_files is not None else files)
     if not records.num_rows:
         return []
     writer = KeyValueFileWriter(table.io, table.schema, split.bucket_path, level=level, prefix=CHANGELOG_FILE_PREFIX)

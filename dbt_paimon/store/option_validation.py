@@ -47,9 +47,6 @@ def _changelog_producer(key: str, value: str) -> str:
     v = value.lower()  # Paimon parses its enums ignoring case
     if v not in CHANGELOG_PRODUCERS:
         raise SchemaError(f"option {key!r} must be one of {', '.join(CHANGELOG_PRODUCERS)}, got {value!r}")
-    if v == "full-compaction":
-        raise SchemaError(f"option {key!r}={value!r}: dbt-paimon writes the 'input' and 'lookup' changelogs, "
-                          "not yet the one Paimon's 'full-compaction' producer derives at full compactions")
     return value
 
 
@@ -187,6 +184,9 @@ def _check_combinations(o: Mapping[str, str]) -> None:
     if core.changelog_producer == "lookup" and "full-compaction.delta-commits" in o:
         raise SchemaError("option 'full-compaction.delta-commits' is incompatible with 'changelog-producer'='lookup' "
                           "(as in Paimon): use one or the other")
+    if core.deletion_vectors and core.changelog_producer == "full-compaction":
+        raise SchemaError("option 'changelog-producer'='full-compaction' with 'deletion-vectors.enabled': Paimon only "
+                          "supports 'none', 'input' and 'lookup' changelog-producer with deletion vectors")
     if core.deletion_vectors and core.merge_engine == MergeEngine.FIRST_ROW:
         raise SchemaError("option 'deletion-vectors.enabled' on a first-row table: Paimon refuses it (the first-row "
                           "merge engine does not need deletion vectors: its batch readers already skip level 0)")

@@ -1,9 +1,11 @@
-"""changelog-producer 'input' and 'lookup' (issue 40): our commits carry the changelog Paimon's
+"""changelog-producer 'input', 'lookup' and 'full-compaction' (issue 40): our commits carry the changelog Paimon's
 writers write, and Paimon's own streaming read of it (Java, scan.mode from-snapshot) gives exactly the
 model's change stream. input: every row a commit wrote, as written (+I for an upsert, -D for a delete;
 a key that moves partition on a cross-partition table: a -D of the new row in the old partition beside
 its +I), in the APPEND snapshot. lookup: each key's change, derived when the write's level-0 files are
 compacted up (+I, -U/+U of an update, -D of the stored row), in the COMPACT snapshot that follows.
+full-compaction (with full-compaction.delta-commits 1): the same changes, derived by the full
+compaction after each write against the previous one's rows.
 
 One module fixture writes the tables on local disk (fixed bucket, dynamic bucket, cross-partition; both
 executors), one batch of Java requests reads them all; cross-partition tables on the S3 server too; the
@@ -56,9 +58,9 @@ def _expected(kind: str, producer: str) -> tuple[list[list[tuple]], list[tuple]]
                 key = row[0] if cross else (row[1], row[0])
                 old = live.get(key)
                 if old is not None and old[1] != row[1]:  # moves partition (cross-partition)
-                    changes.append(("-D", *old) if producer == "lookup" else ("-D", row[0], old[1], row[2]))
+                    changes.append(("-D", *old) if producer != "input" else ("-D", row[0], old[1], row[2]))
                     old = None
-                if producer == "lookup" and old is not None:
+                if producer != "input" and old is not None:
                     changes += [("-U", *old), ("+U", *row)]
                 else:
                     changes.append(("+I", *row))
@@ -71,6 +73,8 @@ def _write(spark, path: str, kind: str, producer: str, execution: str, storage: 
     """The four commits; the snapshots each made (a lookup table's: APPEND, then COMPACT)."""
     keys, options = KINDS[kind]
     options = {**options, "changelog-producer": producer}
+    if producer == "full-compaction":  # a full compaction after every write, as Paimon's Spark writer then does
+        options["full-compaction.delta-commits"] = "1"
     settings = RunSettings(execution=execution, storage_options=storage)
     made = []
     for step in STEPS:
@@ -85,7 +89,8 @@ def _write(spark, path: str, kind: str, producer: str, execution: str, storage: 
 
 CASES = [(kind, "input", execution) for kind in KINDS for execution in ("local", "distributed")] + [
     ("fixed", "lookup", "local"), ("dynamic", "lookup", "distributed"), ("cross", "lookup", "local"),
-    ("cross", "lookup", "distributed")]
+    ("cross", "lookup", "distributed"), ("fixed", "full-compaction", "distributed"),
+    ("cross", "full-compaction", "local")]
 
 
 @pytest.fixture(scope="module")

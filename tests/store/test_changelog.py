@@ -2,6 +2,7 @@
 what an overwrite, a failed commit, a rollback and an expiration do with a snapshot's changelog files;
 what a compaction derives for 'lookup' (deduplicate, first-row; a file moved up without a rewrite). (Paimon's streaming read of our changelog: tests/java_paimon/test_changelog.py.)"""
 
+import dataclasses
 import json
 import os
 
@@ -41,7 +42,7 @@ def _changelog(table: FileStoreTable, snapshot_id: int) -> list[tuple]:
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"changelog-producer": "full-compaction"}, "not yet the one Paimon's 'full-compaction' producer derives"),
+    ({"changelog-producer": "full-compaction", "deletion-vectors.enabled": "true"}, "only supports 'none', 'input'"),
     ({"changelog-producer": "lookup", "full-compaction.delta-commits": "2"}, "incompatible with 'changelog-producer'"),
     ({"changelog-producer": "lookup", "merge-engine": "aggregation"}, "'lookup' on a aggregation table is not supported"),
     ({"changelog-producer": "inpt"}, "must be one of none, input, lookup, full-compaction, got 'inpt'"),
@@ -146,6 +147,27 @@ def test_a_lookup_compaction_derives_each_keys_change(table_path, engine, expect
     assert second.changelog_record_count == len(expected)
     assert _changelog(table, second.id) == expected
     assert _compact(table) is None  # one file at the top level: nothing to rewrite, nothing to derive
+
+
+def test_a_full_compaction_derives_each_keys_change_since_the_last_one(table_path):
+    """full-compaction: the top level (the previous full compaction) against the merge of every
+    version; compactions below the top level derive nothing."""
+    table = FileStoreTable.create(table_path, SCHEMA, ["id"],
+                                  options={"bucket": "1", "changelog-producer": "full-compaction"})
+    _write(table, [1, 2], "a").commit()
+    first = _compact(table)
+    assert _changelog(table, first.id) == [(0, 1, "a"), (0, 2, "a")]
+    _write(table, [1, 2, 3], "b", kinds=[0, 3, 0]).commit()
+    _write(table, [3], "c").commit()
+    split = table.plan().splits[0]
+    newer = dataclasses.replace(split, files=[f for f in split.files if f.level == 0])
+    below = table.new_commit().commit(compact_bucket(table, newer, output_level=4, drop_deletes=False),
+                                      "COMPACT").snapshot
+    assert below.changelog_manifest_list is None  # not the top level
+    second = _compact(table)
+    # 1 updated, 2 deleted, 3 new (written twice: its merged version): -U/+U, -D of the stored row, +I
+    assert _changelog(table, second.id) == [(0, 3, "c"), (1, 1, "a"), (2, 1, "b"), (3, 2, "a")]
+    assert _compact(table) is None
 
 
 def test_a_level0_file_moved_up_unrewritten_still_gets_its_changelog(table_path):

@@ -36,7 +36,8 @@ def test_bucket_modes_follow_paimon_rules(warehouse):
 
 @pytest.mark.parametrize("pk,parts,options,message", [
     (["id"], [], {"bucket": "-1", "no.such.option": "1"}, "unknown table option 'no.such.option'"),
-    (["id"], [], {"changelog-producer": "full-compaction"}, "not yet the one Paimon's 'full-compaction' producer"),
+    (["id"], [], {"changelog-producer": "full-compaction", "deletion-vectors.enabled": "true"},
+     "only supports 'none', 'input' and 'lookup' changelog-producer with deletion vectors"),
     (["nope"], [], {}, "primary key column(s) ['nope'] are not columns"),
     (["id"], ["nope"], {}, "partition key column(s) ['nope'] are not columns"),
     ([], [], {"merge-engine": "aggregation"}, "need a primary key"),  # an append table (no key) takes none

@@ -1,9 +1,8 @@
-"""changelog-producer 'lookup': the changelog a compaction of level-0 files derives, as Paimon's
-LookupChangelogMergeFunctionWrapper (FirstRowMergeFunctionWrapper for first-row) derives it.
+"""The changelog a compaction derives: changelog-producer 'lookup' (Paimon's
+LookupChangelogMergeFunctionWrapper; FirstRowMergeFunctionWrapper for first-row) and 'full-compaction'
+(FullChangelogMergeFunctionWrapper).
 
-For every key of the bucket's level-0 files: `before` is its state in the levels above 0 (Paimon
-takes the lowest such level, which holds the newest, and looks the key up when the compaction does
-not read it), `after` its level-0 versions merged onto `before` (what the compaction leaves); then
+Per key, from `before` (its stored state) and `after` (what the compaction leaves):
 
     before absent or a retraction, after an addition   ->  +I(after)
     before an addition, after a retraction             ->  -D(before)
@@ -12,13 +11,22 @@ not read it), `after` its level-0 versions merged onto `before` (what the compac
 (first-row: +I(after) only for a key no level above 0 holds). Each record keeps the key, sequence
 number and values of the version it comes from, in key order. The compaction writes them as
 changelog files at its output level (file source APPEND, as Paimon's) and commits them with its
-COMPACT snapshot; Paimon's writers with this producer compact every level-0 file up after each
-write (compact_strategy.py's ForceUpLevel0), so every write's changes reach the changelog at once.
+COMPACT snapshot.
 
-Only deduplicate and first-row tables have this producer here (option_validation.py): there the
-merge of every stored version equals Paimon's LookupMergeFunction (the level-0 rows over the newest
-stored version alone), which partial-update and aggregation tables would tell apart. Unlike Paimon,
-which keeps local lookup files, each derivation reads the bucket's files above level 0.
+lookup: the keys of the level-0 files compacted; `before` is their state in the levels above 0
+(Paimon takes the lowest such level, which holds the newest, and looks the key up when the
+compaction does not read it), `after` their level-0 versions merged onto it. Paimon's writers with
+this producer compact every level-0 file up after each write (compact_strategy.py's ForceUpLevel0),
+so every write's changes reach the changelog at once. Only deduplicate and first-row tables have it
+here (option_validation.py): there the merge of every stored version equals Paimon's
+LookupMergeFunction (the level-0 rows over the newest stored version alone), which partial-update and
+aggregation tables would tell apart. Unlike Paimon, which keeps local lookup files, each derivation
+reads the bucket's files above level 0.
+
+full-compaction: a compaction whose output is the top level (num-levels - 1: every file of the
+bucket is an input); `before` is a key's row in the top-level files (the previous full
+compaction's), `after` the merge of all its versions, for the keys the other files hold (a key only
+at the top level has not changed). Writers trigger it with full-compaction.delta-commits.
 """
 
 from __future__ import annotations
@@ -41,13 +49,17 @@ from .scan import DataSplit
 _BEFORE = "__before_"
 
 
-def produces_lookup_changelog(schema, files: Sequence[DataFileMeta]) -> bool:
-    return schema.core.changelog_producer == "lookup" and any(f.level == 0 for f in files)
+def derives_changelog(schema, files: Sequence[DataFileMeta], output_level: int) -> bool:
+    """Whether a compaction of `files` to `output_level` derives a changelog."""
+    producer = schema.core.changelog_producer
+    if producer == "lookup":
+        return any(f.level == 0 for f in files)
+    return producer == "full-compaction" and output_level == schema.core.num_levels - 1
 
 
-def lookup_changelog(table, split: DataSplit, bucket_files: Sequence[DataFileMeta]) -> pa.Table:
-    """The changelog records (KeyValue rows, kv_arrow_schema) of the keys in the level-0 files
-    among `bucket_files` (every live file of split's bucket)."""
+def compaction_changelog(table, split: DataSplit, bucket_files: Sequence[DataFileMeta]) -> pa.Table:
+    """The changelog records (KeyValue rows, kv_arrow_schema) of a compaction of split's files
+    (`bucket_files`: every live file of its bucket), by the table's producer."""
     schema = table.schema
     reader = TableRead(table.io, table.path, schema)
     keys = [key_column(k) for k in schema.trimmed_primary_keys]
@@ -62,11 +74,18 @@ def lookup_changelog(table, split: DataSplit, bucket_files: Sequence[DataFileMet
             return arrow.empty_table()
         return kv(reader.read_split_kv(dataclasses.replace(split, files=files), drop_deletes=False))
 
-    level0 = merged([f for f in bucket_files if f.level == 0])
-    # the stored versions of the level-0 keys (the bucket's other files read once), and what the
-    # level-0 versions make of them
-    before = kv(merged([f for f in bucket_files if f.level > 0]).join(level0.select(keys), keys, join_type="left semi"))
-    after = kv(reader.merge_function.merge([before, level0], drop_deletes=False))
+    if schema.core.changelog_producer == "full-compaction":
+        top = schema.core.num_levels - 1
+        changed = merged([f for f in split.files if f.level < top])
+        # the previous full compaction's rows of the keys the newer files hold, and the merge of all
+        before = kv(merged([f for f in split.files if f.level == top]).join(changed.select(keys), keys,
+                                                                              join_type="left semi"))
+    else:
+        changed = merged([f for f in bucket_files if f.level == 0])
+        # the stored versions of the level-0 keys (the bucket's other files read once)
+        before = kv(merged([f for f in bucket_files if f.level > 0]).join(changed.select(keys), keys,
+                                                                           join_type="left semi"))
+    after = kv(reader.merge_function.merge([before, changed], drop_deletes=False))
     before = before.rename_columns([_BEFORE + n for n in names])
     joined = after.join(before, keys, right_keys=[_BEFORE + k for k in keys], join_type="left outer")
     had = pc.is_valid(joined.column(_BEFORE + VALUE_KIND))
