@@ -40,8 +40,9 @@ from ..store.errors import PaimonError
 log = logging.getLogger(__name__)
 
 # The third-party modules our tasks import (backports.zstd: fastavro's zstandard codec, which our
-# manifests use, on Python < 3.14), and the one object-store warehouses add (store/fileio.py).
-EXECUTOR_MODULES = ("pyarrow", "numpy", "fastavro", "backports.zstd")
+# manifests use, on Python < 3.14; pyroaring: deletion vectors' bitmaps), and the one object-store
+# warehouses add (store/fileio.py).
+EXECUTOR_MODULES = ("pyarrow", "numpy", "fastavro", "backports.zstd", "pyroaring")
 OBJECT_STORE_MODULES = ("obstore",)
 # What the tasks import of ours; importing them on an executor also imports every wheel they use.
 ENGINE_MODULES = ("dbt_paimon.engine.tasks", "dbt_paimon.engine.compaction", "dbt_paimon.engine.delete",

@@ -24,7 +24,7 @@ SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 SITE_PACKAGES = os.path.dirname(SPARK_HOME)
 # What an executor's Python needs to run our tasks: Spark's own Python side and the third-party
 # wheels the engine imports. dbt_paimon is deliberately absent: it must arrive by deploy.ship().
-EXECUTOR_MODULES = ("pyspark", "py4j", "pyarrow", "numpy", "fastavro", "backports", "obstore")
+EXECUTOR_MODULES = ("pyspark", "py4j", "pyarrow", "numpy", "fastavro", "backports", "obstore", "pyroaring")
 
 
 @dataclass

@@ -49,7 +49,7 @@ def test_object_store_tables_need_their_client_on_the_executors():
     assert "obstore" in deploy.modules_for("s3://lake/wh/db.db/t")
     for path in ("/wh/db.db/t", "file:///wh/db.db/t", None):
         assert "obstore" not in deploy.modules_for(path)
-        assert {"pyarrow", "numpy", "fastavro", "backports.zstd"} <= set(deploy.modules_for(path))
+        assert {"pyarrow", "numpy", "fastavro", "backports.zstd", "pyroaring"} <= set(deploy.modules_for(path))
 
 
 def test_reports_that_break_pickles_or_arrow_are_problems_per_host():
