@@ -1,4 +1,5 @@
-"""What Paimon's writers do after a commit: compaction, then snapshot expiration."""
+"""What Paimon's writers do after a commit: compaction, then partition, tag and snapshot expiration,
+and a batch write's tag."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pyspark.sql import SparkSession
 
 from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
+from ..store.partition_expire import expire_partitions
+from ..store.tag_creation import create_batch_tag
 from ..store.retry import after_conflict
 from ..store.table import FileStoreTable
 from .compaction import auto_compact
@@ -18,8 +21,9 @@ log = logging.getLogger(__name__)
 
 def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Execution) -> list[int]:
     """Compaction (the runs Paimon's universal compaction picks per bucket; every level-0 file where
-    Paimon's batch readers skip them: first-row tables and deletion vectors), then snapshot
-    expiration by the snapshot.* options; the snapshots it committed. A compaction that loses a
+    Paimon's batch readers skip them: first-row tables and deletion vectors), then expired
+    partitions dropped (partition.expiration-time), tags and snapshots expired, and a batch write's
+    tag (tag.automatic-creation); the snapshots it committed. A compaction that loses a
     race is logged and the next commit tries again; one of level 0 that must go up is tried again
     at once (commit.max-retries).
     execution: where the job that committed ran, and so where compaction runs: LOCAL in driver
@@ -40,7 +44,18 @@ def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Executio
                             path, e)
                 break
             after_conflict(core, attempt, e, "compaction", path, log)
-    expired = FileStoreTable.open(path, io).expire_snapshots()
+    # then as Paimon's commit maintenance: partitions, tags, snapshots; a batch tag last (Spark's
+    # writer creates it once its commit is done)
+    table = FileStoreTable.open(path, io)
+    extra += expire_partitions(table)
+    if (table.schema.core.get("tag.time-expire-enabled") or "true").lower() == "true":
+        gone = table.expire_tags()
+        if gone:
+            log.info("expired tags %s of %s", gone, path)
+    expired = table.expire_snapshots()
     if expired.expired:
         log.info("expired snapshots %s of %s", list(expired.expired), path)
+    tag = create_batch_tag(table)
+    if tag:
+        log.info("tagged snapshot %s of %s as %s", table.latest_snapshot().id, path, tag)
     return extra

@@ -16,10 +16,12 @@ import pickle
 from typing import Iterator, Mapping
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, InputPartition, IsNull
 from pyspark.sql.types import StructType
 
+from ..store import file_index
 from ..store.errors import PaimonError
+from ..store.file_index import Condition
 from ..store import fileio
 from ..store.fileio import FileIO, is_storage_option
 from ..store.read import TableRead
@@ -30,6 +32,8 @@ from .spark_types import for_spark, spark_schema
 from pyspark.sql.pandas.types import from_arrow_schema
 
 SOURCE_NAME = "paimon"
+_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+_PUSHDOWN = "dbt-paimon.filter-pushdown"  # a source option: the session hands filters to Python sources
 _ROWS_PER_PARTITION = 1_000_000
 
 
@@ -88,7 +92,12 @@ class PaimonDataSource(DataSource):
         system = self._path()[1]
         if system is not None:
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
-        return PaimonReader(self._table(), self._snapshot_id(), schema, self._tag())
+        table = self._table()
+        # a reader that takes Spark's filters (only where Spark offers them: else it refuses to plan)
+        indexed = self.options.get(_PUSHDOWN) == "true" and (
+            table.schema.is_append or table.schema.core.deletion_vectors) and file_index.indexed_columns(
+            table.schema.options)
+        return (IndexedPaimonReader if indexed else PaimonReader)(table, self._snapshot_id(), schema, self._tag())
 
 
 class SystemTableReader(DataSourceReader):
@@ -132,12 +141,34 @@ class PaimonReader(DataSourceReader):
             groups[i % chunks].append(s)
         return [SplitsPartition(pickle.dumps(g)) for g in groups]
 
+    conditions: tuple = ()
+
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
-        reader = TableRead(self.io, self.path, self.table_schema, self.columns)
+        reader = TableRead(self.io, self.path, self.table_schema, self.columns, self.conditions)
         for split in pickle.loads(partition.value):
             part = reader.read_split(split)
             if part.num_rows:
                 yield from for_spark(part, self.table_schema).to_batches(max_chunksize=1 << 16)
+
+
+class IndexedPaimonReader(PaimonReader):
+    """A read of a table with file indexes: Spark's `=`, IN and IS NULL filters on its columns let
+    it skip the files their indexes rule out (store/file_index.py). Spark still applies every
+    filter to the rows read: each is handed back."""
+
+    def pushFilters(self, filters):
+        names = set(self.table_schema.field_names)
+        found = []
+        for f in filters:
+            column = f.attribute[0] if len(f.attribute) == 1 and f.attribute[0] in names else None
+            if column is not None and isinstance(f, EqualTo) and f.value is not None:
+                found.append(Condition(column, (f.value,)))
+            elif column is not None and isinstance(f, In) and None not in f.value:
+                found.append(Condition(column, tuple(f.value)))
+            elif column is not None and isinstance(f, IsNull):
+                found.append(Condition(column, None))
+            yield f
+        self.conditions = tuple(found)
 
 
 def register(spark, storage_options: Mapping[str, object] | None = None) -> None:
@@ -153,6 +184,12 @@ def register(spark, storage_options: Mapping[str, object] | None = None) -> None
     deploy.ship(spark)
     defaults = {str(k): str(v) for k, v in (storage_options if storage_options is not None
                                             else fileio.configured()).items()}
+    # Spark hands a Python source its filters only when this is on; it refuses to plan a read whose
+    # reader takes filters when it is off, so a session that turned it off reads without them
+    if spark.conf.get(_PUSHDOWN_CONF, None) is None:
+        spark.conf.set(_PUSHDOWN_CONF, "true")
+    if spark.conf.get(_PUSHDOWN_CONF).lower() == "true":
+        defaults[_PUSHDOWN] = "true"
     if not defaults:
         spark.dataSource.register(PaimonDataSource)
         return

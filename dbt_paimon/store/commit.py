@@ -265,8 +265,10 @@ class FileStoreCommit:
             if e.kind != ADD:
                 continue
             values = binary_row.deserialize(e.partition, types)
-            pdir = partition_path(values, types, self.schema.partition_keys, default)
-            self.io.delete(f"{bucket_dir(self.table_path, pdir, e.bucket)}/{e.file.file_name}")
+            folder = bucket_dir(self.table_path, partition_path(values, types, self.schema.partition_keys, default),
+                                e.bucket)
+            for name in (e.file.file_name, *e.file.extra_files):  # its file index beside it
+                self.io.delete(f"{folder}/{name}")
 
 
 def _mostly_cancelled(metas: Sequence[ManifestFileMeta]) -> bool:

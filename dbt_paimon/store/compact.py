@@ -85,7 +85,7 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
         # the rolling writer as they are.
         metas = writer.write_kv(kv) if kv.num_rows else []
     except BaseException:
-        _discard(table, split, writer)
+        writer.discard()
         abort_compaction(table, split, changelog)
         raise
     return deletes + [entry(ADD, m) for m in metas] + changelog
@@ -135,7 +135,7 @@ def compact_bucket_dv(table, split: DataSplit, output_level: int,
             change = [VectorsChange(split.partition, split.bucket,
                                     split.deletion_index.file_name if split.deletion_index else None, new)]
     except BaseException:
-        _discard(table, split, writer)
+        writer.discard()
         abort_compaction(table, split, changelog)
         raise
     entry = _entry_of(split)
@@ -154,7 +154,8 @@ def abort_compaction(table, split: DataSplit, entries: Sequence[ManifestEntry]) 
     inputs = {f.file_name for f in split.files}
     for e in entries:
         if e.kind == ADD and e.file.file_name not in inputs:  # an upgraded file is still the input
-            table.io.delete(f"{split.bucket_path}/{e.file.file_name}")
+            for name in (e.file.file_name, *e.file.extra_files):  # its file index beside it
+                table.io.delete(f"{split.bucket_path}/{name}")
 
 
 def _entry_of(split: DataSplit):
@@ -177,10 +178,6 @@ def _changelog(table, split: DataSplit, level: int, bucket_files, derive: bool) 
     try:
         return [entry(ADD, m, changelog=True) for m in writer.write_kv(records)]
     except BaseException:
-        _discard(table, split, writer)
+        writer.discard()
         raise
 
-
-def _discard(table, split: DataSplit, writer: KeyValueFileWriter) -> None:
-    for i in range(writer._count):
-        table.io.delete(f"{split.bucket_path}/{writer._prefix}{i}.parquet")

@@ -7,6 +7,7 @@ One file is one sorted run: rows sorted by the trimmed primary key, each key at 
 from __future__ import annotations
 
 import datetime as dt
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from typing import Sequence
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import binary_row, key_order
+from . import binary_row, file_index, key_order
 from .errors import CorruptTableError, DataError
 from .fileio import FileIO
 from .manifest import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
@@ -190,9 +191,29 @@ class KeyValueFileWriter:
                 w.close()  # the footer: the file's size is known once it is written
                 size = sink.tell()
             whole = start == 0 and end == n
-            metas.append(self.file_meta(name, size, kv.slice(start, end - start), stats if whole else None))
+            meta = self.file_meta(name, size, kv.slice(start, end - start), stats if whole else None)
+            metas.append(self._indexed(meta, kv.slice(start, end - start)))
             start = end
         return metas
+
+    def discard(self) -> None:
+        """Delete every file this writer wrote (its files' indexes too), for a write that will not
+        be committed."""
+        for i in range(self._count):
+            name = f"{self._prefix}{i}.parquet"
+            self.io.delete(f"{self.bucket_dir}/{name}")
+            self.io.delete(f"{self.bucket_dir}/{name}{file_index.INDEX_SUFFIX}")
+
+    def _indexed(self, meta: DataFileMeta, rows: pa.Table) -> DataFileMeta:
+        """The meta with the file's index (file_index.py): embedded when small, else its own file."""
+        container = file_index.write_container(self.schema, rows) if self.prefix == DATA_FILE_PREFIX else None
+        if container is None:
+            return meta
+        if len(container) <= file_index.threshold(self.schema):
+            return dataclasses.replace(meta, embedded_index=container)
+        name = meta.file_name + file_index.INDEX_SUFFIX
+        self.io.write_bytes(f"{self.bucket_dir}/{name}", container)
+        return dataclasses.replace(meta, extra_files=(name,))
 
     def file_meta(self, name: str, size: int, kv: pa.Table, stats: FileStats | None) -> DataFileMeta:
         """The meta of one written file of kv's rows (stats: theirs, when the caller has them)."""

@@ -8,7 +8,7 @@ a silently ignored option (a typo, or a `changelog-producer` we do not implement
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from .errors import SchemaError
 from .options import (AGGREGATE_FUNCTIONS, COUNT_MARKER, MERGE_ENGINES, CoreOptions, MergeEngine, did_you_mean,
@@ -92,6 +92,22 @@ _KNOWN: dict[str, object] = {
     "changelog.num-retained.min": parse_int,
     "changelog.num-retained.max": parse_int,
     "changelog.time-retained": parse_duration_ms,
+    # partition_expire.py (check_options: what needs the partition fields)
+    "partition.expiration-time": parse_duration_ms,
+    "partition.expiration-strategy": _choice("values-time", "update-time"),
+    "partition.expiration-check-interval": parse_duration_ms,
+    "partition.expiration-max-num": parse_positive,
+    "partition.expiration-batch-size": parse_positive,
+    "partition.timestamp-formatter": None,
+    "partition.timestamp-pattern": None,
+    "end-input.check-partition-expire": _bool,
+    # tag_creation.py
+    "tag.automatic-creation": _choice("none", "batch", why=" (dbt-paimon's writes are batch writes; Paimon's "
+                                      "process-time and watermark tags are not created yet)"),
+    "tag.batch.customized-name": None,
+    "tag.num-retained-max": parse_positive,
+    "tag.default-time-retained": parse_duration_ms,
+    "tag.time-expire-enabled": _bool,
     "commit.max-retries": parse_int,
     "commit.min-retry-wait": parse_duration_ms,
     "commit.max-retry-wait": parse_duration_ms,
@@ -128,6 +144,8 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
                 value = value.lower()
             if what == "stats-mode":
                 _stats_mode(key, value)
+        elif key.startswith("file-index."):
+            pass  # file_index.validate, once the columns' types are known
         elif key not in _KNOWN:
             hint = did_you_mean(key, _KNOWN)
             if hint:
@@ -200,3 +218,43 @@ def _check_combinations(o: Mapping[str, str]) -> None:
             if core.aggregate_function(field) != "sum" or core.merge_engine != MergeEngine.AGGREGATION:
                 raise SchemaError(f"option {key!r} marks {field!r} as a count, which is stored as "
                                   f"'fields.{field}.aggregate-function'='sum' on an aggregation table")
+
+
+_LETTERS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
+
+
+def strptime_format(formatter: str) -> str:
+    """A DateTimeFormatter pattern as strptime's; SchemaError for letters we do not read."""
+    out, i = [], 0
+    while i < len(formatter):
+        for letters, code in _LETTERS.items():
+            if formatter.startswith(letters, i):
+                out.append(code)
+                i += len(letters)
+                break
+        else:
+            ch = formatter[i]
+            if ch.isalpha() or ch == "'":
+                raise SchemaError(f"option 'partition.timestamp-formatter' {formatter!r}: dbt-paimon reads the "
+                                  f"letters {', '.join(_LETTERS)} (and other characters as they are), not {ch!r}")
+            out.append("%%" if ch == "%" else ch)
+            i += 1
+    return "".join(out)
+
+
+def check_partition_expiration(o: Mapping[str, str], partition_keys: Sequence[str]) -> None:
+    """The partition expiration options (partition_expire.py) against the partition fields, at
+    create and ALTER."""
+    if "partition.expiration-time" in o:
+        parse_duration_ms("partition.expiration-time", o["partition.expiration-time"])
+    strategy = o.get("partition.expiration-strategy", "values-time")
+    if strategy not in ("values-time", "update-time"):
+        raise SchemaError(f"option 'partition.expiration-strategy' must be values-time or update-time, got {strategy!r}")
+    if "partition.timestamp-formatter" in o:
+        strptime_format(o["partition.timestamp-formatter"])
+    pattern = o.get("partition.timestamp-pattern")
+    if pattern:
+        unknown = [k for k in re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", pattern) if k not in partition_keys]
+        if unknown:
+            raise SchemaError(f"option 'partition.timestamp-pattern' {pattern!r} names {unknown}, which are not "
+                              f"partition fields {list(partition_keys)}")

@@ -3,17 +3,19 @@ file after file for an append table (append.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from . import merge
+from . import file_index, merge
 from .datafile import SEQUENCE_NUMBER, VALUE_KIND, key_column, read_kv_file
 from .deletion_vectors import live_mask, read_vectors
 from .errors import PaimonError
 from .fileio import FileIO
+from .file_index import Condition
 from .scan import DataSplit
 from .schema import SchemaManager, TableSchema
 
@@ -21,8 +23,14 @@ POSITION = "_POSITION"  # a row's position in its data file (read_file_kv)
 
 
 class TableRead:
-    def __init__(self, io: FileIO, table_path: str, schema: TableSchema, projection: Sequence[str] | None = None):
+    def __init__(self, io: FileIO, table_path: str, schema: TableSchema, projection: Sequence[str] | None = None,
+                 conditions: Sequence[Condition] = ()):
+        """conditions: what the rows read must meet (the caller still filters by them): files their
+        indexes rule out are skipped where files are read unmerged (file_index.py)."""
         self.io = io
+        core = schema.core
+        self.conditions = tuple(conditions) if (schema.is_append or core.deletion_vectors) and \
+            (core.get("file-index.read.enabled") or "true").lower() == "true" else ()
         self.table_path = table_path
         self.schema = schema
         self.schemas = SchemaManager(io, table_path)
@@ -121,7 +129,24 @@ class TableRead:
         single = len(tables) == 1
         return self.merge_function.merge(tables, overlapping=not single, drop_deletes=drop_deletes)
 
+    def may_match(self, split: DataSplit, file) -> bool:
+        """Whether the file may hold rows meeting the conditions, as its index says."""
+        if not self.conditions or file.schema_id != self.schema.id:  # a renamed column: no conclusion
+            return True
+        data = file.embedded_index
+        if data is None:
+            names = [x for x in file.extra_files if x.endswith(file_index.INDEX_SUFFIX)]
+            if len(names) != 1:
+                return True
+            data = self.io.read_bytes(f"{split.bucket_path}/{names[0]}")
+        container = file_index.read_container(data)
+        return container is None or file_index.may_match(container, self.conditions, self.schema)
+
     def read_split(self, split: DataSplit) -> pa.Table:
+        if self.conditions:
+            split = dataclasses.replace(split, files=[f for f in split.files if self.may_match(split, f)])
+            if not split.files:
+                return self.output_schema.empty_table()
         if self.merge_function is None:
             return self.read_files(split, split.files)
         kv = self.read_split_kv(split)
