@@ -68,7 +68,9 @@ import org.apache.paimon.types.RowType;
  *   <li>{@code {"op": "changes", "path": P, "out": F, "from": N}}: the table's change stream as Paimon's streaming
  *       read gives it from snapshot N on ({@code scan.mode} from-snapshot: the changelog files of each snapshot
  *       that has some, input or lookup): F gets the fields line as {@code read} writes it, then one JSON line per
- *       change with {@code _kind} and {@code _snapshot} (the snapshot it was read from).
+ *       change with {@code _kind} and {@code _snapshot} (the snapshot it was read from). With
+ *       {@code "consumer": id} the read is consumer {@code id}'s: it starts where that consumer stopped, and
+ *       records where it stops.
  *   <li>{@code {"op": "write", "path": P, "out": F, "create": {"fields": [{"name", "type"}], "primaryKeys",
  *       "partitionKeys", "options"}, "rows": [{...}], "assignBuckets": true}}: creates the table if {@code create}
  *       is given, then writes the rows (optional {@code _kind}) as one batch commit. F gets {@code {"ok": true}}.
@@ -200,6 +202,10 @@ public class JavaPaimon {
         Map<String, String> options = new HashMap<>();
         options.put("scan.mode", "from-snapshot");
         options.put("scan.snapshot-id", request.get("from").asText());
+        JsonNode consumer = request.get("consumer");
+        if (consumer != null && !consumer.isNull()) {
+            options.put("consumer-id", consumer.asText());
+        }
         FileStoreTable table = open(request, options);
         RowType rowType = table.rowType();
         header(rowType, lines);
@@ -222,6 +228,10 @@ public class JavaPaimon {
                     lines.add(rowLine(row, rowType, out));
                 });
             }
+        }
+        if (consumer != null && !consumer.isNull()) {
+            // a consumer records the snapshot it reads next (consumer/consumer-<id>), which expiration keeps
+            scan.notifyCheckpointComplete(scan.checkpoint());
         }
     }
 

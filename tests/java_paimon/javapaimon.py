@@ -53,6 +53,7 @@ class Changes:
     path: str
     start: int = 1
     catalog: dict | None = None
+    consumer: str | None = None  # a consumer-id: the read starts where it stopped, and records where it stops
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,7 @@ class JavaPaimon:
                                 "catalog": r.catalog or {}})
             elif isinstance(r, Changes):
                 encoded.append({"op": "changes", "path": r.path, "out": out, "from": r.start,
-                                "catalog": r.catalog or {}})
+                                "catalog": r.catalog or {}, "consumer": r.consumer})
             else:
                 create = None if r.create is None else {
                     "fields": [{"name": n, "type": t} for n, t in r.create["fields"]],

@@ -181,3 +181,24 @@ def _changelog_entries(table: FileStoreTable, snapshot) -> list:
     from dbt_paimon.store.file_deletion import FileDeletion
 
     return FileDeletion(table.io, table.path, table.schema).changelog_files(snapshot)
+
+
+def test_a_java_consumer_keeps_the_snapshots_it_has_not_read(spark, java, warehouse):
+    """`consumer-id`: Paimon's streaming reader records the snapshot it reads next
+    (consumer/consumer-<id>); our expiration keeps it and every later one, so the consumer continues
+    where it stopped."""
+    path = f"{warehouse}/db.db/consumed"
+    options = {"bucket": "1", "changelog-producer": "input"}
+    for v in ("a", "b"):
+        upsert(spark.createDataFrame([(1, "d", v)], SPARK), path, primary_keys="id", options=options,
+               settings=RunSettings(execution="local"))
+    first, = java.run([Changes(path, consumer="c1")])
+    assert [c["v"] for c in first] == ["a", "b"]
+    for v in ("c", "d", "e"):
+        upsert(spark.createDataFrame([(1, "d", v)], SPARK), path, primary_keys="id", options=options,
+               settings=RunSettings(execution="local"))
+    table = FileStoreTable.open(path)
+    table.expire_snapshots(retain_max=1, retain_min=1)
+    assert table.snapshots.earliest_id() == 3  # the consumer's next snapshot, kept with the later ones
+    rest, = java.run([Changes(path, consumer="c1")])
+    assert [(c["_snapshot"], c["v"]) for c in rest] == [(3, "c"), (4, "d"), (5, "e")]
