@@ -54,3 +54,32 @@ def test_ours_and_paimons_writer_keep_one_dv_table(spark, paimon_spark, java, wa
     for c in changes:
         got.setdefault(c["_snapshot"], []).append((c["_kind"], c["id"], c["v"]))
     assert [sorted(got[s]) for s in sorted(got)] == expected
+
+
+def test_a_cross_partition_dv_table_the_connector_moved_keys_in(spark, paimon_spark, java, warehouse):
+    """Our key index learns where the connector's writes left each key (its moves, each a -D in the
+    old partition that its compaction turns into a deleted row), reading every bucket through its
+    vectors: our next moves leave every key live once."""
+    path = f"{warehouse}/db.db/dv_cross_turns"
+    wh, name = table_name(path)
+    options = {"bucket": "-1", "deletion-vectors.enabled": "true"}
+    spark_cols = "id bigint, dt string, v string"
+    live = {k: ("abc"[k % 3], "ours0") for k in range(1, 41)}
+    upsert(spark.createDataFrame([(k, d, v) for k, (d, v) in live.items()], spark_cols), path, primary_keys="id",
+           partition_keys="dt", options=options)
+    theirs = {k: ("abc"[(k + 1) % 3], "paimon") for k in range(1, 11)}  # every one moves
+    paimon_spark.sql(wh, f"INSERT INTO {name} VALUES " + sql_values(
+        [{"id": k, "dt": d, "v": v} for k, (d, v) in theirs.items()], ["id", "dt", "v"]))
+    live.update(theirs)
+    table = FileStoreTable.open(path)
+    assert any(read_vectors(table.io, table.path, m)  # the connector's compaction deleted rows by vectors
+               for m in bucket_indexes(table.io, table.path, table.latest_snapshot()).values())
+    ours = {k: ("abc"[(k + 2) % 3], "ours1") for k in range(5, 16)}  # moves the connector's keys again
+    upsert(spark.createDataFrame([(k, d, v) for k, (d, v) in ours.items()], spark_cols), path, primary_keys="id",
+           partition_keys="dt", options=options)
+    live.update(ours)
+    want = [{"id": k, "v": v, "dt": d} for k, (d, v) in sorted(live.items())]
+    java_read, = java.run([Read(path)])
+    for reader, got in (("java", rows(java_read, "id")), ("ours", rows(FileStoreTable.open(path).to_arrow(), "id")),
+                        ("paimon's spark sql", spark_sql_rows(paimon_spark, path, ["id"]))):
+        assert [{k: r[k] for k in ("id", "v", "dt")} for r in got] == want, reader
