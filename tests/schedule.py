@@ -59,7 +59,7 @@ SECONDS = {
     "tests/java_paimon/test_spark_sql_tables.py": 20,
     "tests/java_paimon/test_changelog.py": 50,
     "tests/java_paimon/test_deletion_vectors.py": 40,
-    "tests/paimon_spark/test_deletion_vector_writers.py": 18,
+    "tests/paimon_spark/test_deletion_vector_writers.py": 45,
     "tests/java_paimon/test_file_index.py": 15,
     "tests/java_paimon/test_maintenance_options.py": 12,
     "tests/engine/test_float_keys.py": 17,
