@@ -16,7 +16,6 @@ from .deletion_vectors import VectorsChange, bucket_indexes
 from .errors import CommitConflictError
 from .fileio import FileIO
 from .index import DELETION_VECTORS_INDEX, HASH_INDEX, IndexFileMeta, IndexManifestFile
-from .options import BucketMode
 from .manifest import (ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, data_entries,
                        merge_entries)
 from .paths import bucket_dir, partition_path
@@ -136,9 +135,8 @@ class FileStoreCommit:
                     for e in self.live_entries(latest).values() if partitions is None or e.partition in partitions]
             delta = gone + list(entries)
             delta_meta = self.manifests.write(delta) if delta else None
-            index_manifest = ...
-            if self.schema.bucket_mode == BucketMode.HASH_DYNAMIC or self.schema.core.deletion_vectors:
-                index_manifest = self._overwritten_index(latest, partitions, index_files or {})
+            # the overwritten partitions' index files go with their data files (unchanged when none)
+            index_manifest = self._overwritten_index(latest, partitions, index_files or {})
             snapshot, written = self._prepare(latest, delta_meta, delta, OVERWRITE, index_manifest)
             if self._publish(latest, snapshot):
                 return CommitResult(snapshot, attempt)
