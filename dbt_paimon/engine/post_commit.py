@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
 from ..store.partition_expire import expire_partitions
-from ..store.tag_creation import create_batch_tag
+from ..store.tag_creation import create_batch_tag, create_process_time_tags
 from ..store.retry import after_conflict
 from ..store.table import FileStoreTable
 from .compaction import auto_compact
@@ -47,6 +47,8 @@ def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Executio
     # then as Paimon's commit maintenance: partitions, tags, snapshots; a batch tag last (Spark's
     # writer creates it once its commit is done)
     table = FileStoreTable.open(path, io)
+    for tag in create_process_time_tags(table):
+        log.info("tagged %s as %s", path, tag)
     extra += expire_partitions(table)
     if (table.schema.core.get("tag.time-expire-enabled") or "true").lower() == "true":
         gone = table.expire_tags()

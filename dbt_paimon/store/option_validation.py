@@ -102,8 +102,11 @@ _KNOWN: dict[str, object] = {
     "partition.timestamp-pattern": None,
     "end-input.check-partition-expire": _bool,
     # tag_creation.py
-    "tag.automatic-creation": _choice("none", "batch", why=" (dbt-paimon's writes are batch writes; Paimon's "
-                                      "process-time and watermark tags are not created yet)"),
+    "tag.automatic-creation": _choice("none", "batch", "process-time", why=" (watermark tags need the "
+                                      "watermarks streaming writers give snapshots)"),
+    "tag.creation-period": _choice("daily", "hourly", "two-hours"),
+    "tag.period-formatter": _choice("with_dashes", "without_dashes", "without_dashes_and_spaces"),
+    "tag.creation-delay": parse_duration_ms,
     "tag.batch.customized-name": None,
     "tag.num-retained-max": parse_positive,
     "tag.default-time-retained": parse_duration_ms,
@@ -208,6 +211,11 @@ def _check_combinations(o: Mapping[str, str]) -> None:
     if core.deletion_vectors and core.merge_engine == MergeEngine.FIRST_ROW:
         raise SchemaError("option 'deletion-vectors.enabled' on a first-row table: Paimon refuses it (the first-row "
                           "merge engine does not need deletion vectors: its batch readers already skip level 0)")
+    if "tag.creation-delay" in o:
+        period = {"daily": 86_400_000, "hourly": 3_600_000, "two-hours": 7_200_000}[
+            (o.get("tag.creation-period") or "daily").lower()]
+        if parse_duration_ms("tag.creation-delay", o["tag.creation-delay"]) >= period:
+            raise SchemaError("option 'tag.creation-delay' must be shorter than one tag.creation-period (as in Paimon)")
     if "num-levels" in o and int(o["num-levels"]) < 2:
         raise SchemaError(f"option 'num-levels' must be at least 2 (level 0 and one sorted level), "
                           f"got {o['num-levels']}")

@@ -1,11 +1,19 @@
-"""Tags a batch write creates (`tag.automatic-creation` = batch): Paimon's TagBatchCreation, which its
-Spark and Flink batch writers run once their commit (and its maintenance) is done.
+"""Tags writes create (`tag.automatic-creation`).
 
-The latest snapshot is tagged `batch-write-<yyyy-MM-dd>` (its commit time's local date), or
+batch (Paimon's TagBatchCreation, which its Spark and Flink batch writers run once their commit and
+its maintenance are done): the latest snapshot is tagged `batch-write-<yyyy-MM-dd>` (its commit time's local date), or
 tag.batch.customized-name: a tag of that name already there is deleted first, so a day's tag holds
 the day's last batch. tag.default-time-retained gives the tag a lifetime (expire_tags); with
 tag.num-retained-max, the oldest tags of the table (by snapshot, manual ones too) are deleted
 until that many are left, as Paimon counts them.
+
+process-time (Paimon's TagAutoCreation, run after every commit): each snapshot since the newest tag
+it made (the earliest, when none) whose commit time, less tag.creation-delay, has passed the end of
+the period after the last tag's, is tagged with the period before its own (tag.creation-period
+daily, hourly, two-hours; names by tag.period-formatter: `2026-11-27`, `2026-11-27 05`, ...). So the
+first write tags its snapshot with the previous period, and each later period gets the first snapshot
+committed after it ended. A tag of that name already there stays; tag.num-retained-max keeps that
+many of these tags (others do not count).
 """
 
 from __future__ import annotations
@@ -17,8 +25,11 @@ from .options import parse_duration_ms
 
 log = logging.getLogger(__name__)
 
-BATCH = "batch"
-MODES = ("none", BATCH)
+BATCH, PROCESS_TIME = "batch", "process-time"
+_PERIODS = {"daily": dt.timedelta(days=1), "hourly": dt.timedelta(hours=1), "two-hours": dt.timedelta(hours=2)}
+_FORMATS = {  # tag.period-formatter -> (daily name, hourly name)
+    "with_dashes": ("%Y-%m-%d", "%Y-%m-%d %H"), "without_dashes": ("%Y%m%d", "%Y%m%d %H"),
+    "without_dashes_and_spaces": ("%Y%m%d", "%Y%m%d%H")}
 
 
 def batch_tag_name(core, snapshot) -> str:
@@ -50,3 +61,69 @@ def create_batch_tag(table) -> str | None:
             table.delete_tag(old.name)
             log.info("deleted tag %s of %s (tag.num-retained-max %s)", old.name, table.path, keep)
     return name
+
+
+def _period(core) -> tuple[dt.timedelta, str]:
+    """The tag period and the strftime format of its names."""
+    period = (core.get("tag.creation-period") or "daily").lower()
+    daily, hourly = _FORMATS[(core.get("tag.period-formatter") or "with_dashes").lower()]
+    if period == "two-hours":
+        hourly = "%Y-%m-%d %H"  # Paimon names two-hour periods so whatever the formatter
+    return _PERIODS[period], daily if period == "daily" else hourly
+
+
+def _floor(when: dt.datetime, period: dt.timedelta) -> dt.datetime:
+    day = when.replace(hour=0, minute=0, second=0, microsecond=0)
+    return day + (when - day) // period * period
+
+
+def process_time_tags(snapshots, auto_tags: dict[str, int], period: dt.timedelta, name_format: str,
+                      delay: dt.timedelta = dt.timedelta(0)) -> list[tuple[str, int]]:
+    """The (name, snapshot id) tags process-time creation adds, given the snapshots in id order (of
+    those after the newest auto tag's) and the auto tags there are (name -> snapshot id)."""
+    next_tag = None
+    if auto_tags:
+        newest = max(auto_tags, key=lambda n: (auto_tags[n], n))
+        next_tag = dt.datetime.strptime(newest, name_format) + period
+    out = []
+    for snapshot in snapshots:
+        when = dt.datetime.fromtimestamp(snapshot.time_millis / 1000)
+        if next_tag is None or when - delay >= next_tag + period:
+            tag_time = _floor(when, period) - period
+            out.append((tag_time.strftime(name_format), snapshot.id))
+            next_tag = tag_time + period
+    return out
+
+
+def create_process_time_tags(table) -> list[str]:
+    """After a commit: the tags tag.automatic-creation = process-time adds (their names)."""
+    core = table.schema.core
+    if (core.get("tag.automatic-creation") or "none").lower() != PROCESS_TIME:
+        return []
+    period, name_format = _period(core)
+    auto = {}
+    for tag in table.list_tags():
+        try:
+            dt.datetime.strptime(tag.name, name_format)
+        except ValueError:
+            continue  # not one of these tags
+        auto[tag.name] = tag.snapshot_id
+    mgr = table.snapshots
+    start = max(auto.values()) + 1 if auto else (mgr.earliest_id() or 1)
+    snapshots = [s for s in (mgr.try_snapshot(i) for i in range(start, (mgr.latest_id() or 0) + 1)) if s is not None]
+    delay = dt.timedelta(milliseconds=parse_duration_ms("tag.creation-delay", core.get("tag.creation-delay") or "0"))
+    retained = core.get("tag.default-time-retained")
+    made = []
+    for name, snapshot_id in process_time_tags(snapshots, auto, period, name_format, delay):
+        if table.tags.exists(name):
+            continue
+        table.create_tag(name, snapshot_id, dt.timedelta(milliseconds=parse_duration_ms(
+            "tag.default-time-retained", retained)) if retained else None)
+        auto[name] = snapshot_id
+        made.append(name)
+    keep = core.get("tag.num-retained-max")
+    if made and keep and len(auto) > int(keep):
+        for old in sorted(auto, key=lambda n: (auto[n], n))[:len(auto) - int(keep)]:
+            table.delete_tag(old)
+            log.info("deleted tag %s of %s (tag.num-retained-max %s)", old, table.path, keep)
+    return made

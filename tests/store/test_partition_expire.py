@@ -11,7 +11,7 @@ import pytest
 from dbt_paimon.store import FileStoreTable, SchemaError
 from dbt_paimon.store.partition_expire import expire_partitions, expired_partitions, partition_time
 from dbt_paimon.store.schema import build_schema
-from dbt_paimon.store.tag_creation import create_batch_tag
+from dbt_paimon.store.tag_creation import create_batch_tag, create_process_time_tags, process_time_tags
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("hr", pa.string()), ("v", pa.string())])
 NOW = dt.datetime(2026, 11, 28, 12, 0)
@@ -66,7 +66,8 @@ def test_update_time_and_batch_size_and_what_expires_nothing(tmp_path):
     ({"partition.timestamp-pattern": "$day"}, r"names \['day'\], which are not partition fields"),
     ({"partition.timestamp-formatter": "yyyy-MM-dd'T'HH"}, "reads the letters"),
     ({"partition.expiration-strategy": "sometimes"}, "must be one of values-time, update-time"),
-    ({"tag.automatic-creation": "process-time"}, "process-time and watermark tags are not created yet"),
+    ({"tag.automatic-creation": "watermark"}, "watermark tags need the watermarks"),
+    ({"tag.creation-delay": "1 d"}, "shorter than one tag.creation-period"),
 ])
 def test_refused_options_name_the_problem(tmp_path, options, message):
     with pytest.raises(SchemaError, match=message):
@@ -89,3 +90,33 @@ def test_a_batch_tag_holds_the_days_last_write_and_old_tags_go(tmp_path):
     table.alter_options({"tag.batch.customized-name": "nightly"})
     assert create_batch_tag(table) == "nightly"
     assert sorted(t.name for t in table.list_tags()) == sorted([name, "nightly"])  # retained: the newest 2
+
+
+def _at(sid: int, when: str):
+    class S:  # a snapshot's id and commit time
+        id, time_millis = sid, dt.datetime.fromisoformat(when).timestamp() * 1000
+    return S
+
+
+def test_process_time_tags_name_the_period_before_the_snapshot_that_follows_it():
+    day = dt.timedelta(days=1)
+    snaps = [_at(1, "2026-11-27 05:00"), _at(2, "2026-11-27 23:00"), _at(3, "2026-11-28 00:30"),
+             _at(4, "2026-11-30 09:00")]
+    # the first snapshot gets the day before; each later day the first snapshot after it ended
+    assert process_time_tags(snaps, {}, day, "%Y-%m-%d") == [("2026-11-26", 1), ("2026-11-27", 3),
+                                                                ("2026-11-29", 4)]
+    assert process_time_tags(snaps[2:], {"2026-11-26": 1}, day, "%Y-%m-%d") == [("2026-11-27", 3),
+                                                                                  ("2026-11-29", 4)]
+    assert process_time_tags(snaps[2:], {}, day, "%Y-%m-%d", delay=dt.timedelta(hours=1))[0] == ("2026-11-27", 3)
+    hourly = process_time_tags(snaps[:2], {}, dt.timedelta(hours=1), "%Y-%m-%d %H")
+    assert hourly == [("2026-11-27 04", 1), ("2026-11-27 22", 2)]
+
+
+def test_a_table_with_process_time_tags_gets_them_after_its_commits(tmp_path):
+    table = _table(str(tmp_path / "t"), {"tag.automatic-creation": "process-time",
+                                         "partition.expiration-time": "3650 d"})
+    made = create_process_time_tags(table)
+    when = dt.datetime.fromtimestamp(table.snapshots.snapshot(1).time_millis / 1000)
+    assert made == [(when - dt.timedelta(days=1)).strftime("%Y-%m-%d")]
+    assert table.tags.get(made[0]).snapshot_id == 1
+    assert create_process_time_tags(table) == []  # nothing new until the day is over
