@@ -169,7 +169,11 @@ def may_match(container: Mapping[str, Mapping[str, bytes]], conditions: Sequence
     for cond in conditions:
         indexes = container.get(cond.column, {})
         dtype = schema.field(cond.column).type
-        values = None if cond.values is None else pa.array(list(cond.values), dtype.to_arrow())
+        try:
+            values = None if cond.values is None else pa.array(list(cond.values), dtype.to_arrow())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            continue  # a literal not of the column's type: the index cannot tell
+
         for kind, data in indexes.items():
             if not data:
                 continue
