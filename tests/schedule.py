@@ -62,6 +62,7 @@ SECONDS = {
     "tests/paimon_spark/test_deletion_vector_writers.py": 45,
     "tests/java_paimon/test_file_index.py": 15,
     "tests/java_paimon/test_maintenance_options.py": 12,
+    "tests/java_paimon/test_postpone_bucket.py": 10,
     "tests/engine/test_float_keys.py": 17,
     "tests/engine/test_replace.py": 17,
     "tests/engine/test_first_row_reads.py": 15,

@@ -33,6 +33,7 @@ from ..store.fileio import FileIO
 from ..store.retry import after_conflict
 from ..store.scan import DataSplit
 from ..store.snapshot import COMPACT, OVERWRITE
+from ..store.schema import check_writable
 from ..store.table import FileStoreTable
 from . import deploy, jobs
 from .executor import driver_threads
@@ -182,6 +183,7 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
     while True:
         attempt += 1
         table = FileStoreTable.open(path, io)
+        check_writable(table.schema, path)
         plan = table.plan()
         level = max_level(table.schema)
         if table.schema.is_append:  # every file under target-file-size (store/append.py pick_bins)

@@ -29,6 +29,7 @@ from ..store.read import TableRead
 from ..store.retry import after_conflict
 from ..store.scan import DataSplit, next_sequences
 from ..store.snapshot import APPEND
+from ..store.schema import check_writable
 from ..store.table import FileStoreTable
 from . import deploy, jobs, tasks
 from .post_commit import after_commit
@@ -110,6 +111,7 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_opti
         attempt += 1
         table = FileStoreTable.open(path, io)
         schema = table.schema
+        check_writable(schema, path)
         if update is not None and not schema.is_append:
             raise SchemaError(f"table {path} has a primary key: its rows are updated by upsert")
         if update is None:

@@ -34,7 +34,7 @@ from ..store.index import HashIndexFile, IndexManifestFile
 from ..store.manifest import data_entries
 from ..store.options import BucketMode
 from ..store.retry import after_conflict
-from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
+from ..store.schema import SchemaManager, TableSchema, build_schema, check_writable, resolve_columns
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from . import key_lookup, local, recommit
@@ -212,6 +212,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     exists = FileStoreTable.exists(path, io)
     if exists:
         schema = SchemaManager(io, path).latest()
+        check_writable(schema, path)
         given = validate_options(given, schema.field_names) if given else {}
         check_table(schema, primary_keys, partition_keys, given, path)
         counted = [f.name for f in schema.fields if schema.core.is_count(f.name)]

@@ -20,7 +20,7 @@ from .manifest import (ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMet
                        merge_entries)
 from .paths import bucket_dir, partition_path
 from .retry import give_up_hint, wait_before_retry
-from .schema import TableSchema
+from .schema import TableSchema, check_writable
 from .snapshot import APPEND, BATCH_COMMIT_IDENTIFIER, OVERWRITE, Snapshot, SnapshotManager
 from . import binary_row
 
@@ -36,6 +36,7 @@ class FileStoreCommit:
         self.io = io
         self.table_path = table_path.rstrip("/")
         self.schema = schema
+        check_writable(schema, table_path)
         self.commit_user = commit_user or str(uuid.uuid4())
         self.snapshots = SnapshotManager(io, self.table_path)
         self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)

@@ -38,6 +38,10 @@ class BucketMode(ValueEnum):
     HASH_DYNAMIC = "HASH_DYNAMIC"  # bucket = -1, the primary key holds every partition field
     KEY_DYNAMIC = "KEY_DYNAMIC"  # bucket = -1, cross-partition: a key may move partitions
     BUCKET_UNAWARE = "BUCKET_UNAWARE"  # bucket = -1 on an append table: every file in bucket 0
+    POSTPONE_MODE = "POSTPONE_MODE"  # bucket = -2: rows wait in bucket -2 until Paimon's postpone compaction
+
+
+POSTPONE_BUCKET = -2
 
 
 MERGE_ENGINES = tuple(e.value for e in MergeEngine)

@@ -13,7 +13,7 @@ from .errors import PaimonError
 from .index import IndexFileMeta
 from .fileio import FileIO
 from .manifest import DataFileMeta, ManifestEntry, ManifestFile, ManifestList, merge_entries
-from .options import MergeEngine
+from .options import POSTPONE_BUCKET, MergeEngine
 from .paths import bucket_dir, partition_path
 from .schema import TableSchema
 from .snapshot import Snapshot, SnapshotManager
@@ -127,6 +127,8 @@ class FileStoreScan:
         match = _matcher(keys, partition_filter)
         groups: dict[tuple, list[ManifestEntry]] = defaultdict(list)
         for e in live.values():
+            if e.bucket == POSTPONE_BUCKET:  # Paimon's readers read real buckets only (onlyReadRealBuckets)
+                continue
             groups[(e.partition, e.bucket)].append(e)
         decoded: dict[bytes, tuple] = {}
         vectors = bucket_indexes(self.io, self.table_path, snapshot) if self.schema.core.deletion_vectors else {}

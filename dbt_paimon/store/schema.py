@@ -98,6 +98,8 @@ class TableSchema:
         b = self.core.bucket
         if b > 0:
             return opts.BucketMode.HASH_FIXED
+        if b == opts.POSTPONE_BUCKET and not self.is_append:
+            return opts.BucketMode.POSTPONE_MODE
         if self.is_append:
             return opts.BucketMode.BUCKET_UNAWARE
         return opts.BucketMode.KEY_DYNAMIC if self.cross_partition_update else opts.BucketMode.HASH_DYNAMIC
@@ -290,8 +292,21 @@ def _check_sequence_fields(o: Mapping[str, str]) -> None:
                           "(Paimon keeps the last value of a sequence field)")
 
 
+POSTPONE_REFUSAL = ("option 'bucket' = -2 (postpone bucket mode): dbt-paimon reads such tables (the rows still "
+                    "waiting in bucket -2 stay unread, as Paimon's batch readers leave them, until Paimon's postpone "
+                    "compaction moves them into buckets) but does not write them yet")
+
+
+def check_writable(schema: "TableSchema", path: str) -> None:
+    """Refuse a write to a table we only read: postpone bucket mode."""
+    if schema.core.bucket == opts.POSTPONE_BUCKET:
+        raise SchemaError(f"table {path}: {POSTPONE_REFUSAL}")
+
+
 def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) -> None:
     bucket = opts.CoreOptions(o).bucket
+    if bucket == opts.POSTPONE_BUCKET:
+        raise SchemaError(POSTPONE_REFUSAL)
     if bucket == 0 or bucket < -1:
         raise SchemaError(f"option 'bucket' must be -1 (dynamic) or a positive number of buckets, got {bucket}")
     bucket_key = [s.strip() for s in o["bucket-key"].split(",")] if "bucket-key" in o else []

@@ -43,6 +43,7 @@ def test_bucket_modes_follow_paimon_rules(warehouse):
     ([], [], {"merge-engine": "aggregation"}, "need a primary key"),  # an append table (no key) takes none
     (["dt"], ["dt"], {}, "must not equal the partition keys"),
     (["id"], [], {"bucket": "0"}, "option 'bucket' must be -1"),
+    (["id"], [], {"bucket": "-2"}, "reads such tables"),
     (["id"], [], {"bucket": "many"}, "option 'bucket' must be an integer"),
     (["id"], [], {"bucket": "-1", "bucket-key": "id"}, "'bucket-key' cannot be used with bucket = -1"),
     (["id"], [], {"bucket": "2", "bucket-key": "name"}, "must be a subset of the primary key"),
