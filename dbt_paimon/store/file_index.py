@@ -20,16 +20,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 
 from . import bitmap_index, bloom_filter
-from .errors import SchemaError
 from .options import parse_memory
-
-if TYPE_CHECKING:
-    from .schema import TableSchema
 
 MAGIC, VERSION = 1493475289347502, 1
 INDEX_SUFFIX = ".index"
@@ -58,44 +54,8 @@ def indexed_columns(options: Mapping[str, str]) -> list[IndexedColumn]:
     return out
 
 
-def validate(schema_options: Mapping[str, str], columns: Mapping[str, object]) -> None:
-    """Paimon 2.x's SchemaValidation.validateFileIndex: named columns exist and have a type the
-    index takes; per-column options name an indexed column. `columns`: name -> DataType."""
-    for key in schema_options:
-        if not key.startswith("file-index."):
-            continue
-        parts = key.split(".")
-        if key in ("file-index.in-manifest-threshold", "file-index.read.enabled") or key.endswith(".columns"):
-            if key.endswith(".columns") and (len(parts) != 3 or parts[1] not in TYPES):
-                raise SchemaError(f"option {key!r}: dbt-paimon writes the file indexes {', '.join(TYPES)}")
-            continue
-        if len(parts) != 4 or parts[1] not in TYPES or parts[3] not in _COLUMN_OPTIONS[parts[1]]:
-            raise SchemaError(f"unknown table option {key!r} (file index options: file-index.<type>.columns, "
-                              f"file-index.bloom-filter.<column>.items / .fpp, file-index.bitmap.<column>.version / "
-                              f".index-block-size, file-index.in-manifest-threshold, file-index.read.enabled)")
-        named = [n.strip() for n in schema_options.get(f"file-index.{parts[1]}.columns", "").split(",")]
-        if parts[2] not in named:
-            raise SchemaError(f"option {key!r} is for column {parts[2]!r}, which file-index.{parts[1]}.columns "
-                              "does not name")
-    for c in indexed_columns(schema_options):
-        if not c.column:
-            raise SchemaError(f"option 'file-index.{c.type}.columns' names an empty column")
-        if c.column not in columns:
-            raise SchemaError(f"option 'file-index.{c.type}.columns' names {c.column!r}, which the table does not have")
-        root = columns[c.column].root
-        if root not in TYPES[c.type].SUPPORTED:
-            raise SchemaError(f"column {c.column!r} is {root}, which a {c.type} file index does not take "
-                              f"(it takes {', '.join(TYPES[c.type].SUPPORTED)})")
-        opts = dict(c.options)
-        if c.type == bitmap_index.TYPE and opts.get("version", "2") != "2":
-            raise SchemaError(f"option 'file-index.bitmap.{c.column}.version': dbt-paimon writes version 2 "
-                              "(Paimon's default)")
-
-
-_COLUMN_OPTIONS = {bloom_filter.TYPE: ("items", "fpp"), bitmap_index.TYPE: ("version", "index-block-size")}
-
-
-def threshold(schema: TableSchema) -> int:
+def threshold(schema) -> int:
+    """file-index.in-manifest-threshold of a TableSchema."""
     value = schema.options.get("file-index.in-manifest-threshold")
     return DEFAULT_THRESHOLD if value is None else parse_memory("file-index.in-manifest-threshold", value)
 
@@ -105,9 +65,9 @@ def _utf(text: str) -> bytes:
     return struct.pack(">H", len(data)) + data
 
 
-def write_container(schema: TableSchema, rows: pa.Table) -> bytes | None:
-    """The container of one data file's rows (their value columns, in file order); None when the
-    table indexes nothing."""
+def write_container(schema, rows: pa.Table) -> bytes | None:
+    """The container of one data file's rows (their value columns, in file order; `schema`: the
+    table's TableSchema); None when the table indexes nothing."""
     wanted = indexed_columns(schema.options)
     if not wanted:
         return None
@@ -163,8 +123,7 @@ class Condition:
     values: tuple | None
 
 
-def may_match(container: Mapping[str, Mapping[str, bytes]], conditions: Sequence[Condition],
-              schema: TableSchema) -> bool:
+def may_match(container: Mapping[str, Mapping[str, bytes]], conditions: Sequence[Condition], schema) -> bool:
     """False only when some condition cannot hold for any row of the file, as its indexes say."""
     for cond in conditions:
         indexes = container.get(cond.column, {})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
+from . import file_index
 from .errors import SchemaError
 from .options import (AGGREGATE_FUNCTIONS, COUNT_MARKER, MERGE_ENGINES, CoreOptions, MergeEngine, did_you_mean,
                       parse_duration_ms, parse_int, parse_memory, parse_positive)
@@ -266,3 +267,40 @@ def check_partition_expiration(o: Mapping[str, str], partition_keys: Sequence[st
         if unknown:
             raise SchemaError(f"option 'partition.timestamp-pattern' {pattern!r} names {unknown}, which are not "
                               f"partition fields {list(partition_keys)}")
+
+
+_FILE_INDEX_COLUMN_OPTIONS = {"bloom-filter": ("items", "fpp"), "bitmap": ("version", "index-block-size")}
+
+
+def check_file_index(schema_options: Mapping[str, str], columns: Mapping[str, object]) -> None:
+    """Paimon 2.x's SchemaValidation.validateFileIndex: named columns exist and have a type the
+    index takes; per-column options name an indexed column. `columns`: name -> DataType."""
+    for key in schema_options:
+        if not key.startswith("file-index."):
+            continue
+        parts = key.split(".")
+        if key in ("file-index.in-manifest-threshold", "file-index.read.enabled") or key.endswith(".columns"):
+            if key.endswith(".columns") and (len(parts) != 3 or parts[1] not in file_index.TYPES):
+                raise SchemaError(f"option {key!r}: dbt-paimon writes the file indexes {', '.join(file_index.TYPES)}")
+            continue
+        if len(parts) != 4 or parts[1] not in file_index.TYPES or parts[3] not in _FILE_INDEX_COLUMN_OPTIONS[parts[1]]:
+            raise SchemaError(f"unknown table option {key!r} (file index options: file-index.<type>.columns, "
+                              f"file-index.bloom-filter.<column>.items / .fpp, file-index.bitmap.<column>.version / "
+                              f".index-block-size, file-index.in-manifest-threshold, file-index.read.enabled)")
+        named = [n.strip() for n in schema_options.get(f"file-index.{parts[1]}.columns", "").split(",")]
+        if parts[2] not in named:
+            raise SchemaError(f"option {key!r} is for column {parts[2]!r}, which file-index.{parts[1]}.columns "
+                              "does not name")
+    for c in file_index.indexed_columns(schema_options):
+        if not c.column:
+            raise SchemaError(f"option 'file-index.{c.type}.columns' names an empty column")
+        if c.column not in columns:
+            raise SchemaError(f"option 'file-index.{c.type}.columns' names {c.column!r}, which the table does not have")
+        root = columns[c.column].root
+        if root not in file_index.TYPES[c.type].SUPPORTED:
+            raise SchemaError(f"column {c.column!r} is {root}, which a {c.type} file index does not take "
+                              f"(it takes {', '.join(file_index.TYPES[c.type].SUPPORTED)})")
+        opts = dict(c.options)
+        if c.type == "bitmap" and opts.get("version", "2") != "2":
+            raise SchemaError(f"option 'file-index.bitmap.{c.column}.version': dbt-paimon writes version 2 "
+                              "(Paimon's default)")

@@ -9,9 +9,8 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from . import file_index
 from . import options as opts
-from .option_validation import check_partition_expiration, validate as validate_options
+from .option_validation import check_file_index, check_partition_expiration, validate as validate_options
 from .errors import CorruptTableError, SchemaError, TableNotFoundError
 from .fileio import FileIO
 from .merge_options import check_merge_options
@@ -211,7 +210,7 @@ def build_schema(
         if f.name in partition_keys and t.root == "BYTES":
             raise SchemaError(f"partition column {f.name!r} is BYTES, which cannot name a partition directory")
         fields.append(DataField(i, f.name, t))
-    file_index.validate(checked, {f.name: f.type for f in fields})
+    check_file_index(checked, {f.name: f.type for f in fields})
     check_partition_expiration(checked, partition_keys)
     schema = TableSchema(
         id=0,

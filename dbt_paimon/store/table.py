@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import binary_row, file_index, key_order
+from . import binary_row, key_order
 from . import options as opts
-from .option_validation import check_partition_expiration, validate as validate_options
+from .option_validation import check_file_index, check_partition_expiration, validate as validate_options
 from .commit import CommitResult, FileStoreCommit
 from .append import AppendWrite
 from .datafile import (CHANGELOG_FILE_PREFIX, VALUE_KIND, KeyValueFileWriter, check_unique, conform,
@@ -171,7 +171,7 @@ class FileStoreTable:
         merged = {k: v for k, v in self.schema.options.items() if k not in reset}
         merged.update(changes)
         validate_options(merged, self.schema.field_names)
-        file_index.validate(merged, {f.name: f.type for f in self.schema.fields})
+        check_file_index(merged, {f.name: f.type for f in self.schema.fields})
         check_partition_expiration(merged, self.schema.partition_keys)
         core = opts.CoreOptions(merged)
         if core.deletion_vectors != self.schema.core.deletion_vectors and not core.deletion_vectors_modifiable:
