@@ -29,7 +29,8 @@ class TableRead:
         indexes rule out are skipped where files are read unmerged (file_index.py)."""
         self.io = io
         core = schema.core
-        self.conditions = tuple(conditions) if (schema.is_append or core.deletion_vectors) and \
+        unmerged = schema.is_append or (core.deletion_vectors and not core.deletion_vectors_merge_on_read)
+        self.conditions = tuple(conditions) if unmerged and \
             (core.get("file-index.read.enabled") or "true").lower() == "true" else ()
         self.table_path = table_path
         self.schema = schema
@@ -143,8 +144,9 @@ class TableRead:
         return container is None or file_index.may_match(container, self.conditions, self.schema)
 
     def read_split(self, split: DataSplit) -> pa.Table:
-        if self.conditions:
-            split = dataclasses.replace(split, files=[f for f in split.files if self.may_match(split, f)])
+        if self.conditions:  # a key table's level-0 file may hold a key's newest version: always read
+            split = dataclasses.replace(split, files=[f for f in split.files if (
+                not self.schema.is_append and f.level == 0) or self.may_match(split, f)])
             if not split.files:
                 return self.output_schema.empty_table()
         if self.merge_function is None:
