@@ -7,7 +7,7 @@ import logging
 
 from pyspark.sql import SparkSession
 
-from ..store.errors import CommitConflictError
+from ..store.errors import CommitConflictError, PaimonError
 from ..store.fileio import FileIO
 from ..store.partition_expire import expire_partitions
 from ..store.tag_creation import create_batch_tag, create_process_time_tags
@@ -46,18 +46,25 @@ def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Executio
             after_conflict(core, attempt, e, "compaction", path, log)
     # then as Paimon's commit maintenance: partitions, tags, snapshots; a batch tag last (Spark's
     # writer creates it once its commit is done)
+    # The write is committed: what follows is maintenance, which a concurrent writer may race (two
+    # batch tags of one day, an expiration that lost every retry); a failure is logged, as Paimon's
+    # writers log theirs, and the next write tries again.
     table = FileStoreTable.open(path, io)
-    for tag in create_process_time_tags(table):
-        log.info("tagged %s as %s", path, tag)
-    extra += expire_partitions(table)
+    extra += _maintain(path, "process-time tags", lambda: create_process_time_tags(table) and [])
+    extra += _maintain(path, "partition expiration", lambda: expire_partitions(table))
     if (table.schema.core.get("tag.time-expire-enabled") or "true").lower() == "true":
-        gone = table.expire_tags()
-        if gone:
-            log.info("expired tags %s of %s", gone, path)
+        _maintain(path, "tag expiration", lambda: table.expire_tags() and [])
     expired = table.expire_snapshots()
     if expired.expired:
         log.info("expired snapshots %s of %s", list(expired.expired), path)
-    tag = create_batch_tag(table)
-    if tag:
-        log.info("tagged snapshot %s of %s as %s", table.latest_snapshot().id, path, tag)
+    _maintain(path, "the batch tag", lambda: create_batch_tag(table) and [])
     return extra
+
+
+def _maintain(path: str, what: str, step) -> list[int]:
+    """One maintenance step after a commit: the snapshots it committed; [] when it failed (logged)."""
+    try:
+        return list(step() or [])
+    except PaimonError as e:
+        log.warning("%s of %s failed after the commit and is tried again after the next one: %s", what, path, e)
+        return []

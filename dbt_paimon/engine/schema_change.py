@@ -53,8 +53,10 @@ def referenced_by_options(schema: TableSchema, column: str) -> list[str]:
         m = re.fullmatch(r"fields\.(.+?)\.[a-z-.]+", key)
         if m and m.group(1) == column:
             refs.append(key)
-        elif key in ("sequence.field", "rowkind.field", "bucket-key") and column in [
-                v.strip() for v in value.split(",")]:
+        elif (key in ("sequence.field", "rowkind.field", "bucket-key") or re.fullmatch(
+                r"file-index\.[a-z-]+\.columns", key)) and column in [v.strip() for v in value.split(",")]:
+            refs.append(key)
+        elif re.fullmatch(rf"file-index\.[a-z-]+\.{re.escape(column)}\.[a-z-]+", key):
             refs.append(key)
     return refs
 

@@ -16,7 +16,12 @@ import pickle
 from typing import Iterator, Mapping
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, InputPartition, IsNull
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+try:  # Spark 4.1 gives Python sources its filters; 4.0 reads without (pyproject admits 4.0)
+    from pyspark.sql.datasource import EqualTo, In, IsNull
+except ImportError:  # pragma: no cover - exercised by the wheel smoke on the lowest versions
+    EqualTo = In = IsNull = None
 from pyspark.sql.types import StructType
 
 from ..store import file_index
@@ -94,7 +99,7 @@ class PaimonDataSource(DataSource):
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
         table = self._table()
         # a reader that takes Spark's filters (only where Spark offers them: else it refuses to plan)
-        indexed = self.options.get(_PUSHDOWN) == "true" and (
+        indexed = EqualTo is not None and self.options.get(_PUSHDOWN) == "true" and (
             table.schema.is_append or table.schema.core.deletion_vectors) and file_index.indexed_columns(
             table.schema.options)
         return (IndexedPaimonReader if indexed else PaimonReader)(table, self._snapshot_id(), schema, self._tag())
@@ -186,10 +191,11 @@ def register(spark, storage_options: Mapping[str, object] | None = None) -> None
                                             else fileio.configured()).items()}
     # Spark hands a Python source its filters only when this is on; it refuses to plan a read whose
     # reader takes filters when it is off, so a session that turned it off reads without them
-    if spark.conf.get(_PUSHDOWN_CONF, None) is None:
-        spark.conf.set(_PUSHDOWN_CONF, "true")
-    if spark.conf.get(_PUSHDOWN_CONF).lower() == "true":
-        defaults[_PUSHDOWN] = "true"
+    if EqualTo is not None:
+        if spark.conf.get(_PUSHDOWN_CONF, None) is None:
+            spark.conf.set(_PUSHDOWN_CONF, "true")
+        if spark.conf.get(_PUSHDOWN_CONF).lower() == "true":
+            defaults[_PUSHDOWN] = "true"
     if not defaults:
         spark.dataSource.register(PaimonDataSource)
         return

@@ -31,7 +31,7 @@ from .types import DataType
 TYPE = "bitmap"
 VERSION = 2
 DEFAULT_BLOCK_SIZE = 16 * 1024
-SUPPORTED = ("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "STRING", "DATE", "TIMESTAMP",
+SUPPORTED = ("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "DATE", "TIMESTAMP",
              "TIMESTAMP_LTZ")
 _FIXED = {"BOOLEAN": ">?", "TINYINT": ">b", "SMALLINT": ">h", "INT": ">i", "DATE": ">i", "BIGINT": ">q",
           "TIMESTAMP": ">q", "TIMESTAMP_LTZ": ">q", "FLOAT": ">f", "DOUBLE": ">d"}

@@ -5,8 +5,9 @@ A filter of `items` expected values at false-positive rate `fpp` has
 bits, stored as int32 BE k then numBits / 8 bytes, bit p at byte p >> 3, bit p & 7 (least significant
 first). A value's 64-bit hash h sets bits ((int) h + i * (int) (h >>> 32), wrapped to int32, ~c when
 negative) % numBits for i = 1..k. Strings and bytes hash by XXH64 (seed 0) of their bytes; integers,
-dates, floats and doubles (by their Java bit patterns) and timestamps (epoch millis up to precision 3,
-else micros) by Thomas Wang's 64-bit mix of the value as a long. Nulls are not added. Everything here
+dates, floats and doubles (by their Java bit patterns; Java files' filters are read, ours are not
+written for them: -0.0 and 0.0, equal to Spark, hash apart) and timestamps (epoch millis up to
+precision 3, else micros) by Thomas Wang's 64-bit mix of the value as a long. Nulls are not added. Everything here
 works on whole columns (numpy); XXH64 runs once per distinct string length.
 """
 
@@ -23,7 +24,7 @@ from .types import DataType
 
 TYPE = "bloom-filter"
 DEFAULT_ITEMS, DEFAULT_FPP = 1_000_000, 0.1
-SUPPORTED = ("TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BYTES", "DATE", "TIMESTAMP",
+SUPPORTED = ("TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "BYTES", "DATE", "TIMESTAMP",
              "TIMESTAMP_LTZ")
 
 _P1, _P2, _P3 = np.uint64(0x9E3779B185EBCA87), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9)

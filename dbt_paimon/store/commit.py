@@ -36,7 +36,6 @@ class FileStoreCommit:
         self.io = io
         self.table_path = table_path.rstrip("/")
         self.schema = schema
-        check_writable(schema, table_path)
         self.commit_user = commit_user or str(uuid.uuid4())
         self.snapshots = SnapshotManager(io, self.table_path)
         self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)
@@ -68,6 +67,7 @@ class FileStoreCommit:
         """
         if not entries and index_manifest is ... and not vectors:
             return None
+        check_writable(self.schema, self.table_path)
         changelog = [e for e in entries if e.changelog]
         entries = data_entries(entries)
         if kind == OVERWRITE and changelog:  # as overwrite(): Paimon commits no changelog there
@@ -86,8 +86,8 @@ class FileStoreCommit:
                 self._discard([delta_meta, changelog_meta])
                 raise CommitConflictError(
                     f"table {self.table_path} moved from snapshot {expected_latest} to {latest_id} while this job ran")
+            live = self.live_entries(latest) if deletes or vectors else {}
             if deletes:
-                live = self.live_entries(latest)
                 gone = [e for e in deletes if e.identifier not in live]
                 if gone:
                     self._discard([delta_meta, changelog_meta])
@@ -97,7 +97,7 @@ class FileStoreCommit:
             attempt_index = index_manifest
             if vectors:
                 try:
-                    attempt_index = self._with_vectors(latest, vectors)
+                    attempt_index = self._with_vectors(latest, vectors, live)
                 except CommitConflictError:
                     self._discard([delta_meta, changelog_meta])
                     raise
@@ -108,7 +108,7 @@ class FileStoreCommit:
             # Lost the race for snapshot-N: drop this attempt's lists and build on the new latest.
             for name in written:
                 self.io.delete(f"{self.manifest_lists.dir}/{name}")
-            if vectors and attempt_index is not None:
+            if vectors and attempt_index not in (None, latest.index_manifest if latest else None):
                 self.io.delete(f"{self.manifest_lists.dir}/{attempt_index}")
             if attempt > max_retries:
                 self._discard([delta_meta, changelog_meta])
@@ -126,6 +126,7 @@ class FileStoreCommit:
         table the overwritten partitions' HASH index files go too, replaced by `index_files`: those
         of the buckets `entries` wrote. Changelog files are not committed (Paimon: "Overwrite mode
         currently does not commit any changelog"): they are deleted."""
+        check_writable(self.schema, self.table_path)
         self.abort([e for e in entries if e.changelog])
         entries = data_entries(entries)
         attempt = 0
@@ -164,18 +165,22 @@ class FileStoreCommit:
         vectors = {e.bucket_id: None for e in entries if e.index_type == DELETION_VECTORS_INDEX}
         return manifests.combine(previous, index_files, removed, vectors)
 
-    def _with_vectors(self, latest: Snapshot | None, vectors: Sequence[VectorsChange]) -> str | None:
-        """The index manifest of `latest` with the buckets' vectors replaced; CommitConflictError when
-        one bucket's vectors are no longer those the change was computed from."""
+    def _with_vectors(self, latest: Snapshot | None, vectors: Sequence[VectorsChange], live: Mapping) -> str | None:
+        """The index manifest of `latest` with the buckets' changed vectors replaced; CommitConflictError
+        when one bucket's vectors are no longer those the compaction read, or a file whose rows it
+        deleted is gone (another compaction rewrote it: its rows would be live twice)."""
         current = bucket_indexes(self.io, self.table_path, latest)
+        names = {(e.partition, e.bucket, e.file.file_name) for e in live.values()}
         for v in vectors:
             now = current.get((v.partition, v.bucket))
-            if (now.file_name if now else None) != v.previous:
+            gone = [f for f in v.marked if (v.partition, v.bucket, f) not in names]
+            if (now.file_name if now else None) != v.previous or gone:
                 raise CommitConflictError(
                     f"commit conflicts with snapshot {latest.id if latest else None}: the deletion vectors of bucket "
                     f"{v.bucket} changed since this compaction read them")
-        return IndexManifestFile(self.io, self.table_path).combine(
-            latest.index_manifest if latest else None, {}, (), {(v.partition, v.bucket): v.new for v in vectors})
+        previous = latest.index_manifest if latest else None
+        changed = {(v.partition, v.bucket): v.new for v in vectors if v.changed}
+        return IndexManifestFile(self.io, self.table_path).combine(previous, {}, (), changed) if changed else previous
 
     def _publish(self, latest: Snapshot | None, snapshot: Snapshot) -> bool:
         """Create snapshot-N if absent, then the LATEST (and first time EARLIEST) hints; False when

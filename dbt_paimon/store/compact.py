@@ -125,15 +125,18 @@ def compact_bucket_dv(table, split: DataSplit, output_level: int,
     changelog = _changelog(table, split, output_level, bucket_files, derive_changelog)
     writer = KeyValueFileWriter(table.io, schema, split.bucket_path, level=output_level,
                                 file_source=FILE_SOURCE_COMPACT)
-    change, vectors = [], changed_vectors(before, inputs, deleted)
+    vectors = changed_vectors(before, inputs, deleted)
+    previous = split.deletion_index.file_name if split.deletion_index else None
+    # always one change: the commit checks the bucket's vectors are still those read, even unchanged
+    # (another compaction of the bucket may have deleted rows of the files this one rewrites)
+    change = [VectorsChange(split.partition, split.bucket, previous, None, False, tuple(deleted))]
     try:
         kv = reader.merge_function.merge(found + unit, overlapping=True, drop_deletes=True)
         metas = writer.write_kv(_kv_layout(kv, schema)) if kv.num_rows else []
         if vectors is not None:
             new = DeletionVectorsIndexFile(table.io, table.path, schema.core.deletion_vectors_bitmap64).write(
                 vectors) if vectors else None
-            change = [VectorsChange(split.partition, split.bucket,
-                                    split.deletion_index.file_name if split.deletion_index else None, new)]
+            change = [VectorsChange(split.partition, split.bucket, previous, new, True, tuple(deleted))]
     except BaseException:
         writer.discard()
         abort_compaction(table, split, changelog)

@@ -162,12 +162,16 @@ class DeletionVectorsIndexFile:
 
 @dataclass(frozen=True)
 class VectorsChange:
-    """A compaction's new vectors of one bucket: `new` replaces the index file `previous` (the one it
-    read; None: the bucket had none). `new` None: the bucket keeps no vectors."""
+    """What a compaction of one bucket did to its vectors, checked at commit against what another
+    commit did meanwhile: `previous` is the index file it read (None: the bucket had none), `marked`
+    the files whose rows it deleted (they must still be live). With `changed`, `new` replaces
+    `previous` (None: the bucket keeps no vectors); else the bucket's vectors stay as they were."""
     partition: bytes
     bucket: int
     previous: str | None
     new: IndexFileMeta | None
+    changed: bool = True
+    marked: tuple = ()
 
 
 def changed_vectors(before: Mapping[str, np.ndarray], rewritten, deleted: Mapping[str, np.ndarray]

@@ -54,6 +54,7 @@ def create_batch_tag(table) -> str | None:
     retained = core.get("tag.default-time-retained")
     table.create_tag(name, latest.id, dt.timedelta(milliseconds=parse_duration_ms("tag.default-time-retained",
                                                                                   retained)) if retained else None)
+    log.info("tagged snapshot %d of %s as %s", latest.id, table.path, name)
     keep = core.get("tag.num-retained-max")
     if keep:
         tags = sorted(table.list_tags(), key=lambda t: (t.snapshot_id, t.name))
@@ -118,9 +119,10 @@ def create_process_time_tags(table) -> list[str]:
         if table.tags.exists(name):
             continue
         table.create_tag(name, snapshot_id, dt.timedelta(milliseconds=parse_duration_ms(
-            "tag.default-time-retained", retained)) if retained else None)
+            "tag.default-time-retained", retained)) if retained else None, ignore_if_exists=True)
         auto[name] = snapshot_id
         made.append(name)
+        log.info("tagged snapshot %d of %s as %s", snapshot_id, table.path, name)
     keep = core.get("tag.num-retained-max")
     if made and keep and len(auto) > int(keep):
         for old in sorted(auto, key=lambda n: (auto[n], n))[:len(auto) - int(keep)]:

@@ -3,12 +3,17 @@ what a reader refuses."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from dbt_paimon.store.deletion_vectors import (DeletionVectorsIndexFile, changed_vectors, live_mask, read_vectors,
                                                ranges)
-from dbt_paimon.store.errors import CorruptTableError
+from dbt_paimon.store import FileStoreTable
+from dbt_paimon.store.compact import compact_bucket_dv
+from dbt_paimon.store.errors import CommitConflictError, CorruptTableError
 from dbt_paimon.store.fileio import FileIO
 
 # One data file with rows 1 and 5 deleted, as Java 2.x writes it (BitmapDeletionVector /
@@ -48,3 +53,40 @@ def test_a_compaction_drops_the_vectors_of_what_it_rewrote_and_adds_what_it_dele
     after = changed_vectors(before, {"a"}, {"b": np.array([0, 2]), "c": np.array([3])})
     assert {n: v.tolist() for n, v in after.items()} == {"b": [0, 2], "c": [3]}
     assert changed_vectors(before, set(), {"b": np.array([2])}) is None  # nothing new
+
+
+def _dv_table(path: str):
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    table = FileStoreTable.create(path, schema, ["id"], options={"bucket": "1", "deletion-vectors.enabled": "true"})
+
+    def write(ids, v):
+        w = table.new_write()
+        w.write(pa.table({"id": ids, "v": [v] * len(ids)}, schema=schema))
+        table.new_commit().commit(w.prepare_commit())
+
+    def compaction(level: int, level0_only: bool):
+        split = table.plan().splits[0]
+        unit = [f for f in split.files if f.level == 0] if level0_only else split.files
+        return compact_bucket_dv(table, dataclasses.replace(split, files=unit), level, split.files)
+    return table, write, compaction
+
+
+@pytest.mark.parametrize("first", ["full", "lookup"])
+def test_two_compactions_of_one_bucket_cannot_both_commit(tmp_path, first):
+    """A full compaction (no vectors of its own to write) and a level-0 compaction that deletes a row
+    of a file the first rewrites: whichever commits second conflicts (else the key is live twice)."""
+    table, write, compaction = _dv_table(str(tmp_path / "t"))
+    write([1, 2, 3], "a")
+    entries, vectors = compaction(5, False)
+    table.new_commit().commit(entries, "COMPACT", vectors=vectors)
+    write([4], "b")
+    entries, vectors = compaction(4, True)
+    table.new_commit().commit(entries, "COMPACT", vectors=vectors)  # key 4 is new: level 4, no vector
+    full = compaction(5, False)  # reads levels 4 and 5
+    write([1], "c")
+    lookup = compaction(3, True)  # key 1's row in the level-5 file gets deleted
+    assert lookup[1][0].marked
+    order = [full, lookup] if first == "full" else [lookup, full]
+    table.new_commit().commit(order[0][0], "COMPACT", vectors=order[0][1])
+    with pytest.raises(CommitConflictError, match="deletion vectors of bucket 0 changed"):
+        table.new_commit().commit(order[1][0], "COMPACT", vectors=order[1][1])

@@ -114,3 +114,14 @@ def test_small_indexes_are_embedded_big_ones_are_files_and_files_are_skipped(tmp
 def test_file_index_options_paimon_refuses_are_refused(tmp_path, options, message):
     with pytest.raises(SchemaError, match=message):
         FileStoreTable.create(str(tmp_path / "t"), SCHEMA, ["id"], options=options)
+
+
+def test_an_indexed_column_counts_as_named_by_the_options():
+    """So dropping or renaming it is refused (Paimon 2.x refuses it too), not left to break every write."""
+    from dbt_paimon.engine.schema_change import referenced_by_options
+
+    schema = build_schema(SCHEMA, ["id"], [], {**OPTIONS, "file-index.bloom-filter.columns": "b,s",
+                                               "file-index.bloom-filter.s.items": "10"})
+    assert referenced_by_options(schema, "s") == ["file-index.bitmap.columns", "file-index.bloom-filter.columns",
+                                                  "file-index.bloom-filter.s.items"]
+    assert referenced_by_options(schema, "id") == []
