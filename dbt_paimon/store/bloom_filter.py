@@ -122,11 +122,10 @@ def value_hashes(values: pa.Array, dtype: DataType) -> np.ndarray:
         return long_hash(np.where(np.isnan(d), np.int64(0x7FF8000000000000), d.view(np.int64)))
     if root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
         unit = "ms" if dtype.precision <= 3 else "us"
-        ts = values.cast(pa.timestamp(values.type.unit, values.type.tz))
         if values.type.unit == "ns" and unit == "us":  # Timestamp.toMicros: floor of the nanos
-            ints = pc.floor(pc.divide(ts.cast(pa.int64()).cast(pa.float64()), 1000.0)).cast(pa.int64())
+            ints = pc.floor(pc.divide(values.cast(pa.int64()).cast(pa.float64()), 1000.0)).cast(pa.int64())
         else:
-            ints = ts.cast(pa.timestamp(unit, ts.type.tz), safe=False).cast(pa.int64())
+            ints = values.cast(pa.timestamp(unit, values.type.tz), safe=False).cast(pa.int64())
         return long_hash(ints.to_numpy(zero_copy_only=False))
     if root == "DATE":
         return long_hash(values.cast(pa.int32()).to_numpy(zero_copy_only=False))

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from .datafile import CHANGELOG_FILE_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, KeyValueFileWriter, key_column, \
+from .datafile import CHANGELOG_FILE_PREFIX, KeyValueFileWriter, key_column, kv_column_names, \
     kv_arrow_schema
 from .deletion_vectors import DeletionVectorsIndexFile, VectorsChange, changed_vectors, read_vectors
 from .errors import PaimonError
@@ -146,8 +146,7 @@ def compact_bucket_dv(table, split: DataSplit, output_level: int,
 
 
 def _kv_layout(kv: pa.Table, schema: TableSchema) -> pa.Table:
-    names = [key_column(k) for k in schema.trimmed_primary_keys] + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
-    return pa.Table.from_arrays([kv.column(n) for n in names], schema=kv_arrow_schema(schema))
+    return pa.Table.from_arrays([kv.column(n) for n in kv_column_names(schema)], schema=kv_arrow_schema(schema))
 
 
 def abort_compaction(table, split: DataSplit, entries: Sequence[ManifestEntry]) -> None:

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import key_order
-from .datafile import DELETE, INSERT, SEQUENCE_NUMBER, UPDATE_AFTER, UPDATE_BEFORE, VALUE_KIND, key_column, \
+from .datafile import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, VALUE_KIND, key_column, kv_column_names, \
     kv_arrow_schema
 from .manifest import DataFileMeta
 from .options import MergeEngine
@@ -63,7 +63,7 @@ def compaction_changelog(table, split: DataSplit, bucket_files: Sequence[DataFil
     schema = table.schema
     reader = TableRead(table.io, table.path, schema)
     keys = [key_column(k) for k in schema.trimmed_primary_keys]
-    names = keys + [SEQUENCE_NUMBER, VALUE_KIND] + schema.field_names
+    names = kv_column_names(schema)
     arrow = kv_arrow_schema(schema)
 
     def kv(rows: pa.Table) -> pa.Table:  # in the KeyValue layout (a join or merge loses its order)

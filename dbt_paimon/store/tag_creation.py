@@ -32,6 +32,12 @@ _FORMATS = {  # tag.period-formatter -> (daily name, hourly name)
     "without_dashes_and_spaces": ("%Y%m%d", "%Y%m%d%H")}
 
 
+def _retention(core) -> dt.timedelta | None:
+    """tag.default-time-retained: how long a tag made here lives (None: until deleted)."""
+    value = core.get("tag.default-time-retained")
+    return dt.timedelta(milliseconds=parse_duration_ms("tag.default-time-retained", value)) if value else None
+
+
 def batch_tag_name(core, snapshot) -> str:
     custom = core.get("tag.batch.customized-name")
     if custom:
@@ -51,9 +57,7 @@ def create_batch_tag(table) -> str | None:
     name = batch_tag_name(core, latest)
     if table.tags.exists(name):
         table.delete_tag(name)
-    retained = core.get("tag.default-time-retained")
-    table.create_tag(name, latest.id, dt.timedelta(milliseconds=parse_duration_ms("tag.default-time-retained",
-                                                                                  retained)) if retained else None)
+    table.create_tag(name, latest.id, _retention(core))
     log.info("tagged snapshot %d of %s as %s", latest.id, table.path, name)
     keep = core.get("tag.num-retained-max")
     if keep:
@@ -113,13 +117,11 @@ def create_process_time_tags(table) -> list[str]:
     start = max(auto.values()) + 1 if auto else (mgr.earliest_id() or 1)
     snapshots = [s for s in (mgr.try_snapshot(i) for i in range(start, (mgr.latest_id() or 0) + 1)) if s is not None]
     delay = dt.timedelta(milliseconds=parse_duration_ms("tag.creation-delay", core.get("tag.creation-delay") or "0"))
-    retained = core.get("tag.default-time-retained")
     made = []
     for name, snapshot_id in process_time_tags(snapshots, auto, period, name_format, delay):
         if table.tags.exists(name):
             continue
-        table.create_tag(name, snapshot_id, dt.timedelta(milliseconds=parse_duration_ms(
-            "tag.default-time-retained", retained)) if retained else None, ignore_if_exists=True)
+        table.create_tag(name, snapshot_id, _retention(core), ignore_if_exists=True)
         auto[name] = snapshot_id
         made.append(name)
         log.info("tagged snapshot %d of %s as %s", snapshot_id, table.path, name)
