@@ -36,6 +36,7 @@ from ..store.datafile import DELETE, INSERT
 from ..store.errors import DataError, SchemaError
 from ..store.key_hash import java_bucket, key_hashes
 from ..store.options import BucketMode, MergeEngine
+from ..store.postpone import PartitionBuckets
 from ..store.schema import TableSchema
 from .bucket_assigner import BucketAssigner
 from .delete_existing_processor import DeleteExistingProcessor
@@ -131,13 +132,18 @@ def _describe(rows: pa.Table, columns: Sequence[str], mask: np.ndarray, limit: i
 
 class GlobalIndexAssigner:
     def __init__(self, schema: TableSchema, num_assigners: int = 1, assign_id: int = 0,
-                 sequence_by: str | None = None, not_null: Sequence[str] = ()):
+                 sequence_by: str | None = None, not_null: Sequence[str] = (),
+                 buckets: PartitionBuckets | None = None):
         """not_null: columns this run declares NOT NULL (dbt's not_null constraints), checked with
-        the table's own NOT NULL columns."""
+        the table's own NOT NULL columns. buckets (POSTPONE_MODE): each partition's bucket count as
+        the job planned it; left out, every partition is taken as new."""
         self.schema = schema
         self.not_null = list(dict.fromkeys([f.name for f in schema.fields if not f.type.nullable and
                                             f.name not in schema.primary_keys] + list(not_null)))
         self.mode = schema.bucket_mode
+        if self.mode == BucketMode.POSTPONE_MODE and buckets is None:
+            buckets = PartitionBuckets.of_plan(schema, None)
+        self.buckets = buckets
         self.keys = list(schema.primary_keys)
         self.partition_keys = list(schema.partition_keys)
         self.sequence_by = sequence_by
@@ -243,11 +249,13 @@ class GlobalIndexAssigner:
         if drop.any() and self.mode == BucketMode.KEY_DYNAMIC:
             self._decrement(joined, drop)
         new = ~matched & active
-        if self.mode == BucketMode.HASH_FIXED:
+        if self.mode in (BucketMode.HASH_FIXED, BucketMode.POSTPONE_MODE):
+            # a postpone-bucket table hashes as a fixed-bucket one, by its partition's count
             update = matched & active
             hk = self.schema.bucket_keys
             hashes = key_hashes([joined.column(k) for k in hk], [self.schema.field(k).type for k in hk])
-            buckets = java_bucket(hashes, self.schema.core.bucket).astype(np.int32)
+            count = self.schema.core.bucket if self.buckets is None else self.buckets.of_rows(joined)
+            buckets = java_bucket(hashes, count).astype(np.int32)
             out = joined.select(table_cols)
         elif self.mode == BucketMode.HASH_DYNAMIC:
             update = matched & active

@@ -22,6 +22,7 @@ microsecond timestamps, TIMESTAMP_LTZ as UTC instants. Both executors carry iden
 
 from __future__ import annotations
 
+import copy
 from enum import IntEnum
 from typing import Iterable, Sequence
 
@@ -29,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..store.options import BucketMode
+from ..store.postpone import PartitionBuckets
 from ..store.schema import TableSchema
 from ..store.types import DataType
 
@@ -83,6 +85,14 @@ class StageRows:
         if sequence_by and sequence_by not in columns:
             columns.append(sequence_by)
         self.live_key_columns = columns  # the table's columns a live key carries
+        # POSTPONE_MODE: each partition's bucket count as of the job's plan (store/postpone.py)
+        self.buckets: PartitionBuckets | None = None
+
+    def with_buckets(self, buckets: PartitionBuckets | None) -> "StageRows":
+        """These layouts for a job that writes with `buckets` (a postpone-bucket table's counts)."""
+        staged = copy.copy(self)
+        staged.buckets = buckets
+        return staged
 
     def _fields(self, names: Iterable[str]) -> list[pa.Field]:
         return [pa.field(n, TYPES[n] if n in TYPES else exchange_type(self.schema.field(n).type)) for n in names]

@@ -27,9 +27,9 @@ from ..store.manifest import data_entries
 from ..store.options import MergeEngine
 from ..store.read import TableRead
 from ..store.retry import after_conflict
+from ..store.postpone import PartitionBuckets
 from ..store.scan import DataSplit, next_sequences
 from ..store.snapshot import APPEND
-from ..store.schema import check_writable
 from ..store.table import FileStoreTable
 from . import deploy, jobs, tasks
 from .post_commit import after_commit
@@ -111,7 +111,6 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_opti
         attempt += 1
         table = FileStoreTable.open(path, io)
         schema = table.schema
-        check_writable(schema, path)
         if update is not None and not schema.is_append:
             raise SchemaError(f"table {path} has a primary key: its rows are updated by upsert")
         if update is None:
@@ -166,6 +165,7 @@ def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str 
     next_sequence = next_sequences(plan.splits)
     part_cols = [F.col(f"`{p}`") for p in schema.partition_keys] + [F.col(BUCKET)]
     written = doomed.repartition(max(parallelism * 2, 1), *part_cols).mapInArrow(
-        tasks.write_task(table.path, schema, table.io, next_sequence, index_files=None, update_index=False),
+        tasks.write_task(table.path, schema, table.io, next_sequence, index_files=None, update_index=False,
+                         buckets=PartitionBuckets.of_plan(schema, plan)),
         struct_of(PAYLOAD))
     return [e for payload in jobs.collect_payloads(spark, written) for e in payload[0]]

@@ -305,7 +305,8 @@ def _assigned_and_written(table: FileStoreTable, stage: StageRows, routed: _Rout
                           record=recording, lookup=looking_up),
         struct_of(PACKED))
     return assigned.repartition(sizes.writers, F.col(TO)).mapInArrow(
-        tasks.write_task(table.path, table.schema, table.io, next_sequence, index_files, packed=True),
+        tasks.write_task(table.path, table.schema, table.io, next_sequence, index_files, packed=True,
+                         buckets=stage.buckets),
         struct_of(PAYLOAD))
 
 

@@ -223,7 +223,8 @@ class LocalExecutor:
         shares = _writer_shares(result.rows, stage, threads)
 
         def write(share: np.ndarray | None):
-            return tasks.write_rows(table.path, schema, table.io, next_sequence, index_files, result.rows, at=share)
+            return tasks.write_rows(table.path, schema, table.io, next_sequence, index_files, result.rows, at=share,
+                                    buckets=stage.buckets)
         if threads == 1:
             written = [write(share) for share in shares]
             recorded = _index_runs(commit, result.rows, result.in_place) if commit is not None else None

@@ -16,7 +16,9 @@ files are exactly what a run on the newer snapshot would write when, since the j
   (store/conflicts.py); the job removes no file of its own;
 - (HASH_DYNAMIC) no commit rewrote the HASH index file of a bucket whose index file the job
   rewrites: the commit's index manifest is the newer snapshot's with the job's buckets' files in
-  place, so the two writers' new keys stay in the buckets each put them in.
+  place, so the two writers' new keys stay in the buckets each put them in;
+- (POSTPONE_MODE) every partition the job writes has the bucket count the job hashed its rows by
+  (store/postpone.py): another writer may have given a new partition its count first.
 
 Fixed buckets and cross-partition tables need no more: a key that no commit touched is where the
 job found it, and two writers' different keys may share a bucket (their order in it is by key;
@@ -42,6 +44,7 @@ from ..store.conflicts import changes_since
 from ..store.key_hash import key_hashes
 from ..store.manifest import ADD
 from ..store.options import BucketMode
+from ..store.postpone import PartitionBuckets
 from ..store.schema import TableSchema
 from ..store.snapshot import Snapshot
 from ..store.table import FileStoreTable
@@ -63,6 +66,10 @@ def why_not(table: FileStoreTable, base: Snapshot | None, latest: Snapshot | Non
         return changes.rebuilt
     if schema.bucket_mode == BucketMode.HASH_DYNAMIC and changes.index_buckets & set(job.index_changes):
         return "another commit rewrote the hash index of a bucket the job adds keys to"
+    if schema.bucket_mode == BucketMode.POSTPONE_MODE:
+        counts = PartitionBuckets.of_plan(schema, table.plan(latest.id))
+        if any(e.total_buckets != counts.of_partition(e.partition) for e in job.entries if e.bucket >= 0):
+            return "another commit gave a partition the job writes another bucket count"
     if changes.appended:
         theirs = changes.keys()
         if theirs.num_rows and holds_any(np.unique(key_hash_of(theirs, schema))):

@@ -33,6 +33,7 @@ from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestEntry, read_hash_index
 from ..store.key_hash import key_hashes
 from ..store.options import BucketMode
+from ..store.postpone import PartitionBuckets
 from ..store.read import TableRead
 from ..store.scan import DataSplit, next_sequences
 from ..store.schema import TableSchema
@@ -262,7 +263,8 @@ def assign(stage: StageRows, num_assigners: int, assign_id: int, batch: pa.Table
         indexed = pa.Table.from_arrays(
             [index.column(p) for p in schema.partition_keys] + [index.column(HASH), index.column(BUCKET)],
             names=olds + [HASH, OLD_BUCKET])
-    assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, stage.sequence_by, stage.not_null)
+    assigner = GlobalIndexAssigner(schema, num_assigners, assign_id, stage.sequence_by, stage.not_null,
+                                   stage.buckets)
     return assigner.process(batch, existing, indexed, bucket_counts)
 
 
@@ -445,13 +447,14 @@ def add_summary(counts: AssignCounts, assigned: pa.Table) -> pa.Table:
 # ---- stage: write ------------------------------------------------------------------------------------
 
 def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, index_files: dict | None = None,
-               update_index: bool = True, packed: bool = False):
+               update_index: bool = True, packed: bool = False, buckets: PartitionBuckets | None = None):
     """Writes the buckets of one Spark partition of the shuffle by (partition, bucket); returns one
     row (PAYLOAD): the pickled manifest entries, counts, (HASH_DYNAMIC) rewritten index files and
     the assigners' key-index records that came to it (record_packet), for the driver.
 
     index_files: (partition bytes, bucket) -> the bucket's HASH index entry in the bootstrap snapshot.
-    packed: the rows come as PACKED (from assign_task), else as rows (a delete's)."""
+    packed: the rows come as PACKED (from assign_task), else as rows (a delete's).
+    buckets: a postpone-bucket table's counts per partition, as the job planned them."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(batches)
         counts = AssignCounts()
@@ -459,19 +462,21 @@ def write_task(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, 
         table = _rows_of(batches, packed)
         if table is not None and table.num_rows:
             data = add_summary(counts, table)
-            entries, new_index = write_rows(path, schema, io, next_sequence, index_files, data, update_index)
+            entries, new_index = write_rows(path, schema, io, next_sequence, index_files, data, update_index,
+                                            buckets=buckets)
         yield payload((entries, counts, new_index, records_of(batches) if packed else []))
     return run
 
 
 def write_rows(path: str, schema: TableSchema, io: FileIO, next_sequence: dict, index_files: dict | None,
-               data: pa.Table, update_index: bool = True, at: np.ndarray | None = None) -> tuple[list, dict]:
+               data: pa.Table, update_index: bool = True, at: np.ndarray | None = None,
+               buckets: PartitionBuckets | None = None) -> tuple[list, dict]:
     """Write assigned rows (the table's columns + BUCKET + KIND [+ HASH]) into their buckets' files:
     (manifest entries, rewritten HASH index files). at: only the rows at these positions (a
-    driver-local writer thread's share of whole buckets)."""
+    driver-local writer thread's share of whole buckets). buckets: see write_task."""
     if not data.num_rows or (at is not None and not len(at)):
         return [], {}
-    writer = FileStoreTable(path, schema, io).new_write(next_sequence)
+    writer = FileStoreTable(path, schema, io).new_write(next_sequence, buckets)
     entries = writer.write(data.select(schema.field_names), data.column(BUCKET), data.column(KIND), at)
     # deletes keep their hashes, as in Paimon
     if schema.bucket_mode != BucketMode.HASH_DYNAMIC or not update_index:

@@ -34,6 +34,7 @@ from ..store.index import HashIndexFile, IndexManifestFile
 from ..store.manifest import data_entries
 from ..store.options import BucketMode
 from ..store.retry import after_conflict
+from ..store.postpone import PartitionBuckets
 from ..store.schema import SchemaManager, TableSchema, build_schema, check_writable, resolve_columns
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
@@ -315,7 +316,8 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         plan = table.plan() if exists else None
         base = plan.snapshot if plan else None
         clock.lap("plan")
-        job = executor.run_job(table, None if overwriting is not None else plan, stage)
+        planned = None if overwriting is not None else plan
+        job = executor.run_job(table, planned, stage.with_buckets(PartitionBuckets.of_plan(schema, planned)))
         retracted = retract(table, plan) if retract is not None and plan is not None else []
         if retracted:
             counts = AssignCounts(**job.counts.as_dict())

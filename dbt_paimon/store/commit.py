@@ -18,9 +18,11 @@ from .fileio import FileIO
 from .index import DELETION_VECTORS_INDEX, HASH_INDEX, IndexFileMeta, IndexManifestFile
 from .manifest import (ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, data_entries,
                        merge_entries)
+from .options import BucketMode
 from .paths import bucket_dir, partition_path
+from .postpone import check_counts_kept
 from .retry import give_up_hint, wait_before_retry
-from .schema import TableSchema, check_writable
+from .schema import TableSchema
 from .snapshot import APPEND, BATCH_COMMIT_IDENTIFIER, OVERWRITE, Snapshot, SnapshotManager
 from . import binary_row
 
@@ -67,7 +69,6 @@ class FileStoreCommit:
         """
         if not entries and index_manifest is ... and not vectors:
             return None
-        check_writable(self.schema, self.table_path)
         changelog = [e for e in entries if e.changelog]
         entries = data_entries(entries)
         if kind == OVERWRITE and changelog:  # as overwrite(): Paimon commits no changelog there
@@ -86,7 +87,14 @@ class FileStoreCommit:
                 self._discard([delta_meta, changelog_meta])
                 raise CommitConflictError(
                     f"table {self.table_path} moved from snapshot {expected_latest} to {latest_id} while this job ran")
-            live = self.live_entries(latest) if deletes or vectors else {}
+            postpone = self.schema.bucket_mode == BucketMode.POSTPONE_MODE and kind != OVERWRITE
+            live = self.live_entries(latest) if deletes or vectors or postpone else {}
+            if postpone:
+                try:
+                    check_counts_kept(self.schema, entries, live.values())
+                except CommitConflictError:
+                    self._discard([delta_meta, changelog_meta])
+                    raise
             if deletes:
                 gone = [e for e in deletes if e.identifier not in live]
                 if gone:
@@ -126,7 +134,6 @@ class FileStoreCommit:
         table the overwritten partitions' HASH index files go too, replaced by `index_files`: those
         of the buckets `entries` wrote. Changelog files are not committed (Paimon: "Overwrite mode
         currently does not commit any changelog"): they are deleted."""
-        check_writable(self.schema, self.table_path)
         self.abort([e for e in entries if e.changelog])
         entries = data_entries(entries)
         attempt = 0

@@ -177,6 +177,6 @@ def key_hashes(columns: Sequence[pa.Array | pa.ChunkedArray], types: Sequence[Da
     return out
 
 
-def java_bucket(hashes: np.ndarray, num_buckets: int) -> np.ndarray:
-    """Math.abs(hash % N) with Java's truncating remainder."""
+def java_bucket(hashes: np.ndarray, num_buckets: "int | np.ndarray") -> np.ndarray:
+    """Math.abs(hash % N) with Java's truncating remainder; N one count, or one per hash."""
     return np.abs(np.fmod(hashes.astype(np.int64), num_buckets)).astype(np.int32)

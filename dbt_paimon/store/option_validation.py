@@ -55,6 +55,11 @@ def _changelog_producer(key: str, value: str) -> str:
 _KNOWN: dict[str, object] = {
     "bucket": parse_int,
     "bucket-key": None,
+    # postpone bucket mode (postpone.py): batch writes go to real buckets, as Paimon's batch writers
+    "postpone.default-bucket-num": parse_positive,
+    "postpone.batch-write-fixed-bucket": _choice("true", why=" (dbt-paimon writes postpone-bucket tables as "
+                                                 "Paimon's batch writers do, into real buckets; it does not "
+                                                 "write rows into bucket -2)"),
     "merge-engine": _choice(*MERGE_ENGINES),
     "ignore-delete": _bool,
     "partial-update.remove-record-on-delete": _bool,

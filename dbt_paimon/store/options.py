@@ -38,7 +38,7 @@ class BucketMode(ValueEnum):
     HASH_DYNAMIC = "HASH_DYNAMIC"  # bucket = -1, the primary key holds every partition field
     KEY_DYNAMIC = "KEY_DYNAMIC"  # bucket = -1, cross-partition: a key may move partitions
     BUCKET_UNAWARE = "BUCKET_UNAWARE"  # bucket = -1 on an append table: every file in bucket 0
-    POSTPONE_MODE = "POSTPONE_MODE"  # bucket = -2: rows wait in bucket -2 until Paimon's postpone compaction
+    POSTPONE_MODE = "POSTPONE_MODE"  # bucket = -2: a bucket count per partition (postpone.py)
 
 
 POSTPONE_BUCKET = -2
@@ -50,6 +50,7 @@ INT_MAX = 2**31 - 1
 # back to it.
 DEFAULTS: dict[str, str] = {
     "bucket": "-1",
+    "postpone.default-bucket-num": "1",  # a new partition's buckets in postpone mode (Paimon 1.4, 2.0)
     "merge-engine": MergeEngine.DEDUPLICATE.value,
     "ignore-delete": "false",
     "partial-update.remove-record-on-delete": "false",

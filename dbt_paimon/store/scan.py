@@ -53,6 +53,9 @@ def next_sequences(splits) -> dict[tuple[bytes, int], int]:
 class Plan:
     snapshot: Snapshot | None
     splits: list[DataSplit]
+    # live files in bucket -2 (a postpone-bucket table's rows waiting for Paimon's postpone
+    # compaction), which no split holds: batch readers leave them out
+    postponed: int = 0
 
 
 def _matcher(partition_keys, flt: PartitionFilter) -> Callable[[tuple], bool]:
@@ -126,8 +129,10 @@ class FileStoreScan:
         default = self.schema.core.partition_default_name
         match = _matcher(keys, partition_filter)
         groups: dict[tuple, list[ManifestEntry]] = defaultdict(list)
+        postponed = 0
         for e in live.values():
             if e.bucket == POSTPONE_BUCKET:  # Paimon's readers read real buckets only (onlyReadRealBuckets)
+                postponed += 1
                 continue
             groups[(e.partition, e.bucket)].append(e)
         decoded: dict[bytes, tuple] = {}
@@ -148,4 +153,4 @@ class FileStoreScan:
             splits.append(DataSplit(snapshot.id, part, values, bucket, entries[0].total_buckets,
                                     bucket_dir(self.table_path, pdir, bucket), files, vectors.get((part, bucket))))
         splits.sort(key=lambda s: (s.partition_values.__repr__(), s.bucket))
-        return Plan(snapshot, splits)
+        return Plan(snapshot, splits, postponed)

@@ -291,22 +291,27 @@ def _check_sequence_fields(o: Mapping[str, str]) -> None:
                           "(Paimon keeps the last value of a sequence field)")
 
 
-POSTPONE_REFUSAL = ("option 'bucket' = -2 (postpone bucket mode): dbt-paimon reads such tables (the rows still "
-                    "waiting in bucket -2 stay unread, as Paimon's batch readers leave them, until Paimon's postpone "
-                    "compaction moves them into buckets) but does not write them yet")
-
-
 def check_writable(schema: "TableSchema", path: str) -> None:
-    """Refuse a write to a table we only read: postpone bucket mode."""
-    if schema.core.bucket == opts.POSTPONE_BUCKET:
-        raise SchemaError(f"table {path}: {POSTPONE_REFUSAL}")
+    """Refuse an upsert we cannot do right: a postpone-bucket table (made by another writer) whose
+    primary key lacks partition fields; _check_bucket_options refuses creating one."""
+    if schema.bucket_mode == opts.BucketMode.POSTPONE_MODE and schema.cross_partition_update:
+        raise SchemaError(f"table {path}: option 'bucket' = -2 (postpone bucket mode) with a primary key that lacks "
+                          "partition fields: Paimon keeps no key index there, so dbt-paimon does not upsert into "
+                          "it (a key moving partition would be kept twice)")
 
 
 def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) -> None:
     bucket = opts.CoreOptions(o).bucket
     if bucket == opts.POSTPONE_BUCKET:
-        raise SchemaError(POSTPONE_REFUSAL)
-    if bucket == 0 or bucket < -1:
+        if not pk:
+            raise SchemaError("option 'bucket' = -2 (postpone bucket mode) needs a primary key (Paimon allows it on "
+                              "primary-key tables only)")
+        if part and not set(part) <= set(pk):
+            raise SchemaError("option 'bucket' = -2 (postpone bucket mode) on a table whose primary key lacks "
+                              f"partition field(s) {sorted(set(part) - set(pk))}: Paimon keeps no key index there, "
+                              "so a key moving partition would be kept twice; use bucket = -1 (cross-partition "
+                              "upsert) or put the partition fields in the key")
+    elif bucket == 0 or bucket < -1:
         raise SchemaError(f"option 'bucket' must be -1 (dynamic) or a positive number of buckets, got {bucket}")
     bucket_key = [s.strip() for s in o["bucket-key"].split(",")] if "bucket-key" in o else []
     if bucket_key:

@@ -26,6 +26,7 @@ from .key_hash import java_bucket, key_hashes
 from .manifest import ADD, ManifestEntry
 from .orphan_files import OrphanFilesClean, OrphanFilesResult, older_than_millis
 from .paths import bucket_dir, partition_path
+from .postpone import PartitionBuckets
 from .read import TableRead
 from .rollback import RollbackResult, rollback
 from .scan import FileStoreScan, next_sequences, PartitionFilter, Plan, batch_scan_skip_level0
@@ -188,14 +189,16 @@ class FileStoreTable:
         return evolved
 
     # ---- write ---------------------------------------------------------------------------------
-    def new_write(self, next_sequence: Mapping[tuple[bytes, int], int] | None = None) -> "TableWrite | AppendWrite":
+    def new_write(self, next_sequence: Mapping[tuple[bytes, int], int] | None = None,
+                  buckets: PartitionBuckets | None = None) -> "TableWrite | AppendWrite":
         """The table's batch writer: TableWrite (keyed) or AppendWrite (append.py). Without
-        `next_sequence`, sequence numbers continue from the latest snapshot's files."""
+        `next_sequence`, sequence numbers continue from the latest snapshot's files; without
+        `buckets`, a postpone-bucket table's counts per partition are those of the latest snapshot."""
         if self.schema.is_append:
             if next_sequence is None:
                 next_sequence = next_sequences(self.plan().splits)
             return AppendWrite(self.io, self.path, self.schema, next_sequence)
-        return TableWrite(self, next_sequence)
+        return TableWrite(self, next_sequence, buckets)
 
     def new_commit(self, commit_user: str | None = None) -> FileStoreCommit:
         return FileStoreCommit(self.io, self.path, self.schema, commit_user)
@@ -207,14 +210,20 @@ class TableWrite:
     Sequence numbers of a bucket continue from the highest of its live files in the latest
     snapshot, as Paimon's writers restore them. A caller that planned the snapshot already (the
     Spark engine, whose tasks must not each re-read the manifests) passes `next_sequence`:
-    (partition bytes, bucket) -> the bucket's next sequence number.
+    (partition bytes, bucket) -> the bucket's next sequence number. On a postpone-bucket table
+    (postpone.py) a row's bucket count is its partition's; a caller that planned passes `buckets`.
     """
 
-    def __init__(self, table: FileStoreTable, next_sequence: Mapping[tuple[bytes, int], int] | None = None):
+    def __init__(self, table: FileStoreTable, next_sequence: Mapping[tuple[bytes, int], int] | None = None,
+                 buckets: PartitionBuckets | None = None):
         self.table = table
         self.schema = table.schema
         self._next_seq: dict[tuple[bytes, int], int] | None = (
             dict(next_sequence) if next_sequence is not None else None)
+        self._postpone = self.schema.bucket_mode == opts.BucketMode.POSTPONE_MODE
+        if self._postpone and buckets is None:
+            buckets = PartitionBuckets.of_plan(self.schema, table.plan())
+        self._buckets = buckets
         self._writers: dict[tuple[bytes, int], KeyValueFileWriter] = {}
         self._changelog_writers: dict[tuple[bytes, int], KeyValueFileWriter] = {}
         # changelog-producer 'input': every row written is also written to the bucket's changelog
@@ -252,8 +261,10 @@ class TableWrite:
         if n == 0:
             return []
         fixed = self.schema.core.bucket
+        if self._postpone:  # each row's partition's count
+            fixed = self._buckets.of_rows(share(rows.select(list(self.schema.partition_keys))))
         if buckets is None:
-            if fixed <= 0:
+            if not self._postpone and fixed <= 0:
                 raise SchemaError(f"table {self.table.path} is in {self.schema.bucket_mode} mode: buckets must be "
                                   "assigned by the caller (the upsert engine does)")
             keys = self.schema.bucket_keys
@@ -262,8 +273,11 @@ class TableWrite:
             buckets = java_bucket(hashes, fixed)
         bucket_arr = (pa.array(np.full(n, buckets, dtype=np.int32)) if isinstance(buckets, (int, np.integer))
                       else int_array(buckets, pa.int32()))
-        if fixed > 0 and pc.any(pc.greater_equal(bucket_arr, fixed)).as_py():
-            raise SchemaError(f"bucket out of range for a table with bucket = {fixed}")
+        if self._postpone or fixed > 0:
+            given = bucket_arr.to_numpy(zero_copy_only=False)
+            if (given >= fixed).any() or (given < 0).any():
+                raise SchemaError(f"bucket out of range for a table with bucket = {self.schema.core.bucket}"
+                                  + (" (its partitions' counts)" if self._postpone else ""))
         kinds = pa.array(np.zeros(n, dtype=np.int8)) if row_kinds is None else int_array(row_kinds, pa.int8())
         keys = self.schema.trimmed_primary_keys
         # the columns that decide the order, of the rows written
@@ -314,11 +328,11 @@ class TableWrite:
         for (pbytes, bucket), writer, start, size, file_stats in zip(slots, writers, offsets, sizes, stats):
             rows_kv = kv.slice(int(start), int(size))
             metas = writer.write_kv(rows_kv, file_stats, dictionary)
-            written += [ManifestEntry(ADD, pbytes, bucket, self.table.total_buckets, m) for m in metas]
+            total = self._buckets.of_partition(pbytes) if self._postpone else self.table.total_buckets
+            written += [ManifestEntry(ADD, pbytes, bucket, total, m) for m in metas]
             if self._input_changelog:
                 metas = self._changelog_writer((pbytes, bucket), writer).write_kv(rows_kv, file_stats, dictionary)
-                written += [ManifestEntry(ADD, pbytes, bucket, self.table.total_buckets, m, changelog=True)
-                            for m in metas]
+                written += [ManifestEntry(ADD, pbytes, bucket, total, m, changelog=True) for m in metas]
         self.entries += written
         return written
 

@@ -1,36 +1,150 @@
-"""Postpone bucket mode (`bucket` = -2, issue 40): a table Java Paimon wrote reads as Paimon's batch
-readers read it, without the rows still waiting in bucket -2 (Paimon's postpone compaction moves them
-into buckets); writing one is refused before anything is written (not supported yet)."""
+"""Postpone bucket mode (`bucket` = -2, issue 40): dbt-paimon writes it as Paimon's batch writers do
+(store/postpone.py): into real buckets, a bucket count per partition (the partition's own once it has
+files, else `postpone.default-bucket-num`), at level 0, no compaction, no snapshot expiration; the
+rows Java parks in bucket -2 stay there, unread by batch readers, as Paimon leaves them. Java Paimon
+(with its bucket pruning of a key filter), pypaimon and our reader read the same rows."""
 
 from __future__ import annotations
 
 import pytest
 
-from dbt_paimon.engine import compact, delete, upsert
+from dbt_paimon.engine import RunSettings, compact, delete, upsert
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.errors import SchemaError
-from tests.oracle import pypaimon_read
+from dbt_paimon.store.errors import CommitConflictError, SchemaError
+from dbt_paimon.store.postpone import PartitionBuckets
+from tests.oracle import pypaimon_read, rows
 
 from .javapaimon import Read, Write
 
 FIELDS = [("id", "BIGINT NOT NULL"), ("dt", "STRING NOT NULL"), ("v", "STRING")]
+SCHEMA = "id bigint, dt string, v string"
+KEY = ["dt", "id"]
 
 
-def test_a_postpone_table_reads_as_paimon_reads_it_and_is_not_written(spark, java, warehouse):
+def _upsert(spark, path: str, batch: list[tuple], execution: str = "local", storage: dict | None = None, **options):
+    return upsert(spark.createDataFrame(batch, SCHEMA), path, primary_keys=KEY, partition_keys="dt",
+                  options=options or None, settings=RunSettings(execution=execution, storage_options=storage))
+
+
+def _counts(table: FileStoreTable) -> dict[str, set[int]]:
+    """partition -> the bucket counts its live real-bucket files were written for."""
+    out: dict[str, set[int]] = {}
+    for s in table.plan().splits:
+        out.setdefault(s.partition_values[0], set()).add(s.total_buckets)
+    return out
+
+
+def _want(model: dict) -> list[dict]:
+    return [{"id": i, "dt": d, "v": v} for (d, i), v in sorted(model.items())]
+
+
+def test_we_write_a_java_postpone_table_into_real_buckets_and_every_reader_agrees(spark, java, warehouse):
     path = f"{warehouse}/db.db/postponed"
-    create = {"fields": FIELDS, "primary_keys": ["dt", "id"], "partition_keys": ["dt"], "options": {"bucket": "-2"}}
-    done = java.run([Write(path, [{"id": k, "dt": "a", "v": "x"} for k in range(5)], create=create),
-                     Write(path, [{"id": 1, "dt": "a", "v": "y"}]), Read(path)])
-    assert not isinstance(done[0], Exception) and not isinstance(done[1], Exception), done
+    create = {"fields": FIELDS, "primary_keys": KEY, "partition_keys": ["dt"],
+              "options": {"bucket": "-2", "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1"}}
+    parked = [{"id": k, "dt": "a", "v": "java"} for k in range(3)]
+    done = java.run([Write(path, parked, create=create)])
+    assert not isinstance(done[0], Exception), done
     table = FileStoreTable.open(path)
-    assert table.schema.bucket_mode == "POSTPONE_MODE"
-    assert table.latest_snapshot().id == 2  # Java's rows wait in bucket -2
-    assert done[2].num_rows == 0
-    assert table.to_arrow().num_rows == 0 and pypaimon_read(path).num_rows == 0
-    assert spark.read.format("paimon").load(path).count() == 0
-    for write in (lambda: upsert(spark.createDataFrame([(9, "a", "z")], "id bigint, dt string, v string"), path,
-                                 primary_keys=["dt", "id"], partition_keys="dt"),
-                  lambda: delete(spark, path, "id = 1"), lambda: compact(spark, path)):
-        with pytest.raises(SchemaError, match="postpone bucket mode"):
-            write()
-    assert FileStoreTable.open(path).latest_snapshot().id == 2
+    assert table.schema.bucket_mode == "POSTPONE_MODE" and table.plan().postponed == 1
+
+    model: dict[tuple, str] = {}
+    table.alter_options({"postpone.default-bucket-num": "3"})
+    batch = [(k, "a", f"a{k}") for k in range(12)]
+    _upsert(spark, path, batch)
+    model.update({(d, i): v for i, d, v in batch})
+    FileStoreTable.open(path).alter_options({"postpone.default-bucket-num": "2"})
+    batch = [(k, "b", f"b{k}") for k in range(10)] + [(k, "a", f"a{k}'") for k in range(0, 12, 3)]
+    _upsert(spark, path, batch, execution="distributed")  # a keeps its 3 buckets, b gets 2
+    model.update({(d, i): v for i, d, v in batch})
+    result = delete(spark, path, "id = 4")
+    assert result.deleted == 2
+    model = {k: v for k, v in model.items() if k[1] != 4}
+
+    table = FileStoreTable.open(path)
+    plan = table.plan()
+    assert _counts(table) == {"a": {3}, "b": {2}}
+    assert {(s.partition_values[0], s.bucket) for s in plan.splits} <= {("a", b) for b in range(3)} | {("b", 0), ("b", 1)}
+    assert {f.level for s in plan.splits for f in s.files} == {0}  # write-only: no compaction
+    assert plan.postponed == 1  # Java's rows still wait in bucket -2, untouched
+    assert table.snapshots.earliest_id() == 1  # no snapshot expiration on a postpone table, as in Paimon
+    want = _want(model)
+    keys = sorted({i for _, i in model})
+    java_reads = java.run([Read(path)] + [Read(path, equal={"id": k}) for k in keys])
+    assert rows(java_reads[0], KEY) == want
+    for k, got in zip(keys, java_reads[1:]):  # Java prunes buckets by bucket(id, the partition's count)
+        assert sorted(r["dt"] for r in got.to_pylist() if r["id"] == k) == sorted(d for d, i in model if i == k), k
+    assert rows(table.to_arrow(), KEY) == want
+    assert rows(pypaimon_read(path), KEY) == want
+    spark_rows = [r.asDict() for r in spark.read.format("paimon").load(path).collect()]
+    assert sorted(spark_rows, key=lambda r: (r["dt"], r["id"])) == want
+
+    # Paimon's writer continues: its batch write parks rows in bucket -2 (unread), ours still reads
+    done = java.run([Write(path, [{"id": 100, "dt": "b", "v": "late"}]), Read(path)])
+    assert not isinstance(done[0], Exception), done
+    assert rows(done[1], KEY) == want == rows(FileStoreTable.open(path).to_arrow(), KEY)
+
+
+def test_a_new_postpone_table_on_the_object_store(spark, java, s3_server, s3_warehouse):
+    path = f"{s3_warehouse}/db.db/postponed"
+    model = {}
+    for execution, batch in (("distributed", [(k, d, f"{d}{k}") for k in range(6) for d in ("a", "b")]),
+                             ("local", [(k, "b", f"b{k}+") for k in range(4)] + [(9, "c", "c9")])):
+        _upsert(spark, path, batch, execution, s3_server.options, bucket="-2")
+        model.update({(d, i): v for i, d, v in batch})
+    table = FileStoreTable.open(path)
+    assert _counts(table) == {"a": {1}, "b": {1}, "c": {1}}  # postpone.default-bucket-num: 1, as Paimon
+    assert table.schema.options["bucket"] == "-2"
+    java_read, = java.run([Read(path, catalog=s3_server.options)])
+    assert rows(java_read, KEY) == _want(model) == rows(table.to_arrow(), KEY)
+
+
+def test_a_writer_that_planned_another_count_conflicts(warehouse):
+    """Paimon's checkBucketKeepSame: two writers give a new partition different counts; the second
+    commit fails as a conflict (the upsert then runs its job again) and the table keeps one count."""
+    import pyarrow as pa
+    path = f"{warehouse}/db.db/raced"
+    arrow = pa.schema([pa.field("id", pa.int64(), False), pa.field("dt", pa.string(), False), ("v", pa.string())])
+    table = FileStoreTable.create(path, arrow, KEY, ["dt"], {"bucket": "-2"})
+    rows_a = pa.table({"id": [1, 2, 3], "dt": ["a"] * 3, "v": ["x"] * 3}, schema=arrow)
+    slow = table.new_write()  # planned for 1 bucket
+    table.alter_options({"postpone.default-bucket-num": "4"})
+    fast = FileStoreTable.open(path).new_write()
+    fast.write(rows_a)
+    fast.commit()
+    slow.write(rows_a)
+    with pytest.raises(CommitConflictError, match="Total buckets of partition"):
+        slow.commit()
+    table = FileStoreTable.open(path)
+    assert _counts(table) == {"a": {4}} and table.latest_snapshot().id == 1
+    assert PartitionBuckets.of_plan(table.schema, table.plan()).of_partition(table.partition_bytes(["a"])) == 4
+
+
+def test_what_cannot_be_done_right_is_refused(spark, java, warehouse):
+    cross = f"{warehouse}/db.db/cross"
+    with pytest.raises(SchemaError, match="lacks partition field"):
+        upsert(spark.createDataFrame([(1, "a", "x")], SCHEMA), cross, primary_keys="id", partition_keys="dt",
+               options={"bucket": "-2"})
+    assert not FileStoreTable.exists(cross)
+    with pytest.raises(SchemaError, match="postpone.batch-write-fixed-bucket"):
+        _upsert(spark, f"{warehouse}/db.db/parked", [(1, "a", "x")], bucket="-2",
+                **{"postpone.batch-write-fixed-bucket": "false"})
+    assert not FileStoreTable.exists(f"{warehouse}/db.db/parked")
+    import pyarrow as pa
+    with pytest.raises(SchemaError, match="needs a primary key"):
+        FileStoreTable.create(f"{warehouse}/db.db/append", pa.schema([("id", pa.int64())]), [], (), {"bucket": "-2"})
+
+    # tables Java made: cross-partition (upsert refused), and one with rows waiting in bucket -2 (compaction refused)
+    java_cross, waiting = f"{warehouse}/db.db/java_cross", f"{warehouse}/db.db/waiting"
+    done = java.run([
+        Write(java_cross, [{"id": 1, "dt": "a", "v": "x"}],
+              create={"fields": FIELDS, "primary_keys": ["id"], "partition_keys": ["dt"], "options": {"bucket": "-2"}}),
+        Write(waiting, [{"id": 1, "dt": "a", "v": "x"}],
+              create={"fields": FIELDS, "primary_keys": KEY, "partition_keys": ["dt"], "options": {"bucket": "-2"}})])
+    assert not any(isinstance(d, Exception) for d in done), done
+    with pytest.raises(SchemaError, match="lacks partition fields"):
+        upsert(spark.createDataFrame([(2, "b", "y")], SCHEMA), java_cross, primary_keys="id", partition_keys="dt")
+    with pytest.raises(SchemaError, match="waiting in bucket -2"):
+        compact(spark, waiting)
+    assert FileStoreTable.open(java_cross).latest_snapshot().id == 1
+    assert FileStoreTable.open(waiting).latest_snapshot().id == 1

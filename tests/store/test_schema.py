@@ -43,7 +43,10 @@ def test_bucket_modes_follow_paimon_rules(warehouse):
     ([], [], {"merge-engine": "aggregation"}, "need a primary key"),  # an append table (no key) takes none
     (["dt"], ["dt"], {}, "must not equal the partition keys"),
     (["id"], [], {"bucket": "0"}, "option 'bucket' must be -1"),
-    (["id"], [], {"bucket": "-2"}, "reads such tables"),
+    (["id"], ["dt"], {"bucket": "-2"}, "lacks partition field(s) ['dt']"),  # postpone: no cross-partition
+    ([], [], {"bucket": "-2"}, "needs a primary key"),
+    (["id"], [], {"bucket": "-2", "postpone.default-bucket-num": "0"}, "must be a positive integer"),
+    (["id"], [], {"bucket": "-3"}, "option 'bucket' must be -1"),
     (["id"], [], {"bucket": "many"}, "option 'bucket' must be an integer"),
     (["id"], [], {"bucket": "-1", "bucket-key": "id"}, "'bucket-key' cannot be used with bucket = -1"),
     (["id"], [], {"bucket": "2", "bucket-key": "name"}, "must be a subset of the primary key"),
