@@ -46,7 +46,7 @@ from .fileio import FileIO
 from .index import INDEX_DIR, IndexManifestFile
 from .manifest import ManifestFile, ManifestList
 from .options import parse_duration_ms
-from .schema import TableSchema, latest_schema
+from .schema import TableSchema, check_index_layout, latest_schema
 from .snapshot import SnapshotManager
 from .tags import TAG_DIR, TagManager
 
@@ -162,6 +162,7 @@ class OrphanFilesClean:
     # ---- the clean -----------------------------------------------------------------------------
     def clean(self) -> OrphanFilesResult:
         self._refuse_branches()
+        check_index_layout(self.schema, self.table_path)  # its index files would look like orphans
         result = OrphanFilesResult(self.dry_run, self.cutoff)
         by_name: dict[str, list[_Candidate]] = {}
         plain: list[_Candidate] = []  # candidates by name pattern alone (snapshot/, schema/ ... temp files)

@@ -15,7 +15,7 @@ from .fileio import FileIO
 from .manifest import DataFileMeta, ManifestEntry, ManifestFile, ManifestList, merge_entries
 from .options import POSTPONE_BUCKET, MergeEngine
 from .paths import bucket_dir, partition_path
-from .schema import TableSchema
+from .schema import TableSchema, check_index_layout
 from .snapshot import Snapshot, SnapshotManager
 from .tags import TagManager
 
@@ -94,6 +94,7 @@ class FileStoreScan:
         self.table_path = table_path.rstrip("/")
         self.schema = schema
         self.skip_level0 = skip_level0
+        check_index_layout(schema, self.table_path)
         self.snapshots = SnapshotManager(io, self.table_path)
         self.manifest_lists = ManifestList(io, self.table_path)
         self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)

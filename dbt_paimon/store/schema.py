@@ -300,6 +300,19 @@ def check_writable(schema: "TableSchema", path: str) -> None:
                           "it (a key moving partition would be kept twice)")
 
 
+def check_index_layout(schema: "TableSchema", path: str) -> None:
+    """Refuse a table (made by another writer) whose index files live in its bucket directories
+    (`index-file-in-data-file-dir`, immutable in Paimon) when it has any: deletion vectors, or a
+    dynamic-bucket HASH index. dbt-paimon looks for them under `index/` and writes them there."""
+    if (schema.options.get("index-file-in-data-file-dir") or "false").lower() != "true":
+        return
+    if schema.core.deletion_vectors or schema.bucket_mode == opts.BucketMode.HASH_DYNAMIC:
+        kind = "deletion vector" if schema.core.deletion_vectors else "dynamic-bucket HASH index"
+        raise SchemaError(f"table {path}: option 'index-file-in-data-file-dir' = true puts its {kind} files in its "
+                          "bucket directories, which dbt-paimon does not read or write (it keeps index files under "
+                          "index/, Paimon's default)")
+
+
 def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) -> None:
     bucket = opts.CoreOptions(o).bucket
     if bucket == opts.POSTPONE_BUCKET:

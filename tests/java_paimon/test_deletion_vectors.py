@@ -10,6 +10,9 @@ tables; both executors; deduplicate, partial-update and aggregation; local disk 
 
 from __future__ import annotations
 
+import os
+import pathlib
+
 import pyarrow as pa
 import pytest
 
@@ -172,6 +175,26 @@ def test_a_table_whose_vectors_java_wrote_is_read_upserted_and_compacted_by_us(s
     for reader, got in (("java", java_read), ("ours", table.to_arrow()), ("pypaimon", pypaimon_read(path))):
         assert rows(got, ["id"]) == want, reader
     assert spark_rows(spark, path) == want
+
+
+def test_a_table_keeping_its_vectors_in_bucket_directories_is_refused_clearly(spark, java, warehouse):
+    """`index-file-in-data-file-dir`: Java writes the vectors beside the data files, where we do not
+    look; every read, write and orphan clean names the option, and nothing is written or deleted."""
+    path = f"{warehouse}/db.db/java_dv_in_dirs"
+    create = {"fields": JAVA_FIELDS, "primary_keys": ["dt", "id"], "partition_keys": ["dt"],
+              "options": {"bucket": "1", "index-file-in-data-file-dir": "true", **DV}}
+    done = java.run([Write(path, [{"id": i, "dt": "a", "v": "j", "n": 0} for i in range(4)], create=create),
+                     Write(path, [{"id": 1, "dt": "a", "v": "k", "n": 1}])])
+    assert not [d for d in done if isinstance(d, Exception)], done
+    assert any(n.startswith("index-") for n in os.listdir(f"{path}/dt=a/bucket-0")), "Java kept them elsewhere"
+    files = sorted(str(p) for p in pathlib.Path(path).rglob("*"))
+    table = FileStoreTable.open(path)
+    for action in (table.to_arrow, lambda: table.remove_orphan_files(older_than="0 ms"),
+                   lambda: upsert(spark.createDataFrame([(2, "a", "ours", 9)], SPARK), path, primary_keys=["dt", "id"],
+                                  partition_keys="dt", settings=RunSettings(execution="local"))):
+        with pytest.raises(SchemaError, match="index-file-in-data-file-dir"):
+            action()
+    assert sorted(str(p) for p in pathlib.Path(path).rglob("*")) == files
 
 
 def test_an_overwrite_drops_the_vectors_of_what_it_replaces(spark, java, warehouse):
