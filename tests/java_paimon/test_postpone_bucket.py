@@ -120,6 +120,38 @@ def test_a_writer_that_planned_another_count_conflicts(warehouse):
     assert PartitionBuckets.of_plan(table.schema, table.plan()).of_partition(table.partition_bytes(["a"])) == 4
 
 
+@pytest.mark.parametrize("racer_partition", ["n", "m"])
+def test_an_upsert_that_raced_a_writer_of_another_count_runs_again(spark, warehouse, monkeypatch, racer_partition):
+    """Between our job and its commit another writer (planning 4 buckets for a new partition, as
+    Paimon 2.0's Spark writer may) commits: into the partition our job gave 1 bucket, our commit
+    conflicts and the job runs again with the partition's 4; into another, ours is committed as it is."""
+    import dataclasses
+    import importlib
+    import pyarrow as pa
+    path = f"{warehouse}/db.db/raced_upsert_{racer_partition}"
+    _upsert(spark, path, [(1, "a", "a1")], bucket="-2")
+    mod = importlib.import_module("dbt_paimon.engine.upsert")
+    arrow = FileStoreTable.open(path).schema.arrow_schema()
+
+    def racing_writer(attempt):
+        if attempt == 1:
+            table = FileStoreTable.open(path)
+            buckets = dataclasses.replace(PartitionBuckets.of_plan(table.schema, table.plan()), default=4)
+            write = table.new_write(buckets=buckets)
+            write.write(pa.table({"id": [50, 51, 52], "dt": [racer_partition] * 3, "v": ["r"] * 3}).cast(arrow))
+            write.commit()
+    monkeypatch.setattr(mod, "_before_commit", racing_writer)
+    result = _upsert(spark, path, [(k, "n", f"n{k}") for k in range(8)])
+    monkeypatch.setattr(mod, "_before_commit", None)
+    table = FileStoreTable.open(path)
+    if racer_partition == "n":
+        assert (result.attempts, result.recommits) == (2, 0) and _counts(table) == {"a": {1}, "n": {4}}
+    else:
+        assert (result.attempts, result.recommits) == (2, 1) and _counts(table) == {"a": {1}, "n": {1}, "m": {4}}
+    model = {("a", 1): "a1", **{("n", k): f"n{k}" for k in range(8)}, **{(racer_partition, k): "r" for k in (50, 51, 52)}}
+    assert rows(table.to_arrow(), KEY) == _want(model) == rows(pypaimon_read(path), KEY)
+
+
 def test_what_cannot_be_done_right_is_refused(spark, java, warehouse):
     cross = f"{warehouse}/db.db/cross"
     with pytest.raises(SchemaError, match="lacks partition field"):
