@@ -33,6 +33,7 @@ from ..store.read import TableRead
 from ..store import system_tables
 from ..store.schema import SchemaManager
 from ..store.table import FileStoreTable
+from . import pushdown
 from .spark_types import for_spark, spark_schema
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -98,11 +99,9 @@ class PaimonDataSource(DataSource):
         if system is not None:
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
         table = self._table()
-        # a reader that takes Spark's filters (only where Spark offers them: else it refuses to plan)
-        indexed = EqualTo is not None and self.options.get(_PUSHDOWN) == "true" and (
-            table.schema.is_append or table.schema.core.deletion_vectors) and file_index.indexed_columns(
-            table.schema.options)
-        return (IndexedPaimonReader if indexed else PaimonReader)(table, self._snapshot_id(), schema, self._tag())
+        # a reader that takes Spark's filters only where Spark offers them: else it refuses to plan
+        filtered = EqualTo is not None and self.options.get(_PUSHDOWN) == "true"
+        return (FilteredPaimonReader if filtered else PaimonReader)(table, self._snapshot_id(), schema, self._tag())
 
 
 class SystemTableReader(DataSourceReader):
@@ -146,23 +145,32 @@ class PaimonReader(DataSourceReader):
             groups[i % chunks].append(s)
         return [SplitsPartition(pickle.dumps(g)) for g in groups]
 
-    conditions: tuple = ()
+    conditions: tuple = ()  # file-index conditions (FilteredPaimonReader)
+    bounds: tuple = ()  # Spark's filters the merged rows are narrowed by (FilteredPaimonReader)
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
         reader = TableRead(self.io, self.path, self.table_schema, self.columns, self.conditions)
         for split in pickle.loads(partition.value):
             part = reader.read_split(split)
+            if self.bounds and part.num_rows:
+                part = pushdown.keep_rows(part, self.bounds)
             if part.num_rows:
                 yield from for_spark(part, self.table_schema).to_batches(max_chunksize=1 << 16)
 
 
-class IndexedPaimonReader(PaimonReader):
-    """A read of a table with file indexes: Spark's `=`, IN and IS NULL filters on its columns let
-    it skip the files their indexes rule out (store/file_index.py). Spark still applies every
-    filter to the rows read: each is handed back."""
+class FilteredPaimonReader(PaimonReader):
+    """A read that takes Spark's filters: comparisons on partition fields and on the key prune the
+    plan (pushdown.py); on a table with file indexes, `=`, IN and IS NULL on indexed columns skip
+    the files their indexes rule out (store/file_index.py). Spark still applies every filter to the
+    rows read: each is handed back."""
 
     def pushFilters(self, filters):
-        names = set(self.table_schema.field_names)
+        filters = list(filters)
+        self.bounds = tuple(pushdown.bounds_of(filters, self.table_schema))
+        self.splits = pushdown.prune(self.splits, self.table_schema, self.bounds)
+        schema = self.table_schema
+        indexed = (schema.is_append or schema.core.deletion_vectors) and file_index.indexed_columns(schema.options)
+        names = set(self.table_schema.field_names) if indexed else set()
         found = []
         for f in filters:
             column = f.attribute[0] if len(f.attribute) == 1 and f.attribute[0] in names else None
