@@ -29,7 +29,7 @@ from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
 from ..store.manifest import ManifestEntry
 from ..store.scan import next_sequences
-from ..store.schema import SchemaManager, TableSchema, build_schema, resolve_columns
+from ..store.schema import SchemaManager, TableSchema, build_schema, check_writable, resolve_columns
 from ..store.retry import after_conflict
 from ..store.snapshot import APPEND, OVERWRITE
 from ..store.table import FileStoreTable
@@ -95,6 +95,7 @@ def write(df: DataFrame, path: str, *, mode: str = APPEND_MODE, partition_keys: 
         if not schema.is_append:
             raise SchemaError(f"table {path} has the primary key {list(schema.primary_keys)}: rows go into it by "
                               "upsert (unique_key), not appended")
+        check_writable(schema, path)
         given = validate_options(given, schema.field_names) if given else {}
         check_table(schema, [], partition_keys, given, path)
     else:

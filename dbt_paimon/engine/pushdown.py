@@ -8,7 +8,8 @@ with literals narrow the plan, as Paimon's scan does:
 - on the first field of a primary-key table's (trimmed) key, the data files whose key range holds
   no value that can pass. A key's every version, deletes included, lies in files whose range holds
   it, so the kept files merge each passing key exactly as all of them would. Other keys of those
-  files may merge with some of their versions missing: their rows are dropped;
+  files may merge with some of their versions missing: their rows are dropped (deduplicate and
+  first-row tables only: an aggregation of some of a key's versions may fail where all succeed);
 - after the merge, the rows no filter can pass are dropped before they cross to Spark (a key
   query's handful of rows, not its files' every row: the hand-over costs more than the read).
 
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..store import binary_row
+from ..store.options import MergeEngine
 from ..store.scan import DataSplit
 from ..store.schema import TableSchema
 
@@ -112,7 +114,10 @@ def prune(splits: Sequence[DataSplit], schema: TableSchema, bounds: Sequence[Bou
     """The splits (and their files) a read with these bounds needs."""
     partition_bounds = [(schema.partition_keys.index(b.column), b) for b in bounds if b.column in schema.partition_keys]
     keys = schema.trimmed_primary_keys
-    key_bounds = [b for b in bounds if keys and b.column == keys[0]] if not schema.is_append else []
+    # an aggregation merges a key's versions with functions that may fail on some of them (a sum
+    # that overflows): its other keys' versions in a kept file must not be merged without the rest
+    key_bounds = [b for b in bounds if keys and b.column == keys[0]] if not schema.is_append and (
+        schema.core.merge_engine in (MergeEngine.DEDUPLICATE, MergeEngine.FIRST_ROW)) else []
     out = []
     for split in splits:
         if not all(b.admits(split.partition_values[i]) for i, b in partition_bounds):

@@ -20,7 +20,7 @@ from .commit import FileStoreCommit
 from .errors import SchemaError
 from .fileio import FileIO
 from .index import HashIndexFile, IndexManifestFile
-from .schema import SchemaManager
+from .schema import SchemaManager, check_index_layout
 from .snapshot import APPEND
 from .table import FileStoreTable
 
@@ -36,6 +36,7 @@ class CloneResult:
 def clone_table(io: FileIO, source: str, target: str) -> CloneResult:
     """Clone the table at `source` into `target` (which must hold no table)."""
     table = FileStoreTable.open(source, io)
+    check_index_layout(table.schema, source)  # before anything is copied
     if FileStoreTable.exists(target, io):
         raise SchemaError(f"cannot clone into {target}: a table is there already")
     schemas = SchemaManager(io, source)

@@ -23,6 +23,7 @@ from .fileio import FileIO
 from .datafile import read_kv_file
 from .index import IndexManifestFile
 from .manifest import ADD, ManifestEntry, ManifestFile, ManifestList
+from .options import POSTPONE_BUCKET, BucketMode
 from .paths import bucket_dir, partition_path
 from .schema import TableSchema
 from .snapshot import APPEND, COMPACT, Snapshot, SnapshotManager
@@ -71,14 +72,22 @@ def changes_since(io: FileIO, path: str, schema: TableSchema, base: Snapshot, la
             return _rebuilt(changes, f"snapshot {sid} is gone (expired or rolled back)")
         if snapshot.schema_id != schema.id:
             return _rebuilt(changes, f"snapshot {sid} has schema {snapshot.schema_id}, the job wrote {schema.id}")
-        if snapshot.commit_kind == COMPACT:
+        postpone = schema.bucket_mode == BucketMode.POSTPONE_MODE
+        if snapshot.commit_kind == COMPACT and not postpone:
             continue  # rewrites files, keeps every key's rows
-        if snapshot.commit_kind != APPEND:
+        if snapshot.commit_kind not in (APPEND, COMPACT):
             return _rebuilt(changes, f"snapshot {sid} is an {snapshot.commit_kind}")
         entries = [e for m in lists.read(snapshot.delta_manifest_list) for e in manifests.read(m.file_name, m.file_size)]
+        if snapshot.commit_kind == COMPACT:
+            # Paimon's postpone compaction moves the rows parked in bucket -2 into buckets, with
+            # sequence numbers the job's may not be above: a change of the keys it read
+            if any(e.kind != ADD and e.bucket == POSTPONE_BUCKET for e in entries):
+                return _rebuilt(changes, f"snapshot {sid} moved rows out of bucket -2 (postpone compaction)")
+            continue
         if any(e.kind != ADD for e in entries):  # an APPEND that removes files rewrote something
             return _rebuilt(changes, f"snapshot {sid} appends and removes files")
-        changes.appended += entries
+        # rows parked in bucket -2 are read by no batch reader, nor by the job: they change nothing it read
+        changes.appended += [e for e in entries if e.bucket != POSTPONE_BUCKET]
     changes.index_buckets = _index_changes(io, path, base.index_manifest, latest.index_manifest)
     return changes
 

@@ -50,7 +50,7 @@ INT_MAX = 2**31 - 1
 # back to it.
 DEFAULTS: dict[str, str] = {
     "bucket": "-1",
-    "postpone.default-bucket-num": "1",  # a new partition's buckets in postpone mode (Paimon 1.4, 2.0)
+    "postpone.default-bucket-num": "1",  # a new partition's buckets in postpone mode (postpone.py)
     "merge-engine": MergeEngine.DEDUPLICATE.value,
     "ignore-delete": "false",
     "partial-update.remove-record-on-delete": "false",

@@ -84,4 +84,6 @@ def partition_path(values: Sequence[Any], types: Sequence[DataType], names: Sequ
 
 
 def bucket_dir(table_path: str, partition_dir: str, bucket: int) -> str:
-    return f"{table_path}/{partition_dir}/bucket-{bucket}" if partition_dir else f"{table_path}/bucket-{bucket}"
+    # bucket -2 (a postpone-bucket table's parked rows) lives in `bucket-postpone`, as Paimon names it
+    name = "bucket-postpone" if bucket == -2 else f"bucket-{bucket}"
+    return f"{table_path}/{partition_dir}/{name}" if partition_dir else f"{table_path}/{name}"

@@ -9,7 +9,9 @@ the same:
 
 - a partition that has real-bucket files keeps its count: the `_TOTAL_BUCKETS` of its manifest
   entries (Paimon keeps it nowhere else; PostponeUtils.getKnownNumBuckets);
-- a new partition gets `postpone.default-bucket-num` (1 by default, as in Paimon 1.4 and 2.0);
+- a new partition gets `postpone.default-bucket-num` (1 by default, the option's default in Paimon
+  1.4 and 2.0, where its batch writers choose otherwise: 1.4's Spark writer its input's partition
+  count, 2.0's one bucket per 1 GB of the batch; a fixed choice keeps runs reproducible);
 - a row's bucket is Paimon's fixed-bucket hash of its bucket key modulo its partition's count, so
   Paimon's readers, which prune buckets of a key filter by that hash and the entry's count, find it;
 - a commit whose new files disagree with the partition's live count fails as a conflict (Paimon's

@@ -292,8 +292,14 @@ def _check_sequence_fields(o: Mapping[str, str]) -> None:
 
 
 def check_writable(schema: "TableSchema", path: str) -> None:
-    """Refuse an upsert we cannot do right: a postpone-bucket table (made by another writer) whose
-    primary key lacks partition fields; _check_bucket_options refuses creating one."""
+    """Refuse a write we cannot do right into a table another writer made (creating one is refused
+    by build_schema): rows hashed by a bucket function other than Paimon's default, or a
+    postpone-bucket table whose primary key lacks partition fields."""
+    function = (schema.options.get("bucket-function.type") or "default").lower()
+    if function != "default" and schema.bucket_mode in (opts.BucketMode.HASH_FIXED, opts.BucketMode.POSTPONE_MODE):
+        raise SchemaError(f"table {path}: option 'bucket-function.type' = {function!r}: dbt-paimon puts rows in "
+                          "buckets by Paimon's default bucket function only, so Paimon's readers would look for "
+                          "them in other buckets")
     if schema.bucket_mode == opts.BucketMode.POSTPONE_MODE and schema.cross_partition_update:
         raise SchemaError(f"table {path}: option 'bucket' = -2 (postpone bucket mode) with a primary key that lacks "
                           "partition fields: Paimon keeps no key index there, so dbt-paimon does not upsert into "

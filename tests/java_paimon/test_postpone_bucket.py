@@ -6,6 +6,8 @@ rows Java parks in bucket -2 stay there, unread by batch readers, as Paimon leav
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from dbt_paimon.engine import RunSettings, compact, delete, upsert
@@ -152,6 +154,41 @@ def test_an_upsert_that_raced_a_writer_of_another_count_runs_again(spark, wareho
     assert rows(table.to_arrow(), KEY) == _want(model) == rows(pypaimon_read(path), KEY)
 
 
+def test_rows_a_streaming_writer_parks_meanwhile_do_not_rerun_our_job(spark, java, warehouse, monkeypatch):
+    """A Paimon writer that parks rows in bucket -2 (a Flink streaming job's checkpoints) commits
+    between our job and its commit: those rows are read by no batch reader, nor by our job, so our
+    files are committed on its snapshot as they are (no second run of the job)."""
+    import importlib
+    path = f"{warehouse}/db.db/streamed"
+    create = {"fields": FIELDS, "primary_keys": KEY, "partition_keys": ["dt"], "options": {"bucket": "-2"}}
+    done = java.run([Write(path, [{"id": 1, "dt": "a", "v": "j"}], create=create)])
+    assert not isinstance(done[0], Exception), done
+    mod = importlib.import_module("dbt_paimon.engine.upsert")
+
+    def parking_writer(attempt):
+        if attempt == 1:
+            parked = java.run([Write(path, [{"id": k, "dt": "a", "v": "parked"} for k in range(3)])])
+            assert not isinstance(parked[0], Exception), parked
+    monkeypatch.setattr(mod, "_before_commit", parking_writer)
+    result = _upsert(spark, path, [(k, "a", f"a{k}") for k in range(5)])
+    monkeypatch.setattr(mod, "_before_commit", None)
+    assert (result.attempts, result.recommits) == (2, 1)
+    table = FileStoreTable.open(path)
+    assert table.plan().postponed == 2
+    want = _want({("a", k): f"a{k}" for k in range(5)})
+    assert rows(table.to_arrow(), KEY) == want == rows(java.run([Read(path)])[0], KEY)
+
+    # the parked files live in bucket-postpone/: a clone copies them, an overwrite and the
+    # expiration after it delete them
+    from dbt_paimon.store.clone import clone_table
+    clone_table(table.io, path, f"{warehouse}/db.db/streamed_clone")
+    parked_dir = f"{path}/dt=a/bucket-postpone"
+    assert sorted(os.listdir(parked_dir)) == sorted(os.listdir(f"{warehouse}/db.db/streamed_clone/dt=a/bucket-postpone"))
+    table.new_commit().overwrite([], {table.partition_bytes(["a"])})
+    table.expire_snapshots(retain_max=1, retain_min=1)
+    assert not os.listdir(parked_dir) and table.to_arrow().num_rows == 0
+
+
 def test_what_cannot_be_done_right_is_refused(spark, java, warehouse):
     cross = f"{warehouse}/db.db/cross"
     with pytest.raises(SchemaError, match="lacks partition field"):
@@ -178,5 +215,13 @@ def test_what_cannot_be_done_right_is_refused(spark, java, warehouse):
         upsert(spark.createDataFrame([(2, "b", "y")], SCHEMA), java_cross, primary_keys="id", partition_keys="dt")
     with pytest.raises(SchemaError, match="waiting in bucket -2"):
         compact(spark, waiting)
+    # Paimon's other bucket functions put rows where ours would not: Java's readers would miss them
+    modded = f"{warehouse}/db.db/modded"
+    done = java.run([Write(modded, [{"id": 1, "dt": "a", "v": "x"}],
+                           create={"fields": FIELDS, "primary_keys": KEY, "partition_keys": ["dt"],
+                                   "options": {"bucket": "-2", "bucket-function.type": "mod"}})])
+    assert not isinstance(done[0], Exception), done
+    with pytest.raises(SchemaError, match="bucket-function.type"):
+        _upsert(spark, modded, [(2, "a", "y")])
     assert FileStoreTable.open(java_cross).latest_snapshot().id == 1
     assert FileStoreTable.open(waiting).latest_snapshot().id == 1
