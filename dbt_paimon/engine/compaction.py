@@ -129,7 +129,7 @@ def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
     execution: where the buckets are rewritten, as in compact()."""
     table = FileStoreTable.open(path, io)
     core = table.schema.core
-    if (core.get("write-only") or "false").lower() == "true" or table.schema.bucket_mode == BucketMode.POSTPONE_MODE:
+    if core.write_only or table.schema.bucket_mode == BucketMode.POSTPONE_MODE:
         return None
     if table.schema.is_append:  # small files merged, per bucket (store/append.py pick_bins)
         rewrites = [Rewrite(s, 0, False) for s in table.plan().splits if append.pick_bins(table.schema, s.files)]

@@ -53,7 +53,7 @@ def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Executio
     table = FileStoreTable.open(path, io)
     extra += _maintain(path, "process-time tags", lambda: create_process_time_tags(table) and [])
     extra += _maintain(path, "partition expiration", lambda: expire_partitions(table))
-    if (table.schema.core.get("tag.time-expire-enabled") or "true").lower() == "true":
+    if table.schema.core.get("tag.time-expire-enabled").lower() == "true":
         _maintain(path, "tag expiration", lambda: table.expire_tags() and [])
     # Paimon runs no snapshot expiration after commits on a postpone-bucket table (its
     # newExpireRunnable is null there): the rows waiting in bucket -2 stay with their snapshots

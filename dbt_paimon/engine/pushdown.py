@@ -22,6 +22,7 @@ decimals, booleans); a comparison that Python cannot make keeps the split or fil
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -55,31 +56,24 @@ class Bound:
         """Whether a row whose column holds x may pass."""
         if self.op == "null":
             return x is None
-        if x is None:  # SQL: a comparison with null is not true
-            return False
-        if self.op == "notnull":
-            return True
-        try:
-            if self.op in ("=", "in"):
-                return x in self.values
-            v = self.values[0]
-            return {">": x > v, ">=": x >= v, "<": x < v, "<=": x <= v}[self.op]
-        except TypeError:
-            return True
+        return x is not None and self.admits_range(x, x)  # SQL: a comparison with null is not true
 
     def admits_range(self, lo: Any, hi: Any) -> bool:
-        """Whether some value in [lo, hi] (a file's non-null key range) may pass."""
+        """Whether some value in [lo, hi] (non-null values: a file's key range) may pass."""
         try:
             if self.op in ("=", "in"):
                 return any(lo <= v <= hi for v in self.values)
-            if self.op == "notnull":
-                return True
-            if self.op == "null":
-                return False
+            if self.op in ("null", "notnull"):
+                return self.op == "notnull"
             v = self.values[0]
-            return {">": hi > v, ">=": hi >= v, "<": lo < v, "<=": lo <= v}[self.op]
+            return _COMPARE[self.op](hi if self.op[0] == ">" else lo, v)
         except TypeError:
             return True
+
+
+# a comparison, in Python and in Arrow
+_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+_ARROW_COMPARE = {">": pc.greater, ">=": pc.greater_equal, "<": pc.less, "<=": pc.less_equal}
 
 
 def bounds_of(filters: Iterable, schema: TableSchema) -> list[Bound]:
@@ -118,12 +112,13 @@ def prune(splits: Sequence[DataSplit], schema: TableSchema, bounds: Sequence[Bou
     # that overflows): its other keys' versions in a kept file must not be merged without the rest
     key_bounds = [b for b in bounds if keys and b.column == keys[0]] if not schema.is_append and (
         schema.core.merge_engine in (MergeEngine.DEDUPLICATE, MergeEngine.FIRST_ROW)) else []
+    key_types = [schema.field(k).type for k in keys]
     out = []
     for split in splits:
         if not all(b.admits(split.partition_values[i]) for i, b in partition_bounds):
             continue
         if key_bounds:
-            files = [f for f in split.files if _key_range_admitted(f, schema, key_bounds)]
+            files = [f for f in split.files if _key_range_admitted(f, key_types, key_bounds)]
             if not files:
                 continue
             if len(files) < len(split.files):
@@ -132,17 +127,15 @@ def prune(splits: Sequence[DataSplit], schema: TableSchema, bounds: Sequence[Bou
     return out
 
 
-def _key_range_admitted(file, schema: TableSchema, bounds: Sequence[Bound]) -> bool:
-    types = [schema.field(k).type for k in schema.trimmed_primary_keys]
+def _key_range_admitted(file, key_types: Sequence, bounds: Sequence[Bound]) -> bool:
     try:
-        lo = binary_row.deserialize(file.min_key, types)[0]
-        hi = binary_row.deserialize(file.max_key, types)[0]
+        lo = binary_row.deserialize(file.min_key, key_types)[0]
+        hi = binary_row.deserialize(file.max_key, key_types)[0]
     except Exception:  # noqa: BLE001 - a key range we cannot read prunes nothing
         return True
     if lo is None or hi is None:
         return True
     return all(b.admits_range(lo, hi) for b in bounds)
-
 
 
 def keep_rows(rows: pa.Table, bounds: Sequence[Bound]) -> pa.Table:
@@ -161,8 +154,7 @@ def keep_rows(rows: pa.Table, bounds: Sequence[Bound]) -> pa.Table:
             elif b.op in ("=", "in"):
                 passing = pc.is_in(column, value_set=pa.array(b.values, column.type))
             else:
-                compare = {">": pc.greater, ">=": pc.greater_equal, "<": pc.less, "<=": pc.less_equal}[b.op]
-                passing = compare(column, pa.scalar(b.values[0], column.type))
+                passing = _ARROW_COMPARE[b.op](column, pa.scalar(b.values[0], column.type))
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             continue
         passing = pc.fill_null(passing, False)  # SQL: a comparison with null is not true

@@ -34,7 +34,7 @@ DEFAULT_BLOCK_SIZE = 16 * 1024
 SUPPORTED = ("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "STRING", "DATE", "TIMESTAMP",
              "TIMESTAMP_LTZ")
 _FIXED = {"BOOLEAN": ">?", "TINYINT": ">b", "SMALLINT": ">h", "INT": ">i", "DATE": ">i", "BIGINT": ">q",
-          "TIMESTAMP": ">q", "TIMESTAMP_LTZ": ">q", "FLOAT": ">f", "DOUBLE": ">d"}
+          "TIMESTAMP": ">q", "TIMESTAMP_LTZ": ">q"}
 
 
 def _comparable(values: pa.Array, dtype: DataType) -> pa.Array:

@@ -5,9 +5,9 @@ A filter of `items` expected values at false-positive rate `fpp` has
 bits, stored as int32 BE k then numBits / 8 bytes, bit p at byte p >> 3, bit p & 7 (least significant
 first). A value's 64-bit hash h sets bits ((int) h + i * (int) (h >>> 32), wrapped to int32, ~c when
 negative) % numBits for i = 1..k. Strings and bytes hash by XXH64 (seed 0) of their bytes; integers,
-dates, floats and doubles (by their Java bit patterns; Java files' filters are read, ours are not
-written for them: -0.0 and 0.0, equal to Spark, hash apart) and timestamps (epoch millis up to
-precision 3, else micros) by Thomas Wang's 64-bit mix of the value as a long. Nulls are not added. Everything here
+dates and timestamps (epoch millis up to precision 3, else micros) by Thomas Wang's 64-bit mix of
+the value as a long. Floats and doubles are neither indexed nor skipped by (-0.0 and 0.0, equal to
+Spark, hash apart: option_validation.check_file_index). Nulls are not added. Everything here
 works on whole columns (numpy); XXH64 runs once per distinct string length.
 """
 
@@ -113,13 +113,6 @@ def value_hashes(values: pa.Array, dtype: DataType) -> np.ndarray:
     root = dtype.root
     if root in ("STRING", "BYTES"):
         return xxh64(values).view(np.int64)
-    if root == "FLOAT":  # Float.floatToIntBits: every NaN is 0x7fc00000
-        f = values.to_numpy(zero_copy_only=False).astype(np.float32)
-        bits = np.where(np.isnan(f), np.int32(0x7FC00000), f.view(np.int32))
-        return long_hash(bits.astype(np.int64))
-    if root == "DOUBLE":
-        d = values.to_numpy(zero_copy_only=False).astype(np.float64)
-        return long_hash(np.where(np.isnan(d), np.int64(0x7FF8000000000000), d.view(np.int64)))
     if root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
         unit = "ms" if dtype.precision <= 3 else "us"
         if values.type.unit == "ns" and unit == "us":  # Timestamp.toMicros: floor of the nanos

@@ -19,12 +19,11 @@ from .index import DELETION_VECTORS_INDEX, HASH_INDEX, IndexFileMeta, IndexManif
 from .manifest import (ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, data_entries,
                        merge_entries)
 from .options import BucketMode
-from .paths import bucket_dir, partition_path
+from .file_deletion import FileDeletion
 from .postpone import check_counts_kept
 from .retry import give_up_hint, wait_before_retry
 from .schema import TableSchema
 from .snapshot import APPEND, BATCH_COMMIT_IDENTIFIER, OVERWRITE, Snapshot, SnapshotManager
-from . import binary_row
 
 
 @dataclass
@@ -269,17 +268,12 @@ class FileStoreCommit:
             raise
 
     def abort(self, entries: Sequence[ManifestEntry]) -> None:
-        """Delete the data files of a commit that will not happen."""
-        types = self.schema.partition_types
-        default = self.schema.core.partition_default_name
+        """Delete the data files (with their file indexes beside them) of a commit that will not happen."""
+        files = FileDeletion(self.io, self.table_path, self.schema)
         for e in entries:
-            if e.kind != ADD:
-                continue
-            values = binary_row.deserialize(e.partition, types)
-            folder = bucket_dir(self.table_path, partition_path(values, types, self.schema.partition_keys, default),
-                                e.bucket)
-            for name in (e.file.file_name, *e.file.extra_files):  # its file index beside it
-                self.io.delete(f"{folder}/{name}")
+            if e.kind == ADD:
+                for path in files.data_file_paths(e):
+                    self.io.delete(path)
 
 
 def _mostly_cancelled(metas: Sequence[ManifestFileMeta]) -> bool:

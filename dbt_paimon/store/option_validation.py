@@ -15,6 +15,7 @@ from .errors import SchemaError
 from .options import (AGGREGATE_FUNCTIONS, COUNT_MARKER, MERGE_ENGINES, CoreOptions, MergeEngine, did_you_mean,
                       parse_duration_ms, parse_int, parse_memory, parse_positive)
 from .stats_mode import StatsMode
+from .tag_creation import PERIODS
 
 
 def _choice(*allowed: str, why: str = ""):
@@ -154,7 +155,7 @@ def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
             if what == "stats-mode":
                 _stats_mode(key, value)
         elif key.startswith("file-index."):
-            pass  # file_index.validate, once the columns' types are known
+            pass  # check_file_index, once the columns' types are known
         elif key not in _KNOWN:
             hint = did_you_mean(key, _KNOWN)
             if hint:
@@ -218,9 +219,8 @@ def _check_combinations(o: Mapping[str, str]) -> None:
         raise SchemaError("option 'deletion-vectors.enabled' on a first-row table: Paimon refuses it (the first-row "
                           "merge engine does not need deletion vectors: its batch readers already skip level 0)")
     if "tag.creation-delay" in o:
-        period = {"daily": 86_400_000, "hourly": 3_600_000, "two-hours": 7_200_000}[
-            (o.get("tag.creation-period") or "daily").lower()]
-        if parse_duration_ms("tag.creation-delay", o["tag.creation-delay"]) >= period:
+        period = PERIODS[(o.get("tag.creation-period") or "daily").lower()]
+        if parse_duration_ms("tag.creation-delay", o["tag.creation-delay"]) >= period.total_seconds() * 1000:
             raise SchemaError("option 'tag.creation-delay' must be shorter than one tag.creation-period (as in Paimon)")
     if "num-levels" in o and int(o["num-levels"]) < 2:
         raise SchemaError(f"option 'num-levels' must be at least 2 (level 0 and one sorted level), "
@@ -259,11 +259,6 @@ def strptime_format(formatter: str) -> str:
 def check_partition_expiration(o: Mapping[str, str], partition_keys: Sequence[str]) -> None:
     """The partition expiration options (partition_expire.py) against the partition fields, at
     create and ALTER."""
-    if "partition.expiration-time" in o:
-        parse_duration_ms("partition.expiration-time", o["partition.expiration-time"])
-    strategy = o.get("partition.expiration-strategy", "values-time")
-    if strategy not in ("values-time", "update-time"):
-        raise SchemaError(f"option 'partition.expiration-strategy' must be values-time or update-time, got {strategy!r}")
     if "partition.timestamp-formatter" in o:
         strptime_format(o["partition.timestamp-formatter"])
     pattern = o.get("partition.timestamp-pattern")

@@ -75,6 +75,14 @@ DEFAULTS: dict[str, str] = {
     "deletion-vectors.merge-on-read": "false",
     "deletion-vectors.bitmap64": "false",
     "deletion-vectors.modifiable": "false",
+    "file-index.read.enabled": "true",
+    "partition.expiration-strategy": "values-time",
+    "partition.expiration-max-num": "100",
+    "tag.automatic-creation": "none",
+    "tag.creation-period": "daily",
+    "tag.period-formatter": "with_dashes",
+    "tag.creation-delay": "0",
+    "tag.time-expire-enabled": "true",
 }
 # Paimon's aggregate functions (FieldAggregatorFactory identifiers) that the store implements. Paimon
 # has no `count`: the engine layer stores `count` as `sum` of 1s plus the marker option
@@ -272,6 +280,11 @@ class CoreOptions:
     def changelog_time_retained_ms(self) -> int:
         return parse_duration_ms("changelog.time-retained",
                                  self.get("changelog.time-retained", self.get("snapshot.time-retained")))
+
+    @property
+    def write_only(self) -> bool:
+        """`write-only`: writes leave compaction (and partition expiration) to another job."""
+        return (self.raw.get("write-only") or "false").lower() == "true"
 
     @property
     def deletion_vectors(self) -> bool:

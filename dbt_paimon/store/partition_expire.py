@@ -69,28 +69,30 @@ def expired_partitions(table, now: dt.datetime | None = None) -> list[bytes]:
     schema = table.schema
     core = schema.core
     value = core.get("partition.expiration-time")
-    if not value or not schema.partition_keys or (core.get("write-only") or "false").lower() == "true":
+    if not value or not schema.partition_keys or core.write_only:
         return []
     now = now or dt.datetime.now()
     before = now - dt.timedelta(milliseconds=parse_duration_ms("partition.expiration-time", value))
     by_update = core.get("partition.expiration-strategy") == "update-time"
-    found = []
+    times: dict[bytes, tuple[dict, dt.datetime | None]] = {}  # partition -> (values, its time)
     for split in table.plan().splits:  # a partition's buckets
+        if split.partition in times and not by_update:
+            continue  # values-time: a partition's values give its time once
         values = dict(zip(schema.partition_keys, split.partition_values))
         if by_update:  # creation times are instants (UTC): compared with `before` as one
-            times = [f.creation_time for f in split.files if f.creation_time is not None]
-            when = max(times).astimezone().replace(tzinfo=None) if times else None
+            stamps = [f.creation_time for f in split.files if f.creation_time is not None]
+            when = max(stamps).astimezone().replace(tzinfo=None) if stamps else None
         else:
             when = partition_time(values, schema)
+        known = times.get(split.partition, (values, None))[1]
+        times[split.partition] = (values, known if when is None or (known is not None and known >= when) else when)
+    old = []
+    for part, (values, when) in times.items():
         if when is None:
             log.warning("partition %s of %s has no time to expire by", values, table.path)
-        found.append((split.partition, values, when))
-    latest: dict[bytes, tuple] = {}
-    for part, values, when in found:
-        if when is not None and (part not in latest or when > latest[part][1]):
-            latest[part] = (values, when)
-    old = [(",".join(str(v) for v in vals.values()), part) for part, (vals, when) in latest.items() if before > when]
-    return [part for _, part in sorted(old)][:int(core.get("partition.expiration-max-num") or 100)]
+        elif before > when:
+            old.append((",".join(str(v) for v in values.values()), part))
+    return [part for _, part in sorted(old)][:int(core.get("partition.expiration-max-num"))]
 
 
 def expire_partitions(table, now: dt.datetime | None = None) -> list[int]:

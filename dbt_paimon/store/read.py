@@ -31,7 +31,7 @@ class TableRead:
         core = schema.core
         unmerged = schema.is_append or (core.deletion_vectors and not core.deletion_vectors_merge_on_read)
         self.conditions = tuple(conditions) if unmerged and \
-            (core.get("file-index.read.enabled") or "true").lower() == "true" else ()
+            core.get("file-index.read.enabled").lower() == "true" else ()
         self.table_path = table_path
         self.schema = schema
         self.schemas = SchemaManager(io, table_path)

@@ -221,8 +221,11 @@ class TableWrite:
         self._next_seq: dict[tuple[bytes, int], int] | None = (
             dict(next_sequence) if next_sequence is not None else None)
         self._postpone = self.schema.bucket_mode == opts.BucketMode.POSTPONE_MODE
-        if self._postpone and buckets is None:
-            buckets = PartitionBuckets.of_plan(self.schema, table.plan())
+        if self._postpone and buckets is None:  # one plan gives the counts and the sequence numbers
+            plan = table.plan()
+            buckets = PartitionBuckets.of_plan(self.schema, plan)
+            if self._next_seq is None:
+                self._next_seq = next_sequences(plan.splits)
         self._buckets = buckets
         self._writers: dict[tuple[bytes, int], KeyValueFileWriter] = {}
         self._changelog_writers: dict[tuple[bytes, int], KeyValueFileWriter] = {}

@@ -26,7 +26,7 @@ from .options import parse_duration_ms
 log = logging.getLogger(__name__)
 
 BATCH, PROCESS_TIME = "batch", "process-time"
-_PERIODS = {"daily": dt.timedelta(days=1), "hourly": dt.timedelta(hours=1), "two-hours": dt.timedelta(hours=2)}
+PERIODS = {"daily": dt.timedelta(days=1), "hourly": dt.timedelta(hours=1), "two-hours": dt.timedelta(hours=2)}
 _FORMATS = {  # tag.period-formatter -> (daily name, hourly name)
     "with_dashes": ("%Y-%m-%d", "%Y-%m-%d %H"), "without_dashes": ("%Y%m%d", "%Y%m%d %H"),
     "without_dashes_and_spaces": ("%Y%m%d", "%Y%m%d%H")}
@@ -49,7 +49,7 @@ def create_batch_tag(table) -> str | None:
     """After a batch write: tag the latest snapshot as tag.automatic-creation = batch says; the tag's
     name, or None when the table asks for none."""
     core = table.schema.core
-    if (core.get("tag.automatic-creation") or "none").lower() != BATCH:
+    if core.get("tag.automatic-creation").lower() != BATCH:
         return None
     latest = table.latest_snapshot()
     if latest is None:
@@ -59,22 +59,26 @@ def create_batch_tag(table) -> str | None:
         table.delete_tag(name)
     table.create_tag(name, latest.id, _retention(core))
     log.info("tagged snapshot %d of %s as %s", latest.id, table.path, name)
-    keep = core.get("tag.num-retained-max")
-    if keep:
-        tags = sorted(table.list_tags(), key=lambda t: (t.snapshot_id, t.name))
-        for old in tags[:max(0, len(tags) - int(keep))]:
-            table.delete_tag(old.name)
-            log.info("deleted tag %s of %s (tag.num-retained-max %s)", old.name, table.path, keep)
+    _retain(table, {t.name: t.snapshot_id for t in table.list_tags()}, core.get("tag.num-retained-max"))
     return name
+
+
+def _retain(table, tags: dict[str, int], keep: str | None) -> None:
+    """tag.num-retained-max: the oldest of `tags` (name -> snapshot id) deleted past `keep`."""
+    if not keep or len(tags) <= int(keep):
+        return
+    for old in sorted(tags, key=lambda n: (tags[n], n))[:len(tags) - int(keep)]:
+        table.delete_tag(old)
+        log.info("deleted tag %s of %s (tag.num-retained-max %s)", old, table.path, keep)
 
 
 def _period(core) -> tuple[dt.timedelta, str]:
     """The tag period and the strftime format of its names."""
-    period = (core.get("tag.creation-period") or "daily").lower()
-    daily, hourly = _FORMATS[(core.get("tag.period-formatter") or "with_dashes").lower()]
+    period = core.get("tag.creation-period").lower()
+    daily, hourly = _FORMATS[core.get("tag.period-formatter").lower()]
     if period == "two-hours":
         hourly = "%Y-%m-%d %H"  # Paimon names two-hour periods so whatever the formatter
-    return _PERIODS[period], daily if period == "daily" else hourly
+    return PERIODS[period], daily if period == "daily" else hourly
 
 
 def _floor(when: dt.datetime, period: dt.timedelta) -> dt.datetime:
@@ -103,7 +107,7 @@ def process_time_tags(snapshots, auto_tags: dict[str, int], period: dt.timedelta
 def create_process_time_tags(table) -> list[str]:
     """After a commit: the tags tag.automatic-creation = process-time adds (their names)."""
     core = table.schema.core
-    if (core.get("tag.automatic-creation") or "none").lower() != PROCESS_TIME:
+    if core.get("tag.automatic-creation").lower() != PROCESS_TIME:
         return []
     period, name_format = _period(core)
     auto = {}
@@ -116,7 +120,7 @@ def create_process_time_tags(table) -> list[str]:
     mgr = table.snapshots
     start = max(auto.values()) + 1 if auto else (mgr.earliest_id() or 1)
     snapshots = [s for s in (mgr.try_snapshot(i) for i in range(start, (mgr.latest_id() or 0) + 1)) if s is not None]
-    delay = dt.timedelta(milliseconds=parse_duration_ms("tag.creation-delay", core.get("tag.creation-delay") or "0"))
+    delay = dt.timedelta(milliseconds=parse_duration_ms("tag.creation-delay", core.get("tag.creation-delay")))
     made = []
     for name, snapshot_id in process_time_tags(snapshots, auto, period, name_format, delay):
         if table.tags.exists(name):
@@ -125,9 +129,6 @@ def create_process_time_tags(table) -> list[str]:
         auto[name] = snapshot_id
         made.append(name)
         log.info("tagged snapshot %d of %s as %s", snapshot_id, table.path, name)
-    keep = core.get("tag.num-retained-max")
-    if made and keep and len(auto) > int(keep):
-        for old in sorted(auto, key=lambda n: (auto[n], n))[:len(auto) - int(keep)]:
-            table.delete_tag(old)
-            log.info("deleted tag %s of %s (tag.num-retained-max %s)", old, table.path, keep)
+    if made:
+        _retain(table, auto, core.get("tag.num-retained-max"))
     return made
