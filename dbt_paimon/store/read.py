@@ -22,6 +22,13 @@ from .schema import SchemaManager, TableSchema
 POSITION = "_POSITION"  # a row's position in its data file (read_file_kv)
 
 
+def raw_convertible(split: DataSplit) -> bool:
+    """Whether a primary-key split's rows are its file's rows as they are: one file (its keys are
+    unique) holding no -D/-U rows, as Paimon's MergeTreeSplitGenerator has a one-file section (an
+    unknown delete count, from an old writer, may hide deletes)."""
+    return len(split.files) == 1 and not split.files[0].has_deletes
+
+
 class TableRead:
     def __init__(self, io: FileIO, table_path: str, schema: TableSchema, projection: Sequence[str] | None = None,
                  conditions: Sequence[Condition] = ()):
@@ -56,15 +63,16 @@ class TableRead:
         fid = self.schema.field(name).id
         return next(f.name for f in file_schema.fields if f.id == fid)
 
-    def _projected(self, file) -> list[str | None]:
-        """The file's name of each projected column, matched by field id (None: added since)."""
+    def _projected(self, file, names: Sequence[str] | None = None) -> list[str | None]:
+        """The file's name of each of `names` (default: the columns read), matched by field id
+        (None: added since)."""
         by_id = {f.id: f for f in self._file_schema(file.schema_id).fields}
-        olds = [by_id.get(self.schema.field(name).id) for name in self.columns]
+        olds = [by_id.get(self.schema.field(name).id) for name in (self.columns if names is None else names)]
         return [old.name if old is not None else None for old in olds]
 
-    def _as_current(self, raw: pa.Table, wanted: Sequence[str | None]) -> list:
+    def _as_current(self, raw: pa.Table, wanted: Sequence[str | None], names: Sequence[str] | None = None) -> list:
         arrays = []
-        for name, old in zip(self.columns, wanted):
+        for name, old in zip(self.columns if names is None else names, wanted):
             target = self.schema.field(name).type.to_arrow()
             if old is None:
                 arrays.append(pa.nulls(raw.num_rows, target))
@@ -81,6 +89,18 @@ class TableRead:
             raw = read_kv_file(self.io, f"{split.bucket_path}/{file.file_name}", [w for w in wanted if w is not None])
             parts.append(pa.Table.from_arrays(self._as_current(raw, wanted), schema=self.output_schema))
         return pa.concat_tables(parts) if parts else self.output_schema.empty_table()
+
+    def read_raw(self, split: DataSplit, file) -> pa.Table:
+        """The projected rows of a file that needs no merge (raw_convertible): its value columns only,
+        without the rows its deletion vector deletes."""
+        wanted = self._projected(file, self.projection)
+        raw = read_kv_file(self.io, f"{split.bucket_path}/{file.file_name}", [w for w in wanted if w is not None])
+        table = pa.Table.from_arrays(self._as_current(raw, wanted, self.projection), schema=self.output_schema)
+        if split.deletion_index is None:
+            return table
+        vectors = read_vectors(self.io, self.table_path, split.deletion_index, {file.file_name})
+        mask = live_mask(table.num_rows, vectors.get(file.file_name))
+        return table if mask is None else table.filter(mask)
 
     def _read_file(self, split: DataSplit, file) -> pa.Table:
         """Read one file projected to the current schema: columns matched by field id, so renamed,
@@ -151,6 +171,8 @@ class TableRead:
                 return self.output_schema.empty_table()
         if self.merge_function is None:
             return self.read_files(split, split.files)
+        if raw_convertible(split):
+            return self.read_raw(split, split.files[0])
         kv = self.read_split_kv(split)
         return pa.Table.from_arrays([kv.column(n) for n in self.projection], schema=self.output_schema)
 

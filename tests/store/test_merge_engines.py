@@ -608,3 +608,29 @@ def test_property_aggregation(files, mode, funcs):
 @given(files=files_st, mode=st.sampled_from([{}, {"ignore-delete": "true"}]))
 def test_property_first_row(files, mode):
     _run_property("first-row", mode, None, files)
+
+
+@pytest.mark.parametrize("engine", ["deduplicate", "partial-update", "aggregation"])
+def test_one_file_is_read_as_it_is_unless_it_holds_a_retract(warehouse, engine):
+    """A split of one file without -D/-U rows needs no merge (Paimon's raw-convertible section): it
+    is read as its value columns. A file holding a retract is merged, so the key it deletes is gone."""
+    from dbt_paimon.store.read import raw_convertible
+    options = {"merge-engine": engine, **({"partial-update.remove-record-on-delete": "true"}
+                                           if engine == "partial-update" else {})}
+    t, path = new_table(warehouse, f"raw_{engine}", PU_SCHEMA, {**options, "bucket": "1"})
+    row = {"k": 1, "p": "p1", "a": 1, "b": "x", "c": 1.5, "d": None}
+    write_history(t, PU_SCHEMA, [[[(INSERT, row), (INSERT, dict(row, k=3, a=None))]]])
+    [split] = t.plan().splits
+    assert raw_convertible(split)
+    want = [row, dict(row, k=3, a=None)]
+    assert ours(t) == want
+    if engine == "deduplicate":  # pypaimon 2.1 reads no partial-update deletes
+        assert norm(rows(pypaimon_read(path), ["k", "p"])) == want
+
+    t2, path2 = new_table(warehouse, f"retract_{engine}", PU_SCHEMA, {**options, "bucket": "1"})
+    write_history(t2, PU_SCHEMA, [[[(INSERT, row), (DELETE, dict(row, k=3))]]])
+    [split] = t2.plan().splits
+    assert split.files[0].delete_row_count == 1 and not raw_convertible(split)
+    assert ours(t2) == [row]
+    if engine == "deduplicate":
+        assert norm(rows(pypaimon_read(path2), ["k", "p"])) == [row]
