@@ -96,7 +96,7 @@ def write(df: DataFrame, path: str, *, mode: str = APPEND_MODE, partition_keys: 
             raise SchemaError(f"table {path} has the primary key {list(schema.primary_keys)}: rows go into it by "
                               "upsert (unique_key), not appended")
         check_writable(schema, path)
-        given = validate_options(given, schema.field_names) if given else {}
+        given = validate_options(given, schema.field_names, stored=schema.options) if given else {}
         check_table(schema, [], partition_keys, given, path)
     else:
         partition_keys = resolve_columns("partition key", partition_keys, df.columns)

@@ -99,7 +99,7 @@ def evolve(schema: TableSchema, *, add: Sequence[T.StructField] = (), drop: Sequ
     new_options = dict(schema.options)
     if options:
         new_options.update(options)
-    new_options = validate_options(new_options, [f.name for f in fields])
+    new_options = validate_options(new_options, [f.name for f in fields], stored=schema.options)
     return dataclasses.replace(schema, id=schema.id + 1, fields=tuple(fields), highest_field_id=next_id,
                                options=new_options, time_millis=_now())
 
@@ -137,7 +137,7 @@ def with_options(schema: TableSchema, changes: Mapping[str, str], removed: Seque
             raise SchemaError(f"table option {key!r} cannot change once the table exists (rebuild the table)")
     new_options = {k: v for k, v in schema.options.items() if k not in removed}
     new_options.update({k: str(v) for k, v in changes.items()})
-    new_options = validate_options(new_options, schema.field_names)
+    new_options = validate_options(new_options, schema.field_names, stored=schema.options)
     if schema.is_append:
         check_append_options(new_options)
     return dataclasses.replace(schema, id=schema.id + 1, options=new_options, time_millis=_now())

@@ -214,7 +214,7 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     if exists:
         schema = SchemaManager(io, path).latest()
         check_writable(schema, path)
-        given = validate_options(given, schema.field_names) if given else {}
+        given = validate_options(given, schema.field_names, stored=schema.options) if given else {}
         check_table(schema, primary_keys, partition_keys, given, path)
         counted = [f.name for f in schema.fields if schema.core.is_count(f.name)]
     else:

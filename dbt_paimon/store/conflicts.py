@@ -53,7 +53,8 @@ class Changes:
             values = binary_row.deserialize(e.partition, types)
             where = bucket_dir(self.path, partition_path(values, types, keys, schema.core.partition_default_name),
                                e.bucket)
-            out.append(read_kv_file(self.io, f"{where}/{e.file.file_name}", list(schema.primary_keys)))
+            out.append(read_kv_file(self.io, f"{where}/{e.file.file_name}", list(schema.primary_keys),
+                                    {k: schema.field(k).type.to_arrow() for k in schema.primary_keys}))
         if not out:
             return pa.table({k: pa.array([], schema.field(k).type.to_arrow()) for k in schema.primary_keys})
         return pa.concat_tables(out)

@@ -10,15 +10,15 @@ import datetime as dt
 import dataclasses
 import uuid
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import binary_row, file_index, key_order
-from .errors import CorruptTableError, DataError
+from . import binary_row, file_format, file_index, key_order
+from .errors import DataError
 from .fileio import FileIO
 from .manifest import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
 from .schema import KEY_PREFIX, TableSchema
@@ -326,16 +326,16 @@ def conform(rows: pa.Table, schema: TableSchema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(nullable=True))
 
 
-def read_kv_file(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa.Table:
-    """Read (a projection of) one KeyValue file."""
-    # ParquetFile, not read_table: the latter would take `dt=...` directories as hive partitions.
-    try:
-        with pq.ParquetFile(io.open_input(path), pre_buffer=True) as f:
-            return f.read(columns=list(columns) if columns is not None else None, use_threads=True)
-    except FileNotFoundError:
-        raise CorruptTableError(f"data file {path} is missing") from None
-    except (pa.ArrowInvalid, OSError) as e:
-        raise CorruptTableError(f"data file {path} is unreadable: {e}") from None
+def read_kv_file(io: FileIO, path: str, columns: Sequence[str] | None = None,
+                 types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
+    """Read (a projection of) one KeyValue file, of any format Paimon writes (file_format.py);
+    `types`: the Arrow type some columns must have (an Avro file reads TINYINT and _VALUE_KIND as
+    int, an ORC file timestamps as nanoseconds)."""
+    table = file_format.read_file(io, path, columns)
+    if not types:
+        return table
+    return pa.Table.from_arrays([c.cast(types[n]) if n in types and c.type != types[n] else c
+                                 for n, c in zip(table.column_names, table.columns)], names=table.column_names)
 
 
 def int_array(values, arrow_type: pa.DataType) -> pa.Array:

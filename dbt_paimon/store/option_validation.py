@@ -26,6 +26,10 @@ def _choice(*allowed: str, why: str = ""):
     return check
 
 
+def _refuse(key: str, why: str) -> None:
+    raise SchemaError(f"option {key!r} cannot be set: {why}")
+
+
 def _bool(key: str, value: str) -> bool:
     if value.lower() not in ("true", "false"):
         raise SchemaError(f"option {key!r} must be true or false, got {value!r}")
@@ -82,7 +86,11 @@ _KNOWN: dict[str, object] = {
     "compaction.file-size": parse_memory,
     "write-only": _bool,
     "target-file-size": parse_memory,
-    "file.format": _choice("parquet", why=" (the only format dbt-paimon writes)"),
+    "file.format": _choice("parquet", why=" (the only format dbt-paimon writes; it reads ORC and Avro files "
+                           "too, so it continues a table another writer made with them)"),
+    "file.format.per.level": lambda key, value: _refuse(key, "dbt-paimon writes Parquet files at every level (it "
+                                                        "reads ORC and Avro files too, so it continues a table "
+                                                        "another writer made with this option)"),
     "file.compression": _choice("zstd", "snappy", "gzip", "lz4", "none", "uncompressed"),
     "file.compression.zstd-level": parse_int,
     "manifest.merge-min-count": parse_int,
@@ -136,11 +144,20 @@ _FIELD_OPTION = re.compile(
     r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|list-agg-delimiter|stats-mode|dbt-paimon\.count)$")
 
 
-def validate(options: Mapping[str, str], columns: list[str]) -> dict[str, str]:
-    """Checked copy of user options (values as strings, as Paimon stores them)."""
+# Options we do not write by but continue a table with, as another writer stored them: the file
+# formats (we write Parquet; Paimon's readers tell a file's format by its name, file_format.py)
+_CONTINUED = ("file.format", "file.format.per.level")
+
+
+def validate(options: Mapping[str, str], columns: list[str], stored: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Checked copy of user options (values as strings, as Paimon stores them); `stored`: the
+    table's current options, whose values of _CONTINUED options stand as they are."""
     out: dict[str, str] = {}
     for key, raw in options.items():
         value = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        if key in _CONTINUED and stored is not None and stored.get(key) == value:
+            out[key] = value
+            continue
         m = _FIELD_OPTION.match(key)
         if m:
             if m.group("field") not in columns:

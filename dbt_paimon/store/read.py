@@ -47,6 +47,7 @@ class TableRead:
         for name in self.projection:
             schema.field(name)  # a clear error for an unknown column
         self.key_cols = [key_column(k) for k in schema.trimmed_primary_keys]
+        self.key_types = [schema.field(k).type.to_arrow() for k in schema.trimmed_primary_keys]
         self.output_schema = pa.schema(
             [pa.field(n, schema.field(n).type.to_arrow(), True) for n in self.projection])
         # the columns read: the projection, and the sequence fields that order a key's versions
@@ -109,14 +110,17 @@ class TableRead:
         wanted = self._projected(file)
         values = [w for w in wanted if w is not None]
         path = f"{split.bucket_path}/{file.file_name}"
+        system = {SEQUENCE_NUMBER: pa.int64(), VALUE_KIND: pa.int8()}
         try:
-            raw = read_kv_file(self.io, path, self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + values)
+            raw = read_kv_file(self.io, path, self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + values,
+                               {**dict(zip(self.key_cols, self.key_types)), **system})
             arrays = [raw.column(c) for c in self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND]]
         except KeyError:
             # Paimon's data-file.thin-mode (pypaimon-rust writes it): no _KEY_* copies, the key
             # fields are read from their value columns.
             key_fields = [self._file_field_name(fs, k) for k in self.schema.trimmed_primary_keys]
-            raw = read_kv_file(self.io, path, list(dict.fromkeys(key_fields + [SEQUENCE_NUMBER, VALUE_KIND] + values)))
+            raw = read_kv_file(self.io, path, list(dict.fromkeys(key_fields + [SEQUENCE_NUMBER, VALUE_KIND] + values)),
+                               {**dict(zip(key_fields, self.key_types)), **system})
             arrays = [raw.column(c) for c in key_fields + [SEQUENCE_NUMBER, VALUE_KIND]]
         arrays += self._as_current(raw, wanted)
         names = self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + self.columns

@@ -171,7 +171,7 @@ class FileStoreTable:
             raise SchemaError(f"option(s) {fixed} cannot change on an existing table (rebuild it instead)")
         merged = {k: v for k, v in self.schema.options.items() if k not in reset}
         merged.update(changes)
-        validate_options(merged, self.schema.field_names)
+        validate_options(merged, self.schema.field_names, stored=self.schema.options)
         check_file_index(merged, {f.name: f.type for f in self.schema.fields})
         check_partition_expiration(merged, self.schema.partition_keys)
         core = opts.CoreOptions(merged)

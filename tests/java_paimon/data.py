@@ -81,4 +81,4 @@ class Model:
             self.rows.pop(tuple(r[k] for k in self.key))
 
     def sorted_rows(self) -> list[dict]:
-        return [self.rows[k] for k in sorted(self.rows)]
+        return [self.rows[k] for k in sorted(self.rows, key=lambda k: tuple((v is None, v) for v in k))]
