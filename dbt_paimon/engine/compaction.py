@@ -24,11 +24,11 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from ..assign.rows import PAYLOAD
-from ..store import append
+from ..store import append, postpone_compact
 from ..store.compact import abort_compaction, compact_bucket, compact_bucket_dv, max_level
 from ..store.deletion_vectors import DeletionVectorsIndexFile, ranges
 from ..store.compact_strategy import UniversalCompaction
-from ..store.errors import CommitConflictError, SchemaError
+from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
 from ..store.options import BucketMode
 from ..store.retry import after_conflict
@@ -55,6 +55,7 @@ class Rewrite:
     full: bool = False
     bucket_files: tuple | None = None
     derive_changelog: bool = True
+    moved: pa.Table | None = None  # rows a postpone compaction moves into the bucket (postpone_compact.py)
 
     def run(self, table: FileStoreTable) -> tuple[list, list]:
         """(the entries to commit, the deletion vectors changed)."""
@@ -63,7 +64,7 @@ class Rewrite:
         if table.schema.core.deletion_vectors:
             return compact_bucket_dv(table, self.split, self.level, self.bucket_files, self.derive_changelog)
         return compact_bucket(table, self.split, self.level, self.drop_deletes, self.bucket_files,
-                              self.derive_changelog), []
+                              self.derive_changelog, self.moved), []
 
 
 def _compact_task(path: str, schema, io):
@@ -170,8 +171,10 @@ def _appends_since_compaction(table: FileStoreTable) -> int:
 def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]] | None = None,
             io: FileIO | None = None, storage_options: Mapping[str, object] | None = None,
             execution: str | Execution = Execution.DISTRIBUTED) -> int | None:
-    """Fully compact the given (partition bytes, bucket)s (all when None); returns the COMPACT
-    snapshot id, or None when nothing needed rewriting. A commit that raced it and removed one of
+    """Fully compact the given (partition bytes, bucket)s (all when None: then rows other writers
+    parked in bucket -2 of a postpone-bucket table are moved into their buckets in the same
+    snapshot, store/postpone_compact.py); returns the COMPACT snapshot id, or None when nothing
+    needed rewriting. A commit that raced it and removed one of
     its input files makes its commit fail cleanly and its outputs deleted; it then plans and rewrites
     again on the new snapshot, up to the table's commit.max-retries times, waiting between attempts as
     Paimon does (store/retry.py), and raises CommitConflictError after the last.
@@ -185,10 +188,10 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
         attempt += 1
         table = FileStoreTable.open(path, io)
         plan = table.plan()
-        if plan.postponed:
-            raise SchemaError(f"table {path} has {plan.postponed} file(s) of rows waiting in bucket -2 (postpone bucket "
-                              "mode): Paimon's postpone compaction (CALL sys.compact) moves them into buckets; "
-                              "dbt-paimon does not yet, so it does not call the table compacted while they wait")
+        moving, parked = {}, []
+        if plan.parked and wanted is None:  # rows parked in bucket -2 go into their buckets
+            postpone_compact.check_movable(table.schema, path)
+            moving, parked = postpone_compact.moved(table, plan)
         level = max_level(table.schema)
         if table.schema.is_append:  # every file under target-file-size (store/append.py pick_bins)
             rewrites = [Rewrite(s, 0, False, full=True) for s in plan.splits
@@ -197,24 +200,27 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
         else:  # a bucket that is one file at the top level is done, unless rows of it are deleted
             rewrites = [Rewrite(s, level, True) for s in plan.splits
                         if (wanted is None or (s.partition, s.bucket) in wanted)
+                        and (s.partition, s.bucket) not in moving
                         and not (len(s.files) == 1 and s.files[0].level == level
                                  and s.files[0].file_name not in _with_vectors(s))]
+            rewrites += [Rewrite(split, level, True, moved=rows) for split, rows in moving.values()]
         try:
-            return _rewrite_and_commit(spark, table, rewrites, execution)
+            return _rewrite_and_commit(spark, table, rewrites, execution, parked)
         except CommitConflictError as e:
             after_conflict(table.schema.core, attempt, e, "compaction", path, log)
 
 
 def _rewrite_and_commit(spark: SparkSession, table: FileStoreTable, rewrites: list[Rewrite],
-                        execution: str | Execution) -> int | None:
-    """The rewrites run where `execution` says, then one COMPACT commit; on a lost race every file
+                        execution: str | Execution, removed: list = ()) -> int | None:
+    """The rewrites run where `execution` says, then one COMPACT commit (with `removed`: the
+    DELETE entries of parked files whose rows the rewrites moved); on a lost race every file
     written is deleted and CommitConflictError raised."""
     if execution not in EXECUTIONS:
         raise ValueError(f"execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
-    if not rewrites:
+    if not rewrites and not removed:
         return None
-    done = EXECUTIONS[execution](spark, table, rewrites)
-    entries = [e for _, es, _ in done for e in es]
+    done = EXECUTIONS[execution](spark, table, rewrites) if rewrites else []
+    entries = [e for _, es, _ in done for e in es] + list(removed)
     vectors = [v for _, _, vs in done for v in vs]
     if not entries and not vectors:
         return None

@@ -41,7 +41,7 @@ def max_level(schema: TableSchema) -> int:
 def compact_bucket(table, split: DataSplit, output_level: int | None = None,
                    drop_deletes: bool | None = None,
                    bucket_files: Sequence[DataFileMeta] | None = None,
-                   derive_changelog: bool = True) -> list[ManifestEntry]:
+                   derive_changelog: bool = True, moved: pa.Table | None = None) -> list[ManifestEntry]:
     """Rewrite all files of one split as one sorted run; return DELETE + ADD entries to commit.
 
     table: a FileStoreTable or its path. output_level: 1 .. max_level (default max_level).
@@ -54,6 +54,7 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
 
     A bucket that is already one file at `output_level` (with no delete rows to drop) needs nothing;
     a lone file elsewhere is moved up by metadata only (Paimon's upgrade: same file, new level).
+    moved: KeyValue rows merged in beside the files (a postpone compaction's, postpone_compact.py).
     """
     if isinstance(table, str):
         table = FileStoreTable.open(table)
@@ -64,15 +65,15 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
         raise PaimonError(f"compaction output level must be within 1 .. {top} (num-levels - 1), got {level}")
     drop = True if drop_deletes is None else bool(drop_deletes)
     files = list(split.files)
-    if not files:
+    if not files and moved is None:
         return []
 
     if schema.core.deletion_vectors:
         raise PaimonError("a table with deletion vectors is compacted by compact_bucket_dv")
     entry = _entry_of(split)
-    changelog = _changelog(table, split, level, bucket_files, derive_changelog)
+    changelog = _changelog(table, split, level, bucket_files, derive_changelog) if files else []
     deletes = [entry(DELETE, f) for f in files]
-    if len(files) == 1 and not (drop and files[0].has_deletes):
+    if len(files) == 1 and moved is None and not (drop and files[0].has_deletes):
         f = files[0]
         if f.level == level:
             return changelog
@@ -80,7 +81,8 @@ def compact_bucket(table, split: DataSplit, output_level: int | None = None,
 
     writer = KeyValueFileWriter(table.io, schema, split.bucket_path, level=level, file_source=FILE_SOURCE_COMPACT)
     try:
-        kv = _kv_layout(TableRead(table.io, table.path, schema).read_split_kv(split, drop_deletes=drop), schema)
+        kv = _kv_layout(TableRead(table.io, table.path, schema).read_split_kv(split, drop_deletes=drop, extra=moved),
+                        schema)
         # The rows are already KeyValues (sorted, one per key, sequence numbers kept), so they go to
         # the rolling writer as they are.
         metas = writer.write_kv(kv) if kv.num_rows else []

@@ -18,7 +18,7 @@ the same:
   checkBucketKeepSame): another writer gave the partition its count first, and the job runs again.
 
 The files are left at level 0 (Paimon's batch write is write-only there: no compaction). Rows in
-bucket -2 stay where they are: moving them is Paimon's postpone compaction, which we do not run.
+bucket -2 stay where they are until a compaction moves them (postpone_compact.py).
 """
 
 from __future__ import annotations

@@ -140,18 +140,19 @@ class TableRead:
         mask = live_mask(table.num_rows, vectors.get(file.file_name))
         return table if mask is None else table.filter(mask)
 
-    def read_split_kv(self, split: DataSplit, drop_deletes: bool = True) -> pa.Table:
+    def read_split_kv(self, split: DataSplit, drop_deletes: bool = True, extra: pa.Table | None = None) -> pa.Table:
         """The merged KeyValue rows of one split (system columns kept), sorted by key; each file read
         through its deletion vector.
 
-        drop_deletes=False keeps merged -D/-U rows (for a compaction that keeps deletes)."""
+        drop_deletes=False keeps merged -D/-U rows (for a compaction that keeps deletes). extra:
+        KeyValue rows merged with the files' (in read_file_kv's layout; a key may repeat in them)."""
         if self.merge_function is None:
             raise PaimonError("an append table has no KeyValue rows: read it with read_split")
         vectors = None
         if split.deletion_index is not None:
             vectors = read_vectors(self.io, self.table_path, split.deletion_index, {f.file_name for f in split.files})
-        tables = [self.read_file_kv(split, f, vectors) for f in split.files]
-        single = len(tables) == 1
+        tables = [self.read_file_kv(split, f, vectors) for f in split.files] + ([extra] if extra is not None else [])
+        single = len(tables) == 1 and extra is None
         return self.merge_function.merge(tables, overlapping=not single, drop_deletes=drop_deletes)
 
     def may_match(self, split: DataSplit, file) -> bool:

@@ -53,9 +53,14 @@ def next_sequences(splits) -> dict[tuple[bytes, int], int]:
 class Plan:
     snapshot: Snapshot | None
     splits: list[DataSplit]
-    # live files in bucket -2 (a postpone-bucket table's rows waiting for Paimon's postpone
-    # compaction), which no split holds: batch readers leave them out
-    postponed: int = 0
+    # a postpone-bucket table's rows waiting in bucket -2 for a postpone compaction, one split per
+    # partition (bucket -2): batch readers leave them out (Paimon's onlyReadRealBuckets)
+    parked: list[DataSplit] = field(default_factory=list)
+
+    @property
+    def postponed(self) -> int:
+        """How many live files wait in bucket -2."""
+        return sum(len(s.files) for s in self.parked)
 
 
 def _matcher(partition_keys, flt: PartitionFilter) -> Callable[[tuple], bool]:
@@ -130,17 +135,13 @@ class FileStoreScan:
         default = self.schema.core.partition_default_name
         match = _matcher(keys, partition_filter)
         groups: dict[tuple, list[ManifestEntry]] = defaultdict(list)
-        postponed = 0
         for e in live.values():
-            if e.bucket == POSTPONE_BUCKET:  # Paimon's readers read real buckets only (onlyReadRealBuckets)
-                postponed += 1
-                continue
             groups[(e.partition, e.bucket)].append(e)
         decoded: dict[bytes, tuple] = {}
         vectors = bucket_indexes(self.io, self.table_path, snapshot) if self.schema.core.deletion_vectors else {}
-        splits = []
+        splits, parked = [], []
         for (part, bucket), entries in groups.items():
-            if self.skip_level0:
+            if self.skip_level0 and bucket != POSTPONE_BUCKET:
                 entries = [e for e in entries if e.file.level > 0]
                 if not entries:  # a bucket written since its last compaction only
                     continue
@@ -151,7 +152,10 @@ class FileStoreScan:
                 continue
             pdir = partition_path(values, types, keys, default)
             files = sorted((e.file for e in entries), key=lambda f: (f.level, f.min_sequence_number))
-            splits.append(DataSplit(snapshot.id, part, values, bucket, entries[0].total_buckets,
-                                    bucket_dir(self.table_path, pdir, bucket), files, vectors.get((part, bucket))))
+            # Paimon's readers read real buckets only: parked rows are a postpone compaction's input
+            (parked if bucket == POSTPONE_BUCKET else splits).append(DataSplit(
+                snapshot.id, part, values, bucket, entries[0].total_buckets, bucket_dir(self.table_path, pdir, bucket),
+                files, vectors.get((part, bucket))))
         splits.sort(key=lambda s: (s.partition_values.__repr__(), s.bucket))
-        return Plan(snapshot, splits, postponed)
+        parked.sort(key=lambda s: s.partition_values.__repr__())
+        return Plan(snapshot, splits, parked)

@@ -213,7 +213,9 @@ def test_what_cannot_be_done_right_is_refused(spark, java, warehouse):
     assert not any(isinstance(d, Exception) for d in done), done
     with pytest.raises(SchemaError, match="lacks partition fields"):
         upsert(spark.createDataFrame([(2, "b", "y")], SCHEMA), java_cross, primary_keys="id", partition_keys="dt")
-    with pytest.raises(SchemaError, match="waiting in bucket -2"):
+    # parked rows are moved by compaction, except where their changelog would have to be derived
+    FileStoreTable.open(waiting).alter_options({"changelog-producer": "lookup"})
+    with pytest.raises(SchemaError, match="waiting in bucket -2 and changelog-producer 'lookup'"):
         compact(spark, waiting)
     # Paimon's other bucket functions put rows where ours would not: Java's readers would miss them
     modded = f"{warehouse}/db.db/modded"
@@ -224,4 +226,50 @@ def test_what_cannot_be_done_right_is_refused(spark, java, warehouse):
     with pytest.raises(SchemaError, match="bucket-function.type"):
         _upsert(spark, modded, [(2, "a", "y")])
     assert FileStoreTable.open(java_cross).latest_snapshot().id == 1
-    assert FileStoreTable.open(waiting).latest_snapshot().id == 1
+    assert FileStoreTable.open(waiting).latest_snapshot().id == 1 and FileStoreTable.open(waiting).plan().postponed == 1
+
+
+@pytest.mark.parametrize("execution", ["local", "distributed"])
+def test_compaction_moves_the_rows_java_parked_into_their_buckets(spark, java, warehouse, execution):
+    """Paimon's postpone compaction (postpone_compact.py): each parked row goes to the bucket of its
+    key under its partition's count (a: the 3 of the files we wrote; c, which has none: the default),
+    given sequence numbers after the bucket's in the order it was parked, so later versions win, over
+    what the bucket held too; -D rows delete. The parked files go in the same COMPACT snapshot."""
+    path = f"{warehouse}/db.db/moved_{execution}"
+    create = {"fields": FIELDS, "primary_keys": KEY, "partition_keys": ["dt"],
+              "options": {"bucket": "-2", "postpone.default-bucket-num": "3"}}
+    done = java.run([Write(path, [{"id": k, "dt": "a", "v": "j0"} for k in range(4)], create=create)])
+    assert not isinstance(done[0], Exception), done
+    _upsert(spark, path, [(k, "a", f"ours{k}") for k in range(2, 10)])  # a's files: 3 buckets
+    FileStoreTable.open(path).alter_options({"postpone.default-bucket-num": "2"})
+    parked = [[{"id": k, "dt": d, "v": "j1"} for k in range(0, 12, 2) for d in ("a", "c")],
+              [{"id": 4, "dt": "a", "v": "j2"}, {"id": 2, "dt": "c", "v": "j2"},
+               {"id": 6, "dt": "a", "v": "j1", "_kind": "-D"}, {"id": 0, "dt": "c", "v": "j1", "_kind": "-D"}]]
+    done = java.run([Write(path, batch) for batch in parked])
+    assert not any(isinstance(d, Exception) for d in done), done
+    assert FileStoreTable.open(path).plan().postponed == 5  # a file per partition and batch
+
+    # the model: our rows, then the parked batches in the order Java parked them, the first one too
+    # (parked before our upsert, moved after it: moved rows are sequenced after the bucket's)
+    model = {("a", k): f"ours{k}" for k in range(2, 10)}
+    for batch in [[{"id": k, "dt": "a", "v": "j0"} for k in range(4)]] + parked:
+        for r in batch:
+            if r.get("_kind") == "-D":
+                model.pop((r["dt"], r["id"]), None)
+            else:
+                model[(r["dt"], r["id"])] = r["v"]
+    sid = compact(spark, path, execution=execution)
+    table = FileStoreTable.open(path)
+    plan = table.plan()
+    assert plan.postponed == 0 and table.latest_snapshot().id == sid and table.latest_snapshot().commit_kind == "COMPACT"
+    assert _counts(table) == {"a": {3}, "c": {2}}
+    assert {f.level for s in plan.splits for f in s.files} == {5}
+    want = _want(model)
+    java_read, = java.run([Read(path)])
+    assert rows(java_read, KEY) == want == rows(table.to_arrow(), KEY) == rows(pypaimon_read(path), KEY)
+    spark_rows = [r.asDict() for r in spark.read.format("paimon").load(path).collect()]
+    assert sorted(spark_rows, key=lambda r: (r["dt"], r["id"])) == want
+    # each key lives in the bucket Java's key filter looks in (its hash under the partition's count)
+    keys = sorted({i for _, i in model})
+    for k, got in zip(keys, java.run([Read(path, equal={"id": k}) for k in keys])):
+        assert sorted(r["dt"] for r in got.to_pylist() if r["id"] == k) == sorted(d for d, i in model if i == k), k
