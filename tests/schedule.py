@@ -69,6 +69,7 @@ SECONDS = {
     "tests/engine/test_bucket_sizing.py": 21,
     "tests/java_paimon/test_we_read_java.py": 7,
     "tests/java_paimon/test_file_formats.py": 8,
+    "tests/java_paimon/test_sequence_groups.py": 4,
     "tests/java_paimon/test_sequence_field.py": 16,
     "tests/java_paimon/test_append_tables.py": 24,
     "tests/engine/test_source_pushdown.py": 22,

@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 from .datafile import DELETE, INSERT, SEQUENCE_NUMBER, UPDATE_BEFORE, VALUE_KIND, boundaries, key_column
 from .errors import PaimonError
 from .merge_options import ENGINES, PRIMARY_KEY, RETRACTABLE, FieldAgg, field_agg, merge_engine
+from . import sequence_group
 from .sequence_order import SequenceOrder, sort_versions, version_columns, version_order
 
 # Java's Character.isWhitespace: Unicode space separators except the no-break ones, plus these controls.
@@ -84,6 +85,7 @@ class MergeFunction:
     remove_record_on_delete: bool = False
     fields: tuple = ()  # FieldAgg per value column (aggregation only)
     sequence: SequenceOrder = SequenceOrder()  # sequence.field: read with the value columns
+    groups: tuple = ()  # partial-update sequence groups (sequence_group.py)
 
     def merge(self, tables: Sequence[pa.Table], overlapping: bool = True, drop_deletes: bool = True) -> pa.Table:
         """Merge the rows of one bucket's files into one row per key, sorted by key.
@@ -127,7 +129,7 @@ class MergeFunction:
 
     def _partial_update(self, v: "_Versions") -> pa.Table:
         g, retract, kinds = v.g, v.retract, v.kinds
-        if (retract & v.multi_row).any() and not (self.ignore_delete or self.remove_record_on_delete):
+        if (retract & v.multi_row).any() and not (self.ignore_delete or self.remove_record_on_delete or self.groups):
             raise PaimonError(
                 "By default, Partial update can not accept delete records (-D/-U rows in a partial-update "
                 "table); configure 'ignore-delete' to ignore them or 'partial-update.remove-record-on-delete' "
@@ -143,11 +145,11 @@ class MergeFunction:
         reset_row = g.last(reset)[g.gid]
         after_reset = idx > reset_row
         at_reset = idx == reset_row
-        arrays = {}
+        arrays = self._sequence_groups(v)
         for name in v.table.column_names:
             if name in self.key_cols:
                 arrays[name] = v.take(name, g.ends)
-            elif name not in (SEQUENCE_NUMBER, VALUE_KIND):
+            elif name not in (SEQUENCE_NUMBER, VALUE_KIND) and name not in arrays:
                 pick = g.last((insert & v.valid(name) & after_reset) | at_reset)
                 arrays[name] = v.take(name, v.passthrough(pick))
         seqs = v.sorted_np(SEQUENCE_NUMBER)
@@ -163,6 +165,28 @@ class MergeFunction:
         arrays[SEQUENCE_NUMBER] = pa.array(np.where(v.single, seqs[g.starts], seq).astype(np.int64))
         arrays[VALUE_KIND] = pa.array(np.where(v.single, kinds[g.starts], kind).astype(np.int8))
         return pa.Table.from_arrays([arrays[c] for c in v.table.column_names], schema=v.table.schema)
+
+    def _sequence_groups(self, v: "_Versions") -> dict:
+        """The columns of each sequence group: the values of the version that takes the group last
+        (sequence_group.py); a key opened by a -D/-U row that no version takes keeps its values."""
+        g, out = v.g, {}
+        for group in self.groups:
+            names = [n for n in group.fields if n in v.table.column_names]
+            if not names:
+                continue
+            rank = sequence_group.group_rank([v.values(n, np.arange(g.n)) for n in group.sequence])
+            # a -D/-U row that opens the key is the state the others start from (Paimon's initRow);
+            # with ignore-delete the other ones change nothing, else each retracts the group
+            opening = np.zeros(g.n, dtype=bool)
+            opening[g.starts] = v.retract[g.starts]
+            win = sequence_group.winners(rank, (~v.retract | opening) if self.ignore_delete else np.ones(g.n, dtype=bool),
+                                         g.starts, g.gid)
+            base = np.where(win >= 0, win, np.where(opening[g.starts], g.starts, -1))
+            retracted = v.retract & ~(opening & self.ignore_delete)
+            cleared = np.where((win >= 0) & retracted[np.maximum(win, 0)], -1, base)  # a partial retraction
+            for n in names:
+                out[n] = v.take(n, v.passthrough(base if n in group.sequence else cleared))
+        return out
 
     def _aggregate(self, v: "_Versions") -> pa.Table:
         g = v.g
@@ -205,10 +229,12 @@ def merge_function(schema, value_columns: Sequence[str] | None = None) -> MergeF
     if engine == "aggregation":
         fields = tuple(field_agg(schema, n) for n in names)
     sequence = SequenceOrder(tuple(core.sequence_fields), core.sequence_ascending)
-    missing = [f for f in sequence.fields if f not in names]
+    groups = sequence_group.check(schema.options, schema.field_names, engine)
+    missing = [f for f in sequence.fields + tuple(f for gr in groups if set(gr.fields) & set(names)
+                                                  for f in gr.sequence) if f not in names]
     if missing:
         raise PaimonError(f"reading the sequence field(s) {missing} is needed to merge versions: read them too")
-    return MergeFunction(engine, key_cols, core.ignore_delete, remove, fields, sequence)
+    return MergeFunction(engine, key_cols, core.ignore_delete, remove, fields, sequence, groups)
 
 
 def merge(tables: Sequence[pa.Table], key_cols: Sequence[str], engine: str, ignore_delete: bool = False,

@@ -39,6 +39,17 @@ def merge_engine(schema) -> str:
     if engine == "partial-update" and core.partial_update_remove_record_on_delete and core.ignore_delete:
         raise SchemaError("'ignore-delete' and 'partial-update.remove-record-on-delete' have conflicting behavior "
                           "so should not be enabled at the same time")
+    # Options another writer may have stored that change how rows merge, and that we do not merge
+    # by: refused by name, so that such a table is never read or written another way.
+    options = schema.options
+    unmerged = [k for k in options if k == "partial-update.remove-record-on-sequence-group"
+                or (k.startswith("fields.") and k.endswith(".distinct") and str(options[k]).lower() == "true")
+                or (engine == "partial-update" and (k.endswith(".aggregate-function")
+                                                    or k == "fields.default-aggregate-function")
+                    and str(options[k]) != "last_non_null_value")]  # (a partial update's own rule)
+    if unmerged:
+        raise SchemaError(f"table option(s) {sorted(unmerged)} (merge-engine {engine!r}) change how Paimon merges a "
+                          "key's versions in a way dbt-paimon does not, so it neither reads nor writes this table")
     return engine
 
 
@@ -68,6 +79,8 @@ def field_agg(schema, name: str) -> FieldAgg:
 
 def check_merge_options(schema) -> None:
     """Raise SchemaError now for a merge configuration that reads would refuse later."""
+    from .sequence_group import check  # (sequence_group reads the sequence order, which reads data files)
+    check(schema.options, schema.field_names, merge_engine(schema))
     if merge_engine(schema) == "aggregation":
         for name in schema.field_names:
             field_agg(schema, name)

@@ -138,8 +138,10 @@ _KNOWN: dict[str, object] = {
     "metadata.stats-dense-store": _bool,
     "metadata.stats-keep-first-n-columns": parse_int,
 }
-# Per-column options we honour. `sequence-group` (partial-update) and `distinct` (listagg) are
-# Paimon options we do not implement, so they are refused like any unknown option.
+# Per-column options we honour (and `fields.<f>.sequence-group`, checked with the merge engine).
+# `distinct` (listagg, collect) is a Paimon option we do not implement, so it is refused like any
+# unknown option.
+_SEQUENCE_GROUP = re.compile(r"^fields\..+\.sequence-group$")
 _FIELD_OPTION = re.compile(
     r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|list-agg-delimiter|stats-mode|dbt-paimon\.count)$")
 
@@ -173,6 +175,8 @@ def validate(options: Mapping[str, str], columns: list[str], stored: Mapping[str
                 _stats_mode(key, value)
         elif key.startswith("file-index."):
             pass  # check_file_index, once the columns' types are known
+        elif _SEQUENCE_GROUP.match(key):
+            pass  # merge_options.check_merge_options (sequence_group.py), with the merge engine
         elif key not in _KNOWN:
             hint = did_you_mean(key, _KNOWN)
             if hint:
@@ -216,9 +220,9 @@ def _check_combinations(o: Mapping[str, str]) -> None:
         for key, value in o.items():
             if (key.endswith(".aggregate-function") or key == "fields.default-aggregate-function") \
                     and value != "last_non_null_value":
-                raise SchemaError(f"option {key!r}={value!r}: a partial-update table can only aggregate with a "
-                                  "sequence-group, which dbt-paimon does not support (Paimon: 'Must use sequence "
-                                  "group for aggregation functions'); use merge-engine 'aggregation'")
+                raise SchemaError(f"option {key!r}={value!r}: a partial-update table can only aggregate within a "
+                                  "sequence-group (Paimon: 'Must use sequence group for aggregation functions'), "
+                                  "which dbt-paimon does not merge; use merge-engine 'aggregation'")
     if core.merge_engine == MergeEngine.FIRST_ROW and core.changelog_producer not in ("none", "lookup"):
         raise SchemaError(f"option 'changelog-producer'={o['changelog-producer']!r} on a first-row table: Paimon only "
                           "supports 'none' and 'lookup' changelog-producer on the FIRST_ROW merge engine")

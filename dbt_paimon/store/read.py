@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from . import file_index, merge
+from . import file_index, merge, sequence_group
 from .datafile import SEQUENCE_NUMBER, VALUE_KIND, key_column, read_kv_file
 from .deletion_vectors import live_mask, read_vectors
 from .errors import PaimonError
@@ -51,7 +51,9 @@ class TableRead:
         self.output_schema = pa.schema(
             [pa.field(n, schema.field(n).type.to_arrow(), True) for n in self.projection])
         # the columns read: the projection, and the sequence fields that order a key's versions
-        extra = [] if schema.is_append else [f for f in schema.core.sequence_fields if f not in self.projection]
+        ordering = [] if schema.is_append else list(schema.core.sequence_fields) + [
+            f for g in sequence_group.groups_of(schema.options, schema.field_names) for f in g.sequence]
+        extra = list(dict.fromkeys(f for f in ordering if f not in self.projection))
         self.columns = self.projection + extra
         self.merge_function = None if schema.is_append else merge.merge_function(schema, self.columns)
 

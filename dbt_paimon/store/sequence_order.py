@@ -28,7 +28,7 @@ class SequenceOrder:
     ascending: bool = True
 
 
-def _sequence_rank(col: pa.ChunkedArray | pa.Array, ascending: bool) -> pa.Array:
+def sequence_rank(col: pa.ChunkedArray | pa.Array, ascending: bool) -> pa.Array:
     """A uint64 column that orders as the sequence column does: nulls 0, values 1..k by their order
     (FLOAT/DOUBLE as Float.compare / Double.compare; strings by their UTF-8 bytes, as BinaryString)."""
     arr = key_order.order_surrogate(col)
@@ -47,7 +47,7 @@ def version_columns(table: pa.Table, key_cols: Sequence[str], sequence: Sequence
     the sequence fields' ranks, the sequence number."""
     names = list(key_cols) + [f"__seq{i}" for i in range(len(sequence.fields))] + [SEQUENCE_NUMBER]
     arrays = ([key_order.order_surrogate(table.column(k)) for k in key_cols]
-              + [_sequence_rank(table.column(f), sequence.ascending) for f in sequence.fields]
+              + [sequence_rank(table.column(f), sequence.ascending) for f in sequence.fields]
               + [table.column(SEQUENCE_NUMBER)])
     return pa.Table.from_arrays(arrays, names=names)
 

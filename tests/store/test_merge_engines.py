@@ -3,8 +3,8 @@ Paimon's merge functions, and against pypaimon 2.1.0 where it can read the table
 
 The reference below follows the Java classes (paimon-core mergetree/compact): ReducerMergeFunctionWrapper
 (one version: passed through), DeduplicateMergeFunction, FirstRowMergeFunction,
-PartialUpdateMergeFunction (no sequence-group), AggregateMergeFunction + Field*Agg; readers drop
-results that are not +I/+U.
+PartialUpdateMergeFunction (without sequence groups: tests/java_paimon/test_sequence_groups.py has
+those), AggregateMergeFunction + Field*Agg; readers drop results that are not +I/+U.
 """
 
 import datetime as dt
@@ -513,8 +513,8 @@ def test_first_row_keeps_the_lowest_sequence_and_refuses_deletes(warehouse):
     ({"merge-engine": "aggregation", "fields.zz.dbt-paimon.count": "true"}, "names column 'zz'"),
     ({"merge-engine": "aggregation", "fields.a.dbt-paimon.count": "true"},
      "stored as 'fields.a.aggregate-function'='sum'"),
-    ({"merge-engine": "partial-update", "fields.a.sequence-group": "b"},
-     "unknown table option 'fields.a.sequence-group'"),
+    ({"merge-engine": "partial-update", "fields.a.sequence-group": "zz"}, "names column 'zz'"),
+    ({"fields.a.sequence-group": "b"}, "is for merge-engine 'partial-update'"),
     ({"merge-engine": "aggregation", "fields.b.distinct": "true"}, "unknown table option 'fields.b.distinct'"),
     ({"merge-engine": "partial-update", "fields.a.aggregate-function": "sum"}, "Must use sequence group"),
     ({"merge-engine": "partial-update", "ignore-delete": "true", "partial-update.remove-record-on-delete": "true"},
