@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from . import binary_row
+from . import binary_row, foreign_options
 from .deletion_vectors import bucket_indexes
 from .errors import PaimonError
 from .index import IndexFileMeta
@@ -100,6 +100,7 @@ class FileStoreScan:
         self.schema = schema
         self.skip_level0 = skip_level0
         check_index_layout(schema, self.table_path)
+        foreign_options.check_readable(schema.options, self.table_path)
         self.snapshots = SnapshotManager(io, self.table_path)
         self.manifest_lists = ManifestList(io, self.table_path)
         self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 
-from . import options as opts
+from . import foreign_options, options as opts
 from .option_validation import check_file_index, check_partition_expiration, validate as validate_options
 from .errors import CorruptTableError, SchemaError, TableNotFoundError
 from .fileio import FileIO
@@ -294,7 +294,9 @@ def _check_sequence_fields(o: Mapping[str, str]) -> None:
 def check_writable(schema: "TableSchema", path: str) -> None:
     """Refuse a write we cannot do right into a table another writer made (creating one is refused
     by build_schema): rows hashed by a bucket function other than Paimon's default, or a
-    postpone-bucket table whose primary key lacks partition fields."""
+    postpone-bucket table whose primary key lacks partition fields; options it does not follow
+    (foreign_options.py)."""
+    foreign_options.check_writable(schema.options, path)
     function = (schema.options.get("bucket-function.type") or "default").lower()
     if function != "default" and schema.bucket_mode in (opts.BucketMode.HASH_FIXED, opts.BucketMode.POSTPONE_MODE):
         raise SchemaError(f"table {path}: option 'bucket-function.type' = {function!r}: dbt-paimon puts rows in "

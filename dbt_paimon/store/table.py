@@ -30,7 +30,7 @@ from .postpone import PartitionBuckets
 from .read import TableRead
 from .rollback import RollbackResult, rollback
 from .scan import FileStoreScan, next_sequences, PartitionFilter, Plan, batch_scan_skip_level0
-from .schema import SchemaManager, TableSchema, build_schema, check_append_options, latest_schema
+from .schema import SchemaManager, TableSchema, build_schema, check_append_options, check_writable, latest_schema
 from .snapshot import APPEND, Snapshot, SnapshotManager
 from .stats_collector import DataFileStatsCollector
 from .tags import Tag, TagManager
@@ -194,6 +194,7 @@ class FileStoreTable:
         """The table's batch writer: TableWrite (keyed) or AppendWrite (append.py). Without
         `next_sequence`, sequence numbers continue from the latest snapshot's files; without
         `buckets`, a postpone-bucket table's counts per partition are those of the latest snapshot."""
+        check_writable(self.schema, self.path)
         if self.schema.is_append:
             if next_sequence is None:
                 next_sequence = next_sequences(self.plan().splits)
@@ -201,6 +202,7 @@ class FileStoreTable:
         return TableWrite(self, next_sequence, buckets)
 
     def new_commit(self, commit_user: str | None = None) -> FileStoreCommit:
+        check_writable(self.schema, self.path)  # (writers check before they write; this is the last gate)
         return FileStoreCommit(self.io, self.path, self.schema, commit_user)
 
 
