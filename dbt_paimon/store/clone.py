@@ -39,13 +39,17 @@ def clone_table(io: FileIO, source: str, target: str) -> CloneResult:
     check_index_layout(table.schema, source)  # before anything is copied
     if FileStoreTable.exists(target, io):
         raise SchemaError(f"cannot clone into {target}: a table is there already")
+    snapshot = table.latest_snapshot()
+    entries = list(FileStoreCommit(io, source, table.schema).live_entries(snapshot).values()) if snapshot else []
+    external = [e.file.file_name for e in entries if e.file.external_path]
+    if external:  # a clone would share them with the source (its entries keep the external path)
+        raise SchemaError(f"cannot clone {source}: {len(external)} of its data files live in external paths "
+                          "(data-file.external-paths), which dbt-paimon does not clone")
     schemas = SchemaManager(io, source)
     for schema_id in schemas.list_ids():
         io.copy_file(schemas.schema_path(schema_id), SchemaManager(io, target).schema_path(schema_id))
-    snapshot = table.latest_snapshot()
     if snapshot is None:
         return CloneResult(None, None, 0, 0)
-    entries = list(FileStoreCommit(io, source, table.schema).live_entries(snapshot).values())
     clone = FileStoreTable(target, table.schema, io)
     size = 0
     for entry in entries:  # per file (metadata), never per row

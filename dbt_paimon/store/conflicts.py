@@ -24,7 +24,7 @@ from .datafile import read_kv_file
 from .index import IndexManifestFile
 from .manifest import ADD, ManifestEntry, ManifestFile, ManifestList
 from .options import POSTPONE_BUCKET, BucketMode
-from .paths import bucket_dir, partition_path
+from .paths import bucket_dir, data_file_path, partition_path
 from .schema import TableSchema
 from .snapshot import APPEND, COMPACT, Snapshot, SnapshotManager
 
@@ -53,7 +53,7 @@ class Changes:
             values = binary_row.deserialize(e.partition, types)
             where = bucket_dir(self.path, partition_path(values, types, keys, schema.core.partition_default_name),
                                e.bucket)
-            out.append(read_kv_file(self.io, f"{where}/{e.file.file_name}", list(schema.primary_keys),
+            out.append(read_kv_file(self.io, data_file_path(where, e.file), list(schema.primary_keys),
                                     {k: schema.field(k).type.to_arrow() for k in schema.primary_keys}))
         if not out:
             return pa.table({k: pa.array([], schema.field(k).type.to_arrow()) for k in schema.primary_keys})

@@ -9,15 +9,14 @@ re-run after a kill still finds whatever is left. A hook sees each deletion befo
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Iterable, Sequence
 
 from . import binary_row
 from .errors import CorruptTableError, PaimonError
-from .fileio import FileIO, local_path
+from .fileio import FileIO
 from .index import HashIndexFile, IndexManifestEntry, IndexManifestFile
 from .manifest import ADD, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, merge_entries
-from .paths import bucket_dir, partition_path
+from .paths import bucket_dir, data_file_path, partition_path
 from .schema import TableSchema
 from .snapshot import Snapshot
 
@@ -60,18 +59,15 @@ class FileDeletion:
 
     def data_file_paths(self, e: ManifestEntry) -> list[str]:
         """The data file and its extra files (which sit beside it)."""
-        if e.file.external_path:
-            main = local_path(e.file.external_path)
-            folder = os.path.dirname(main)
-        else:
-            key = (e.partition, e.bucket)
-            folder = self._bucket_dirs.get(key)
-            if folder is None:
-                values = binary_row.deserialize(e.partition, self.schema.partition_types)
-                pdir = partition_path(values, self.schema.partition_types, self.schema.partition_keys,
-                                      self.schema.core.partition_default_name)
-                folder = self._bucket_dirs[key] = bucket_dir(self.table_path, pdir, e.bucket)
-            main = f"{folder}/{e.file.file_name}"
+        key = (e.partition, e.bucket)
+        folder = self._bucket_dirs.get(key)
+        if folder is None:
+            values = binary_row.deserialize(e.partition, self.schema.partition_types)
+            pdir = partition_path(values, self.schema.partition_types, self.schema.partition_keys,
+                                  self.schema.core.partition_default_name)
+            folder = self._bucket_dirs[key] = bucket_dir(self.table_path, pdir, e.bucket)
+        main = data_file_path(folder, e.file)
+        folder = main.rsplit("/", 1)[0]  # extra files sit beside it, an external one too
         return [main] + [f"{folder}/{x}" for x in e.file.extra_files]
 
     def delete_data_files(self, entries: Iterable[ManifestEntry]) -> None:

@@ -12,6 +12,9 @@ import struct
 from decimal import Decimal
 from typing import Any, Sequence
 
+from urllib.parse import urlparse
+
+from .errors import CorruptTableError
 from .types import DataType
 
 _ESCAPED = set("\"#%'*/:=?\\{}[]^")
@@ -87,3 +90,18 @@ def bucket_dir(table_path: str, partition_dir: str, bucket: int) -> str:
     # bucket -2 (a postpone-bucket table's parked rows) lives in `bucket-postpone`, as Paimon names it
     name = "bucket-postpone" if bucket == -2 else f"bucket-{bucket}"
     return f"{table_path}/{partition_dir}/{name}" if partition_dir else f"{table_path}/{name}"
+
+
+def data_file_path(bucket_path: str, file) -> str:
+    """Where a data file (a DataFileMeta) lives: in its bucket's directory, or where Paimon's
+    `data-file.external-paths` put it (the external path its meta records, a `file:` one made a
+    local path). An external path must end in the file's own name, with no `..` in it."""
+    external = file.external_path
+    if not external:
+        return f"{bucket_path}/{file.file_name}"
+    path = urlparse(external).path if external.startswith("file:") else external
+    parts = path.rstrip("/").split("/")
+    if parts[-1] != file.file_name or ".." in parts:
+        raise CorruptTableError(f"data file {file.file_name} has the external path {external!r}, which is not a path "
+                                "to that file")
+    return path

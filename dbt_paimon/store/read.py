@@ -16,6 +16,7 @@ from .deletion_vectors import live_mask, read_vectors
 from .errors import PaimonError
 from .fileio import FileIO
 from .file_index import Condition
+from .paths import data_file_path
 from .scan import DataSplit
 from .schema import SchemaManager, TableSchema
 
@@ -89,7 +90,7 @@ class TableRead:
         parts = []
         for file in files:
             wanted = self._projected(file)
-            raw = read_kv_file(self.io, f"{split.bucket_path}/{file.file_name}", [w for w in wanted if w is not None])
+            raw = read_kv_file(self.io, data_file_path(split.bucket_path, file), [w for w in wanted if w is not None])
             parts.append(pa.Table.from_arrays(self._as_current(raw, wanted), schema=self.output_schema))
         return pa.concat_tables(parts) if parts else self.output_schema.empty_table()
 
@@ -97,7 +98,7 @@ class TableRead:
         """The projected rows of a file that needs no merge (raw_convertible): its value columns only,
         without the rows its deletion vector deletes."""
         wanted = self._projected(file, self.projection)
-        raw = read_kv_file(self.io, f"{split.bucket_path}/{file.file_name}", [w for w in wanted if w is not None])
+        raw = read_kv_file(self.io, data_file_path(split.bucket_path, file), [w for w in wanted if w is not None])
         table = pa.Table.from_arrays(self._as_current(raw, wanted, self.projection), schema=self.output_schema)
         if split.deletion_index is None:
             return table
@@ -111,7 +112,7 @@ class TableRead:
         fs = self._file_schema(file.schema_id)
         wanted = self._projected(file)
         values = [w for w in wanted if w is not None]
-        path = f"{split.bucket_path}/{file.file_name}"
+        path = data_file_path(split.bucket_path, file)
         system = {SEQUENCE_NUMBER: pa.int64(), VALUE_KIND: pa.int8()}
         try:
             raw = read_kv_file(self.io, path, self.key_cols + [SEQUENCE_NUMBER, VALUE_KIND] + values,
@@ -166,7 +167,7 @@ class TableRead:
             names = [x for x in file.extra_files if x.endswith(file_index.INDEX_SUFFIX)]
             if len(names) != 1:
                 return True
-            data = self.io.read_bytes(f"{split.bucket_path}/{names[0]}")
+            data = self.io.read_bytes(f"{data_file_path(split.bucket_path, file).rsplit('/', 1)[0]}/{names[0]}")
         container = file_index.read_container(data)
         return container is None or file_index.may_match(container, self.conditions, self.schema)
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from .compact_strategy import sorted_run_count
 from .errors import PaimonError
+from .paths import data_file_path
 from .tags import TagManager
 
 SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags")
@@ -92,7 +93,7 @@ def files(table, snapshot_id: int | None = None) -> pa.Table:
     for s in _splits(table, snapshot_id):
         part = _partition_text(s.partition_values)
         for f in s.files:
-            rows.append({"partition": part, "bucket": s.bucket, "file_path": f"{s.bucket_path}/{f.file_name}",
+            rows.append({"partition": part, "bucket": s.bucket, "file_path": data_file_path(s.bucket_path, f),
                          "file_format": f.file_name.rsplit(".", 1)[-1], "schema_id": f.schema_id, "level": f.level,
                          "record_count": f.row_count, "file_size_in_bytes": f.file_size,
                          "min_sequence_number": f.min_sequence_number, "max_sequence_number": f.max_sequence_number,
