@@ -1,6 +1,6 @@
 """Fetch the reference Paimon's jars through Maven: `python tests/java_paimon/fetch_jar.py`.
 
-`mvn dependency:copy` of each pinned artifact (`reference.py`) into the git-ignored `.work/java-paimon/`;
+`mvn dependency:get` of each pinned artifact (`reference.py`) into the git-ignored `.work/java-paimon/`;
 Maven checks its own checksums, and the jar's sha256 is checked against the pin. Nothing binary is
 committed. Idempotent: a jar already there with the pinned digest is kept, and no Maven runs.
 """
@@ -43,10 +43,13 @@ def fetch_jar(artifact: Artifact = PAIMON) -> str:
         raise RuntimeError(f"fetching {artifact.coordinates} needs Maven (`mvn`) on PATH")
     os.makedirs(CACHE, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        cmd = [mvn, "-q", "-B", "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy",
-               f"-Dartifact={artifact.coordinates}", f"-DoutputDirectory={tmp}"]
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
         part = os.path.join(tmp, artifact.jar)
+        # `get` of the jar alone, without its POM's parents: Maven Central serves some Paimon jars
+        # (paimon-flink-2.0 2.0.0) without the parent POMs `copy` must read first. Plugin 2.8 is
+        # Maven 3.8's own default and still writes the jar where `dest` says.
+        cmd = [mvn, "-q", "-B", "org.apache.maven.plugins:maven-dependency-plugin:2.8:get",
+               f"-Dartifact={artifact.coordinates}", "-Dtransitive=false", f"-Ddest={part}"]
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
         if done.returncode != 0 or not os.path.exists(part):
             raise RuntimeError(f"`{' '.join(cmd[1:])}` failed (exit {done.returncode}):\n"
                                f"{(done.stdout + done.stderr)[-2000:]}")

@@ -1,9 +1,11 @@
 """The Paimon releases the tests hold us against, named once: moving to the next release is one change here.
 
-The Maven Central this project's machines reach serves only part of Paimon. Of the 2.x line it serves
-`paimon-core` 2.0.0 without the modules it needs (`paimon-common`, `paimon-format`, `paimon-parent` 2.0.0 are
-not there), so the newest Paimon that runs is `paimon-bundle` 1.4.2 (core, formats and codegen, shaded,
-without an engine). The newest Spark connector served is `paimon-spark-3.5` 0.9.0 (Spark 3.5, Scala 2.12);
+The Maven Central this project's machines reach serves only part of Paimon. Of the 2.x line it serves no
+`paimon-bundle`, and `paimon-core` 2.0.0 without the modules it needs (`paimon-common`, `paimon-format`); it
+does serve `paimon-flink-2.0` 2.0.0, Paimon's Flink 2.0 connector, whose jar bundles Paimon 2.0.0's core,
+formats and codegen (shaded) beside its Flink classes. The oracle runs Paimon's core API from that jar (no
+Flink class is loaded). Its S3 file system comes from `paimon-s3` 1.4.2, the newest served (a FileIO plugin
+the 2.0.0 core loads). The newest Spark connector served is `paimon-spark-3.5` 0.9.0 (Spark 3.5, Scala 2.12);
 none of 1.x or 2.x (`paimon-spark-4.x[_2.13]`, `paimon-spark-3.5[_2.12]`) is served.
 """
 
@@ -28,12 +30,14 @@ class Artifact:
         return f"{self.name}-{self.version}.jar"
 
 
-# Paimon's Java core, formats included: the reader and writer the tests compare ours with.
-PAIMON = Artifact("org.apache.paimon", "paimon-bundle", "1.4.2",
-                  "85a1587409e6c044b46eb20370a46ecd288576b8bc7aadf6b0432a4f2370f5d1")
+# Paimon's Java core, formats included: the reader and writer the tests compare ours with (2.0.0, from the
+# jar of its Flink 2.0 connector, the only 2.x jar served that holds them).
+PAIMON = Artifact("org.apache.paimon", "paimon-flink-2.0", "2.0.0",
+                  "f9999454cd1827da1a96556a6ef0525a98fddcfa4370837a51119fecc181f5f0")
 
-# Paimon's S3 file system (Hadoop's S3A, shaded), for the oracle's reads on the S3 test server.
-PAIMON_S3 = Artifact("org.apache.paimon", "paimon-s3", PAIMON.version,
+# Paimon's S3 file system (Hadoop's S3A, shaded), for the oracle's reads on the S3 test server: the newest
+# release served (no 2.x).
+PAIMON_S3 = Artifact("org.apache.paimon", "paimon-s3", "1.4.2",
                      "dc701f0c5b2790680032ec8961dfbb857e968f9f023563a7077fffd0750d0a67")
 
 # Paimon's Spark connector (its SparkCatalog, SQL writes and procedures): the writer a dbt-on-Spark user would

@@ -2,8 +2,8 @@
 arrive out of order (nulls among them), we read them as Java and pypaimon 2.1 do; we upsert and
 compact on top, and all three read the same again.
 
-Each Java commit holds one row per key (Java 1.4.2's write buffer ignores a descending sort order
-inside one commit, fixed in 2.0; across commits it honours it), so the rows' order is the commits'.
+Each Java commit holds one row per key (Paimon 1.4's write buffer ignored a descending sort order
+inside one commit, which 2.0 honours; both honour it across commits), so the rows' order is the commits'.
 """
 
 from __future__ import annotations

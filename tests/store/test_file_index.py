@@ -1,5 +1,5 @@
 """Data-file indexes (file_index.py, bloom_filter.py, bitmap_index.py): the bytes Java Paimon writes
-for the same values (its 1.4.2 jar's, from FileIndexVectors), where they live, and files skipped."""
+for the same values (the reference release's, from FileIndexVectors), where they live, and files skipped."""
 
 from __future__ import annotations
 
