@@ -12,6 +12,7 @@ import java.time.LocalDateTime;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -19,6 +20,7 @@ import org.apache.paimon.catalog.Catalog;
 import org.apache.paimon.catalog.CatalogContext;
 import org.apache.paimon.catalog.CatalogFactory;
 import org.apache.paimon.catalog.Identifier;
+import org.apache.paimon.data.BinaryRow;
 import org.apache.paimon.data.BinaryString;
 import org.apache.paimon.data.Decimal;
 import org.apache.paimon.data.GenericRow;
@@ -26,6 +28,8 @@ import org.apache.paimon.data.InternalRow;
 import org.apache.paimon.data.Timestamp;
 import org.apache.paimon.disk.IOManager;
 import org.apache.paimon.index.HashBucketAssigner;
+import org.apache.paimon.manifest.ManifestEntry;
+import org.apache.paimon.options.ExpireConfig;
 import org.apache.paimon.options.Options;
 import org.apache.paimon.predicate.PredicateBuilder;
 import org.apache.paimon.reader.RecordReader;
@@ -74,6 +78,10 @@ import org.apache.paimon.types.RowType;
  *   <li>{@code {"op": "write", "path": P, "out": F, "create": {"fields": [{"name", "type"}], "primaryKeys",
  *       "partitionKeys", "options"}, "rows": [{...}], "assignBuckets": true}}: creates the table if {@code create}
  *       is given, then writes the rows (optional {@code _kind}) as one batch commit. F gets {@code {"ok": true}}.
+ *   <li>{@code {"op": "maintain", "path": P, "out": F, "action": A, "arg": X}}: what Paimon's procedures do, through
+ *       its table API: {@code compact} (a full compaction of every bucket that has files, one COMPACT commit),
+ *       {@code expire} (snapshot expiration keeping the newest X), {@code tag} (tag X of the latest snapshot),
+ *       {@code rollback} (to tag X). F gets {@code {"ok": true}}.
  * </ul>
  * Values in JSON: numbers, strings, booleans; DECIMAL as a string, BYTES as base64, DATE and TIMESTAMP as
  * ISO-8601 strings (a TIMESTAMP WITH LOCAL TIME ZONE as its UTC wall-clock time).
@@ -108,6 +116,9 @@ public class JavaPaimon {
                     changes(request, lines);
                 } else if (op.equals("write")) {
                     write(request);
+                    lines.add("{\"ok\": true}");
+                } else if (op.equals("maintain")) {
+                    maintain(request);
                     lines.add("{\"ok\": true}");
                 } else {
                     throw new IllegalArgumentException("unknown op " + op);
@@ -288,6 +299,40 @@ public class JavaPaimon {
             }
             FileStoreTable table = (FileStoreTable) catalog.getTable(identifier(path));
             writeRows(table, request);
+        }
+    }
+
+    private static void maintain(JsonNode request) throws Exception {
+        String path = request.get("path").asText();
+        String action = request.get("action").asText();
+        JsonNode arg = request.get("arg");
+        try (Catalog catalog = catalog(path, stringMap(request.get("catalog")))) {
+            FileStoreTable table = (FileStoreTable) catalog.getTable(identifier(path));
+            if (action.equals("compact")) {
+                // every (partition, bucket) with live files, level 0 included (a batch scan skips it on some tables)
+                Map<String, ManifestEntry> buckets = new LinkedHashMap<>();
+                for (ManifestEntry e : table.store().newScan().plan().files()) {
+                    if (e.bucket() >= 0) {
+                        buckets.putIfAbsent(e.partition().toString() + "/" + e.bucket(), e);
+                    }
+                }
+                BatchWriteBuilder builder = table.newBatchWriteBuilder();
+                try (BatchTableWrite write = builder.newWrite(); BatchTableCommit commit = builder.newCommit()) {
+                    for (ManifestEntry e : buckets.values()) {
+                        write.compact(e.partition(), e.bucket(), true);
+                    }
+                    commit.commit(write.prepareCommit());
+                }
+            } else if (action.equals("expire")) {
+                table.newExpireSnapshots().config(ExpireConfig.builder()
+                        .snapshotRetainMax(arg.asInt()).snapshotRetainMin(arg.asInt()).build()).expire();
+            } else if (action.equals("tag")) {
+                table.createTag(arg.asText());
+            } else if (action.equals("rollback")) {
+                table.rollbackTo(arg.asText());
+            } else {
+                throw new IllegalArgumentException("unknown maintenance action " + action);
+            }
         }
     }
 

@@ -68,6 +68,17 @@ class Write:
     assign_buckets: bool = True
 
 
+@dataclass(frozen=True)
+class Maintain:
+    """What Paimon's procedures do, through its table API: `compact` (full, every bucket, one COMPACT
+    commit), `expire` (snapshots, keeping the newest `arg`), `tag` (tag `arg` of the latest snapshot),
+    `rollback` (to tag `arg`)."""
+    path: str
+    action: str
+    arg: object = None
+    catalog: dict | None = None
+
+
 def _classpath(jar: str) -> list[str]:
     import pyspark
 
@@ -217,9 +228,9 @@ class JavaPaimon:
                 self._jvm.kill()
             self._jvm = None
 
-    def run(self, requests: list[Read | Changes | Write]) -> list:
+    def run(self, requests: list[Read | Changes | Write | Maintain]) -> list:
         """Run the requests in order in the session's JVM. Per request: an Arrow table (Read), a list of
-        changes (Changes), None (Write), or
+        changes (Changes), None (Write, Maintain), or
         the JavaError it failed with, returned rather than raised so a batch can hold expected failures."""
         batch = tempfile.mkdtemp(dir=self.workdir)
         encoded = []
@@ -231,6 +242,9 @@ class JavaPaimon:
             elif isinstance(r, Changes):
                 encoded.append({"op": "changes", "path": r.path, "out": out, "from": r.start,
                                 "catalog": r.catalog or {}, "consumer": r.consumer})
+            elif isinstance(r, Maintain):
+                encoded.append({"op": "maintain", "path": r.path, "out": out, "action": r.action, "arg": r.arg,
+                                "catalog": r.catalog or {}})
             else:
                 create = None if r.create is None else {
                     "fields": [{"name": n, "type": t} for n, t in r.create["fields"]],
