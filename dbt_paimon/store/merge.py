@@ -42,7 +42,8 @@ import pyarrow.compute as pc
 
 from .datafile import DELETE, INSERT, SEQUENCE_NUMBER, UPDATE_BEFORE, VALUE_KIND, boundaries, key_column
 from .errors import PaimonError
-from .merge_options import ENGINES, PRIMARY_KEY, RETRACTABLE, FieldAgg, field_agg, merge_engine
+from .merge_options import (ENGINES, PRIMARY_KEY, RETRACTABLE, FieldAgg, check_sequence_groups, field_agg,
+                            merge_engine)
 from . import sequence_group
 from .sequence_order import SequenceOrder, sort_versions, version_columns, version_order
 
@@ -179,8 +180,8 @@ class MergeFunction:
             # with ignore-delete the other ones change nothing, else each retracts the group
             opening = np.zeros(g.n, dtype=bool)
             opening[g.starts] = v.retract[g.starts]
-            win = sequence_group.winners(rank, (~v.retract | opening) if self.ignore_delete else np.ones(g.n, dtype=bool),
-                                         g.starts, g.gid)
+            eligible = (~v.retract | opening) if self.ignore_delete else np.ones(g.n, dtype=bool)
+            win = sequence_group.winners(rank, eligible, g.starts, g.gid)
             base = np.where(win >= 0, win, np.where(opening[g.starts], g.starts, -1))
             retracted = v.retract & ~(opening & self.ignore_delete)
             cleared = np.where((win >= 0) & retracted[np.maximum(win, 0)], -1, base)  # a partial retraction
@@ -229,7 +230,7 @@ def merge_function(schema, value_columns: Sequence[str] | None = None) -> MergeF
     if engine == "aggregation":
         fields = tuple(field_agg(schema, n) for n in names)
     sequence = SequenceOrder(tuple(core.sequence_fields), core.sequence_ascending)
-    groups = sequence_group.check(schema.options, schema.field_names, engine)
+    groups = check_sequence_groups(schema.options, schema.field_names, engine)
     missing = [f for f in sequence.fields + tuple(f for gr in groups if set(gr.fields) & set(names)
                                                   for f in gr.sequence) if f not in names]
     if missing:

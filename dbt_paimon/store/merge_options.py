@@ -8,7 +8,9 @@ a new table with it (build_schema) and merge.py builds its MergeFunction from it
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 from .errors import SchemaError
 from .options import MERGE_ENGINES as ENGINES
@@ -79,8 +81,57 @@ def field_agg(schema, name: str) -> FieldAgg:
 
 def check_merge_options(schema) -> None:
     """Raise SchemaError now for a merge configuration that reads would refuse later."""
-    from .sequence_group import check  # (sequence_group reads the sequence order, which reads data files)
-    check(schema.options, schema.field_names, merge_engine(schema))
+    check_sequence_groups(schema.options, schema.field_names, merge_engine(schema))
     if merge_engine(schema) == "aggregation":
         for name in schema.field_names:
             field_agg(schema, name)
+
+
+# ---- partial-update sequence groups (merged by sequence_group.py) ---------------------------------
+
+_OPTION = re.compile(r"^fields\.(?P<sequence>.+)\.sequence-group$")
+
+
+@dataclass(frozen=True)
+class SequenceGroup:
+    sequence: tuple  # the fields that order the group's versions
+    members: tuple  # the other fields the group holds
+
+    @property
+    def fields(self) -> tuple:
+        return self.sequence + self.members
+
+
+def sequence_groups(options: Mapping[str, str], field_names: Sequence[str]) -> tuple[SequenceGroup, ...]:
+    """The sequence groups the options declare (Paimon's messages where it refuses them)."""
+    groups, seen = [], {}
+    for key in sorted(options):
+        m = _OPTION.match(key)
+        if not m:
+            continue
+        sequence = tuple(s.strip() for s in m.group("sequence").split(","))
+        members = tuple(s.strip() for s in str(options[key]).split(",") if s.strip())
+        for name in sequence + members:
+            if name not in field_names:
+                raise SchemaError(f"option {key!r} names column {name!r}, which the table does not have")
+        for name in members:
+            if name in seen:
+                raise SchemaError(f"Field {name} is defined repeatedly by multiple groups: {key}")
+            seen[name] = key
+        groups.append(SequenceGroup(sequence, tuple(m for m in members if m not in sequence)))
+    return tuple(groups)
+
+
+def check_sequence_groups(options: Mapping[str, str], field_names: Sequence[str],
+                          engine: str) -> tuple[SequenceGroup, ...]:
+    """The groups of a table, or SchemaError for a configuration we do not merge as Paimon does."""
+    groups = sequence_groups(options, field_names)
+    if not groups:
+        return groups
+    if engine != "partial-update":
+        raise SchemaError("option 'fields.<field>.sequence-group' is for merge-engine 'partial-update' (dbt-paimon "
+                          f"merges sequence groups of partial-update tables only), not {engine!r}")
+    if str(options.get("partial-update.remove-record-on-delete", "false")).lower() == "true":
+        raise SchemaError("sequence-group and partial-update.remove-record-on-delete have conflicting behavior so "
+                          "should not be enabled at the same time (as in Paimon)")
+    return groups

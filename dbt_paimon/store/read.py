@@ -10,12 +10,13 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from . import file_index, merge, sequence_group
+from . import file_index, merge
 from .datafile import SEQUENCE_NUMBER, VALUE_KIND, key_column, read_kv_file
 from .deletion_vectors import live_mask, read_vectors
 from .errors import PaimonError
 from .fileio import FileIO
 from .file_index import Condition
+from .merge_options import sequence_groups
 from .paths import data_file_path
 from .scan import DataSplit
 from .schema import SchemaManager, TableSchema
@@ -53,7 +54,7 @@ class TableRead:
             [pa.field(n, schema.field(n).type.to_arrow(), True) for n in self.projection])
         # the columns read: the projection, and the sequence fields that order a key's versions
         ordering = [] if schema.is_append else list(schema.core.sequence_fields) + [
-            f for g in sequence_group.groups_of(schema.options, schema.field_names) for f in g.sequence]
+            f for g in sequence_groups(schema.options, schema.field_names) for f in g.sequence]
         extra = list(dict.fromkeys(f for f in ordering if f not in self.projection))
         self.columns = self.projection + extra
         self.merge_function = None if schema.is_append else merge.merge_function(schema, self.columns)

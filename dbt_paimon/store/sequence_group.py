@@ -13,73 +13,18 @@ As Paimon's PartialUpdateMergeFunction merges a key's versions (oldest first), f
   `ignore-delete` is the only -D/-U row that counts (the others change nothing), as a state to beat.
 
 Columns outside every group merge as in a partial-update table without groups (the last non-null
-value). With groups, -D/-U rows are accepted without `ignore-delete`. Refused, as in Paimon or where
-we do not follow it: `partial-update.remove-record-on-delete` (Paimon forbids it with groups),
-`partial-update.remove-record-on-sequence-group` and aggregate functions on a partial-update table
-(not implemented here: a table that has them is refused, never read another way).
+value). With groups, -D/-U rows are accepted without `ignore-delete`. The groups a table declares, and
+what is refused with them, are merge_options.py's (sequence_groups, check_sequence_groups).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from .errors import SchemaError
 from .sequence_order import sequence_rank
-
-_OPTION = re.compile(r"^fields\.(?P<sequence>.+)\.sequence-group$")
-
-
-@dataclass(frozen=True)
-class SequenceGroup:
-    sequence: tuple  # the fields that order the group's versions
-    members: tuple  # the other fields the group holds
-
-    @property
-    def fields(self) -> tuple:
-        return self.sequence + self.members
-
-
-def is_option(key: str) -> bool:
-    return _OPTION.match(key) is not None
-
-
-def groups_of(options: Mapping[str, str], field_names: Sequence[str]) -> tuple[SequenceGroup, ...]:
-    """The sequence groups the options declare (Paimon's messages where it refuses them)."""
-    groups, seen = [], {}
-    for key in sorted(options):
-        m = _OPTION.match(key)
-        if not m:
-            continue
-        sequence = tuple(s.strip() for s in m.group("sequence").split(","))
-        members = tuple(s.strip() for s in str(options[key]).split(",") if s.strip())
-        for name in sequence + members:
-            if name not in field_names:
-                raise SchemaError(f"option {key!r} names column {name!r}, which the table does not have")
-        for name in members:
-            if name in seen:
-                raise SchemaError(f"Field {name} is defined repeatedly by multiple groups: {key}")
-            seen[name] = key
-        groups.append(SequenceGroup(sequence, tuple(m for m in members if m not in sequence)))
-    return tuple(groups)
-
-
-def check(options: Mapping[str, str], field_names: Sequence[str], engine: str) -> tuple[SequenceGroup, ...]:
-    """The groups of a table, or SchemaError for a configuration we do not merge as Paimon does."""
-    groups = groups_of(options, field_names)
-    if not groups:
-        return groups
-    if engine != "partial-update":
-        raise SchemaError("option 'fields.<field>.sequence-group' is for merge-engine 'partial-update' (dbt-paimon "
-                          f"merges sequence groups of partial-update tables only), not {engine!r}")
-    if str(options.get("partial-update.remove-record-on-delete", "false")).lower() == "true":
-        raise SchemaError("sequence-group and partial-update.remove-record-on-delete have conflicting behavior so "
-                          "should not be enabled at the same time (as in Paimon)")
-    return groups
 
 
 def group_rank(columns: Sequence[pa.Array | pa.ChunkedArray]) -> np.ndarray:
