@@ -24,7 +24,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from ..assign.rows import PAYLOAD
-from ..store import append, postpone_compact
+from ..store import append, foreign_options, postpone_compact
 from ..store.compact import abort_compaction, compact_bucket, compact_bucket_dv, max_level
 from ..store.deletion_vectors import DeletionVectorsIndexFile, ranges
 from ..store.compact_strategy import UniversalCompaction
@@ -187,6 +187,7 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
     while True:
         attempt += 1
         table = FileStoreTable.open(path, io)
+        foreign_options.check_writable(table.schema.options, path)  # before anything is rewritten
         plan = table.plan()
         moving, parked = {}, []
         if plan.parked and wanted is None:  # rows parked in bucket -2 go into their buckets

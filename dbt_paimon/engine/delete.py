@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..assign.rows import BUCKET, COUNT, KIND, PAYLOAD, StageRows, conform
+from ..store import foreign_options
 from ..store.datafile import DELETE
 from ..store.errors import CommitConflictError, SchemaError
 from ..store.fileio import FileIO
@@ -111,6 +112,7 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_opti
         attempt += 1
         table = FileStoreTable.open(path, io)
         schema = table.schema
+        foreign_options.check_writable(schema.options, path)  # before anything is written
         if update is not None and not schema.is_append:
             raise SchemaError(f"table {path} has a primary key: its rows are updated by upsert")
         if update is None:

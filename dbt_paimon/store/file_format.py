@@ -56,8 +56,10 @@ def read_file(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa
         return _read_avro(io, path, columns)
     except FileNotFoundError:
         raise CorruptTableError(f"data file {path} is missing") from None
-    except (pa.ArrowInvalid, OSError, ValueError) as e:
-        raise CorruptTableError(f"data file {path} is unreadable: {e}") from None
+    except (KeyError, CorruptTableError):
+        raise
+    except Exception as e:  # noqa: BLE001 - a damaged file fails in its decoder's own way (EOFError, codec errors, ...)
+        raise CorruptTableError(f"data file {path} is unreadable: {type(e).__name__}: {e}") from None
 
 
 def _read_orc(io: FileIO, path: str, columns: Sequence[str] | None) -> pa.Table:

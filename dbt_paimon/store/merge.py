@@ -230,7 +230,7 @@ def merge_function(schema, value_columns: Sequence[str] | None = None) -> MergeF
     if engine == "aggregation":
         fields = tuple(field_agg(schema, n) for n in names)
     sequence = SequenceOrder(tuple(core.sequence_fields), core.sequence_ascending)
-    groups = check_sequence_groups(schema.options, schema.field_names, engine)
+    groups = check_sequence_groups(schema, engine)
     missing = [f for f in sequence.fields + tuple(f for gr in groups if set(gr.fields) & set(names)
                                                   for f in gr.sequence) if f not in names]
     if missing:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from .errors import SchemaError
 from .options import MERGE_ENGINES as ENGINES
@@ -45,7 +44,8 @@ def merge_engine(schema) -> str:
     # by: refused by name, so that such a table is never read or written another way.
     options = schema.options
     unmerged = [k for k in options if k == "partial-update.remove-record-on-sequence-group"
-                or (k.startswith("fields.") and k.endswith(".distinct") and str(options[k]).lower() == "true")
+                or (engine == "aggregation" and k.startswith("fields.") and k.endswith(".distinct")
+                    and str(options[k]).lower() == "true")
                 or (engine == "partial-update" and (k.endswith(".aggregate-function")
                                                     or k == "fields.default-aggregate-function")
                     and str(options[k]) != "last_non_null_value")]  # (a partial update's own rule)
@@ -81,7 +81,7 @@ def field_agg(schema, name: str) -> FieldAgg:
 
 def check_merge_options(schema) -> None:
     """Raise SchemaError now for a merge configuration that reads would refuse later."""
-    check_sequence_groups(schema.options, schema.field_names, merge_engine(schema))
+    check_sequence_groups(schema, merge_engine(schema))
     if merge_engine(schema) == "aggregation":
         for name in schema.field_names:
             field_agg(schema, name)
@@ -102,36 +102,52 @@ class SequenceGroup:
         return self.sequence + self.members
 
 
-def sequence_groups(options: Mapping[str, str], field_names: Sequence[str]) -> tuple[SequenceGroup, ...]:
-    """The sequence groups the options declare (Paimon's messages where it refuses them)."""
-    groups, seen = [], {}
+def sequence_groups(schema) -> tuple[SequenceGroup, ...]:
+    """The sequence groups a table's options declare (a TableSchema), refused as Paimon 2.0 refuses
+    them (its messages): names split on commas as given, a key field in a group, a field in two."""
+    options, names, keys = schema.options, schema.field_names, set(schema.primary_keys)
+    groups, member_of, ordering = [], {}, {}
     for key in sorted(options):
         m = _OPTION.match(key)
         if not m:
             continue
-        sequence = tuple(s.strip() for s in m.group("sequence").split(","))
-        members = tuple(s.strip() for s in str(options[key]).split(",") if s.strip())
+        sequence = tuple(m.group("sequence").split(","))
+        members = tuple(str(options[key]).split(","))
         for name in sequence + members:
-            if name not in field_names:
+            if name not in names:
                 raise SchemaError(f"option {key!r} names column {name!r}, which the table does not have")
+            if name in keys:
+                raise SchemaError(f"The sequence-group '{key}' contains primary key field '{name}', which is not "
+                                  "allowed. Primary key columns cannot be put in sequence-group.")
         for name in members:
-            if name in seen:
+            if name in member_of:
                 raise SchemaError(f"Field {name} is defined repeatedly by multiple groups: {key}")
-            seen[name] = key
+            member_of[name] = key
+        ordering.update({name: key for name in sequence})
         groups.append(SequenceGroup(sequence, tuple(m for m in members if m not in sequence)))
+    crossed = sorted(n for n in ordering if n in member_of and member_of[n] != ordering[n])
+    if crossed:  # (Paimon's outcome then depends on the order it reads the options in)
+        raise SchemaError(f"field(s) {crossed} order one sequence group and belong to another")
     return tuple(groups)
 
 
-def check_sequence_groups(options: Mapping[str, str], field_names: Sequence[str],
-                          engine: str) -> tuple[SequenceGroup, ...]:
-    """The groups of a table, or SchemaError for a configuration we do not merge as Paimon does."""
-    groups = sequence_groups(options, field_names)
+def check_sequence_groups(schema, engine: str) -> tuple[SequenceGroup, ...]:
+    """The groups of a table, or SchemaError for a configuration we do not merge as Paimon does: any
+    aggregate function with groups (Paimon aggregates group fields, even `last_non_null_value`, in
+    ways this merge does not)."""
+    groups = sequence_groups(schema)
     if not groups:
         return groups
+    options = schema.options
     if engine != "partial-update":
         raise SchemaError("option 'fields.<field>.sequence-group' is for merge-engine 'partial-update' (dbt-paimon "
                           f"merges sequence groups of partial-update tables only), not {engine!r}")
     if str(options.get("partial-update.remove-record-on-delete", "false")).lower() == "true":
         raise SchemaError("sequence-group and partial-update.remove-record-on-delete have conflicting behavior so "
                           "should not be enabled at the same time (as in Paimon)")
+    aggregated = sorted(k for k in options
+                        if k.endswith(".aggregate-function") or k == "fields.default-aggregate-function")
+    if aggregated:
+        raise SchemaError(f"option(s) {aggregated} with sequence groups: dbt-paimon does not merge aggregate functions "
+                          "of partial-update tables")
     return groups

@@ -157,7 +157,7 @@ def validate(options: Mapping[str, str], columns: list[str], stored: Mapping[str
     out: dict[str, str] = {}
     for key, raw in options.items():
         value = str(raw).lower() if isinstance(raw, bool) else str(raw)
-        if key in _CONTINUED and stored is not None and stored.get(key) == value:
+        if key in _CONTINUED and stored is not None and str(stored.get(key)).lower() == value.lower():
             out[key] = value
             continue
         m = _FIELD_OPTION.match(key)

@@ -13,7 +13,9 @@ commit.
 
 Here the moved rows join the full compaction of their bucket (engine/compaction.py compact): they
 are merged with the bucket's files at once, which is where Paimon's compaction of the rewritten
-level-0 files leaves them too.
+level-0 files leaves them too. The driver reads the parked rows and hands each bucket's to the task
+that compacts it: a backlog of parked rows must fit in the driver (a streaming writer's increments
+between compactions do; Paimon's own job reads them in its tasks).
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ def moved(table, plan: Plan) -> tuple[dict[tuple[bytes, int], tuple[DataSplit, p
         deletes += [ManifestEntry(DELETE, parked.partition, parked.bucket, parked.total_buckets, f)
                     for f in parked.files]
         rows = parked_rows(table, parked)
+        if rows.num_rows == 0:
+            continue
         n = counts.of_partition(parked.partition)
         buckets = java_bucket(key_hashes([rows.column(k) for k in keys], [schema.field(k).type for k in keys]), n)
         order = np.argsort(buckets, kind="stable")  # arrival order within each bucket

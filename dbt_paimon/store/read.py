@@ -54,7 +54,7 @@ class TableRead:
             [pa.field(n, schema.field(n).type.to_arrow(), True) for n in self.projection])
         # the columns read: the projection, and the sequence fields that order a key's versions
         ordering = [] if schema.is_append else list(schema.core.sequence_fields) + [
-            f for g in sequence_groups(schema.options, schema.field_names) for f in g.sequence]
+            f for g in sequence_groups(schema) for f in g.sequence]
         extra = list(dict.fromkeys(f for f in ordering if f not in self.projection))
         self.columns = self.projection + extra
         self.merge_function = None if schema.is_append else merge.merge_function(schema, self.columns)

@@ -202,7 +202,6 @@ class FileStoreTable:
         return TableWrite(self, next_sequence, buckets)
 
     def new_commit(self, commit_user: str | None = None) -> FileStoreCommit:
-        check_writable(self.schema, self.path)  # (writers check before they write; this is the last gate)
         return FileStoreCommit(self.io, self.path, self.schema, commit_user)
 
 

@@ -146,6 +146,24 @@ def test_a_file_of_an_unknown_format_is_named(tmp_path):
         read_file(FileIO.get(str(tmp_path)), str(bad))
 
 
+def test_a_damaged_orc_or_avro_file_is_named(formats, tmp_path):
+    """A file cut short fails as unreadable, naming it, whatever its decoder raises (for Avro: EOFError,
+    or the codec's own error)."""
+    import glob
+    from dbt_paimon.store.errors import CorruptTableError
+    from dbt_paimon.store.file_format import read_file
+    from dbt_paimon.store.fileio import FileIO
+
+    for ext in ("avro", "orc"):
+        source = sorted(glob.glob(f"{formats.paths['per_level' if ext == 'avro' else 'append_orc']}/**/*.{ext}",
+                                  recursive=True))[0]
+        data = open(source, "rb").read()
+        cut = tmp_path / f"data-cut.{ext}"
+        cut.write_bytes(data[: len(data) * 2 // 3])
+        with pytest.raises(CorruptTableError, match=rf"data-cut.{ext} is unreadable"):
+            read_file(FileIO.get(str(tmp_path)), str(cut))
+
+
 def test_their_format_options_are_kept_and_ours_refused(formats, tmp_path):
     """A table's stored format options stand through our option changes (we write Parquet beside
     their files); a table we create is Parquet, and asking for another format is refused by name."""

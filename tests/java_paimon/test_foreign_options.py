@@ -25,7 +25,7 @@ TABLES = {  # name: (primary key, options, the option named, refused on read too
 
 
 @pytest.mark.parametrize("name", list(TABLES))
-def test_options_we_do_not_follow_are_refused_by_name(java, warehouse, name):
+def test_options_we_do_not_follow_are_refused_by_name(spark, java, warehouse, name):
     key, options, option, on_read = TABLES[name]
     path = f"{warehouse}/db.db/foreign_{name}"
     done = java.run([Write(path, [ROW], {"fields": FIELDS, "primary_keys": key, "partition_keys": [],
@@ -42,8 +42,13 @@ def test_options_we_do_not_follow_are_refused_by_name(java, warehouse, name):
         w = table.new_write()
         w.write(pa.Table.from_pylist([{**ROW, "id": 2}], table.schema.arrow_schema()))
         w.commit()
+    from dbt_paimon.engine import compact, delete
+    files_before = sorted(str(p) for p in __import__("pathlib").Path(path).rglob("data-*"))
     with pytest.raises(SchemaError, match=rf"{option}="):
-        table.new_commit()
+        compact(spark, path, execution="local")
+    with pytest.raises(SchemaError, match=rf"{option}="):
+        delete(spark, path, "id = 1")
+    assert sorted(str(p) for p in __import__("pathlib").Path(path).rglob("data-*")) == files_before  # none written
     assert FileStoreTable.open(path).latest_snapshot().id == sid
 
 

@@ -30,6 +30,7 @@ from ..replace import Replace
 from ..rewrite import FILE, file_rows
 from ..spark_types import struct_of, to_spark
 from ..upsert import upsert
+from ...store import foreign_options
 from ...store.errors import DataError, SchemaError
 from ...store.manifest import DELETE, ManifestEntry
 from ...store.options import MergeEngine
@@ -81,6 +82,7 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
     words = f"MERGE INTO {statement.written_name}"
     table = FileStoreTable.open(target.path)
     schema = table.schema
+    foreign_options.check_writable(schema.options, target.path)  # before anything is written
     if not schema.is_append and schema.core.merge_engine != MergeEngine.DEDUPLICATE:
         raise SchemaError(f"{words}: the table merges rows ({schema.core.merge_engine}), so a merged row would "
                           f"merge again with the stored one; write the rows with INSERT INTO instead")
