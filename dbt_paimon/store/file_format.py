@@ -16,9 +16,11 @@ that tables other writers made in ORC or Avro are read, upserted into, compacted
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import CorruptTableError
 from .fileio import FileIO
@@ -70,8 +72,32 @@ def _read_orc(io: FileIO, path: str, columns: Sequence[str] | None) -> pa.Table:
         if missing:
             raise KeyError(missing[0])
     table = f.read(columns=list(columns) if columns is not None else None)
-    # ORC timestamps read as nanoseconds; the caller casts to the column's unit
-    return table
+    # ORC timestamps read as nanoseconds (the caller casts to the column's unit). A TIMESTAMP WITH
+    # LOCAL TIME ZONE (ORC's instant type) Paimon writes as the JVM's local reading of its UTC wall
+    # clock and reads back the same way, so the value depends on the JVM's default zone: read as a
+    # Paimon reader on this host would (with the writer's zone, the only way Paimon reads it right).
+    zone = jvm_default_zone()
+    if zone in _UTC:
+        return table
+    arrays = [pc.local_timestamp(c.cast(pa.timestamp(c.type.unit, tz=zone))).cast(pa.timestamp(c.type.unit, tz="UTC"))
+              if pa.types.is_timestamp(c.type) and c.type.tz is not None else c for c in table.columns]
+    return pa.Table.from_arrays(arrays, names=table.column_names)
+
+
+_UTC = ("UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu")
+
+
+def jvm_default_zone() -> str:
+    """The time zone a JVM on this host defaults to (Java's TimeZone.getDefault on Linux: $TZ, else
+    /etc/timezone, else where /etc/localtime links)."""
+    zone = os.environ.get("TZ", "").lstrip(":")
+    if not zone and os.path.exists("/etc/timezone"):
+        with open("/etc/timezone") as f:
+            zone = f.read().strip()
+    if not zone and os.path.islink("/etc/localtime"):
+        target = os.path.realpath("/etc/localtime")
+        zone = target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else ""
+    return zone or "UTC"
 
 
 def _read_avro(io: FileIO, path: str, columns: Sequence[str] | None) -> pa.Table:

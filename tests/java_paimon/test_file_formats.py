@@ -180,3 +180,35 @@ def test_their_format_options_are_kept_and_ours_refused(formats, tmp_path):
         with pytest.raises(SchemaError, match=rf"option '{option}' (must be one of|cannot be set).*dbt-paimon writes"):
             FileStoreTable.create(str(tmp_path / option), SCHEMA, KEY, PARTITION, {option: value})
         assert not (tmp_path / option).exists()
+
+
+def test_orc_instants_a_jvm_in_another_zone_wrote(tmp_path, monkeypatch):
+    """Paimon stores an ORC TIMESTAMP WITH LOCAL TIME ZONE as its JVM's local reading of the UTC wall
+    clock, and reads it back the same way: a JVM in Asia/Shanghai (its own, for this test) writes, and
+    we read it as a Paimon reader on a host in that zone does ($TZ), as that JVM reads it."""
+    import datetime as dt
+    import os
+
+    from .fetch_jar import oracle_jars
+    from .javapaimon import JavaPaimon
+
+    written = [{"k": 1, "ts": dt.datetime(2024, 3, 10, 1, 30, 0, 123456),
+                "ltz": dt.datetime(2024, 3, 10, 1, 30, tzinfo=dt.timezone.utc)},
+               {"k": 2, "ts": dt.datetime(2001, 7, 1, 23, 0),
+                "ltz": dt.datetime(1999, 12, 31, 20, tzinfo=dt.timezone.utc)}]
+    path = str(tmp_path / "wh" / "db.db" / "zoned")
+    create = {"fields": [("k", "INT NOT NULL"), ("ts", "TIMESTAMP(6)"), ("ltz", "TIMESTAMP(6) WITH LOCAL TIME ZONE")],
+              "primary_keys": ["k"], "partition_keys": [], "options": {"bucket": "1", "file.format": "orc"}}
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} -Duser.timezone=Asia/Shanghai")
+    (tmp_path / "jvm").mkdir()
+    shanghai = JavaPaimon(oracle_jars(), str(tmp_path / "jvm"))
+    try:
+        done = shanghai.run([Write(path, written, create), Read(path)])
+    finally:
+        shanghai.close()
+    assert done[0] is None, done
+    assert done[1].to_pylist() == written  # the JVM there reads back what it wrote
+    monkeypatch.setenv("TZ", "Asia/Shanghai")
+    assert FileStoreTable.open(path).to_arrow().sort_by("k").to_pylist() == written
+    monkeypatch.setenv("TZ", "UTC")  # a reader in another zone reads other instants (Paimon's too)
+    assert FileStoreTable.open(path).to_arrow().sort_by("k").column("ltz").to_pylist() != [r["ltz"] for r in written]
