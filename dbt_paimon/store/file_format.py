@@ -47,6 +47,9 @@ def read_file(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa
     """(A projection of) one data file of any of Paimon's formats. KeyError for a column the file
     lacks (a Parquet file's own error, the same for the others)."""
     fmt = format_of(path.rsplit("/", 1)[-1])
+    # a damaged Parquet file fails in Arrow; an ORC or Avro one in its decoder's own way (EOFError,
+    # a codec's error, ...): each is a damaged file, named as such
+    damaged = (pa.ArrowInvalid, OSError) if fmt == "parquet" else (Exception,)
     try:
         if fmt == "parquet":
             import pyarrow.parquet as pq
@@ -60,8 +63,8 @@ def read_file(io: FileIO, path: str, columns: Sequence[str] | None = None) -> pa
         raise CorruptTableError(f"data file {path} is missing") from None
     except (KeyError, CorruptTableError):
         raise
-    except Exception as e:  # noqa: BLE001 - a damaged file fails in its decoder's own way (EOFError, codec errors, ...)
-        raise CorruptTableError(f"data file {path} is unreadable: {type(e).__name__}: {e}") from None
+    except damaged as e:
+        raise CorruptTableError(f"data file {path} is unreadable: {e}") from None
 
 
 def _read_orc(io: FileIO, path: str, columns: Sequence[str] | None) -> pa.Table:
