@@ -73,6 +73,7 @@ SECONDS = {
     "tests/java_paimon/test_foreign_options.py": 3,
     "tests/java_paimon/test_external_paths.py": 2,
     "tests/java_paimon/test_java_maintains_ours.py": 14,
+    "tests/java_paimon/test_listagg_distinct.py": 2,
     "tests/java_paimon/test_sequence_field.py": 16,
     "tests/java_paimon/test_append_tables.py": 24,
     "tests/engine/test_source_pushdown.py": 22,

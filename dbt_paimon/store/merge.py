@@ -45,6 +45,7 @@ from .errors import PaimonError
 from .merge_options import (ENGINES, PRIMARY_KEY, RETRACTABLE, FieldAgg, check_sequence_groups, field_agg,
                             merge_engine)
 from . import sequence_group
+from .listagg_distinct import distinct_tokens
 from .sequence_order import SequenceOrder, sort_versions, version_columns, version_order
 
 # Java's Character.isWhitespace: Unicode space separators except the no-break ones, plus these controls.
@@ -358,7 +359,7 @@ def _aggregate_field(f: FieldAgg, v: _Versions, has_retract: bool) -> pa.Array:
         how = "min" if fn in ("min", "bool_and") else "max"
         merged = _group_extreme(v, f.name, sel & present, how, f.type.root)
     elif fn == "listagg":
-        merged = _listagg(v, f.name, sel & present, f.delimiter)
+        merged = _listagg(v, f.name, sel & present, f.delimiter, f.distinct)
     elif fn in ("sum", "product"):
         multi = ~v.single
         starts, lens = g.starts[multi], g.lens[multi]
@@ -423,8 +424,9 @@ def _group_extreme(v: _Versions, name: str, sel: np.ndarray, how: str, root: str
     return _scatter(len(g), present, result)
 
 
-def _listagg(v: _Versions, name: str, sel: np.ndarray, delimiter: str) -> pa.Array:
-    """FieldListaggAgg: non-blank values joined in sequence order; blank and null inputs are skipped."""
+def _listagg(v: _Versions, name: str, sel: np.ndarray, delimiter: str, distinct: bool = False) -> pa.Array:
+    """FieldListaggAgg: non-blank values joined in sequence order; blank and null inputs are skipped
+    (distinct: only tokens not yet held are added, listagg_distinct.py)."""
     g = v.g
     dtype = v.table.column(name).type
     if sel.any():
@@ -437,6 +439,8 @@ def _listagg(v: _Versions, name: str, sel: np.ndarray, delimiter: str) -> pa.Arr
     if not sel.any():
         return pa.nulls(len(g), dtype)
     present, offsets = _segments(g, sel)
+    if distinct:
+        values, offsets = distinct_tokens(values, offsets, _BLANK_RE, delimiter)
     # The selected values are grouped contiguously already: a list array over them, no hashing.
     lists = pa.ListArray.from_arrays(pa.array(np.append(offsets, len(values)).astype(np.int32)), values)
     return _scatter(len(g), present, pc.binary_join(lists, delimiter).cast(dtype))

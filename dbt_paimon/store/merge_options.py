@@ -29,6 +29,7 @@ class FieldAgg:
     type: object  # types.DataType
     ignore_retract: bool = False
     delimiter: str = ","
+    distinct: bool = False  # listagg: only new tokens are appended
 
 
 def merge_engine(schema) -> str:
@@ -44,8 +45,6 @@ def merge_engine(schema) -> str:
     # by: refused by name, so that such a table is never read or written another way.
     options = schema.options
     unmerged = [k for k in options if k == "partial-update.remove-record-on-sequence-group"
-                or (engine == "aggregation" and k.startswith("fields.") and k.endswith(".distinct")
-                    and str(options[k]).lower() == "true")
                 or (engine == "partial-update" and (k.endswith(".aggregate-function")
                                                     or k == "fields.default-aggregate-function")
                     and str(options[k]) != "last_non_null_value")]  # (a partial update's own rule)
@@ -76,7 +75,8 @@ def field_agg(schema, name: str) -> FieldAgg:
         bad = "STRING (unbounded VARCHAR)"
     if bad:
         raise SchemaError(f"column {name!r} is {dtype.sql()}: aggregate function '{fn}' needs {bad}")
-    return FieldAgg(name, fn, dtype, core.ignore_retract(name), core.list_agg_delimiter(name))
+    distinct = core.raw.get(f"fields.{name}.distinct", "false").lower() == "true"
+    return FieldAgg(name, fn, dtype, core.ignore_retract(name), core.list_agg_delimiter(name), distinct)
 
 
 def check_merge_options(schema) -> None:

@@ -138,12 +138,12 @@ _KNOWN: dict[str, object] = {
     "metadata.stats-dense-store": _bool,
     "metadata.stats-keep-first-n-columns": parse_int,
 }
-# Per-column options we honour (and `fields.<f>.sequence-group`, checked with the merge engine).
-# `distinct` (listagg, collect) is a Paimon option we do not implement, so it is refused like any
-# unknown option.
+# Per-column options we honour (and `fields.<f>.sequence-group`, checked with the merge engine);
+# `distinct` changes listagg only here (Paimon's collect, the other function it changes, is refused).
 _SEQUENCE_GROUP = re.compile(r"^fields\..+\.sequence-group$")
 _FIELD_OPTION = re.compile(
-    r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|list-agg-delimiter|stats-mode|dbt-paimon\.count)$")
+    r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|list-agg-delimiter|distinct|stats-mode"
+    r"|dbt-paimon\.count)$")
 
 
 # Options we do not write by but continue a table with, as another writer stored them: the file
@@ -168,7 +168,7 @@ def validate(options: Mapping[str, str], columns: list[str], stored: Mapping[str
             if what == "aggregate-function" and value not in AGGREGATE_FUNCTIONS:
                 raise SchemaError(f"option {key!r}: unknown aggregate function {value!r} "
                                   f"(known: {', '.join(AGGREGATE_FUNCTIONS)})")
-            if what in ("ignore-retract", COUNT_MARKER):
+            if what in ("ignore-retract", "distinct", COUNT_MARKER):
                 _bool(key, value)
                 value = value.lower()
             if what == "stats-mode":

@@ -515,7 +515,7 @@ def test_first_row_keeps_the_lowest_sequence_and_refuses_deletes(warehouse):
      "stored as 'fields.a.aggregate-function'='sum'"),
     ({"merge-engine": "partial-update", "fields.a.sequence-group": "zz"}, "names column 'zz'"),
     ({"fields.a.sequence-group": "b"}, "is for merge-engine 'partial-update'"),
-    ({"merge-engine": "aggregation", "fields.b.distinct": "true"}, "unknown table option 'fields.b.distinct'"),
+    ({"merge-engine": "aggregation", "fields.b.distinct": "maybe"}, "must be true or false"),
     ({"merge-engine": "partial-update", "fields.a.aggregate-function": "sum"}, "Must use sequence group"),
     ({"merge-engine": "partial-update", "ignore-delete": "true", "partial-update.remove-record-on-delete": "true"},
      "conflicting behavior"),
