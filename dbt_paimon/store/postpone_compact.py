@@ -29,7 +29,6 @@ from .datafile import SEQUENCE_NUMBER
 from .errors import SchemaError
 from .key_hash import java_bucket, key_hashes
 from .manifest import DELETE, ManifestEntry
-from .paths import bucket_dir, partition_path
 from .postpone import PartitionBuckets
 from .read import TableRead
 from .scan import DataSplit, Plan, next_sequences
@@ -83,9 +82,7 @@ def moved(table, plan: Plan) -> tuple[dict[tuple[bytes, int], tuple[DataSplit, p
             bucket = int(buckets[part[0]])
             split = splits.get((parked.partition, bucket)) or DataSplit(
                 parked.snapshot_id, parked.partition, parked.partition_values, bucket, n,
-                bucket_dir(table.path.rstrip("/"), partition_path(parked.partition_values, schema.partition_types,
-                                                                  schema.partition_keys,
-                                                                  schema.core.partition_default_name), bucket), [])
+                table.bucket_path(parked.partition_values, bucket), [])
             first = next_seq.get((parked.partition, bucket), 0)
             taken = rows.take(pa.array(part))
             sequence = pa.array(np.arange(first, first + len(part), dtype=np.int64))

@@ -100,10 +100,15 @@ class TableRead:
         without the rows its deletion vector deletes."""
         wanted = self._projected(file, self.projection)
         raw = read_kv_file(self.io, data_file_path(split.bucket_path, file), [w for w in wanted if w is not None])
-        table = pa.Table.from_arrays(self._as_current(raw, wanted, self.projection), schema=self.output_schema)
+        return self._live(split, file, pa.Table.from_arrays(self._as_current(raw, wanted, self.projection),
+                                                           schema=self.output_schema))
+
+    def _live(self, split: DataSplit, file, table: pa.Table, vectors: dict | None = None) -> pa.Table:
+        """A file's rows without those its deletion vector deletes (`vectors`: the split's, if read)."""
         if split.deletion_index is None:
             return table
-        vectors = read_vectors(self.io, self.table_path, split.deletion_index, {file.file_name})
+        if vectors is None:
+            vectors = read_vectors(self.io, self.table_path, split.deletion_index, {file.file_name})
         mask = live_mask(table.num_rows, vectors.get(file.file_name))
         return table if mask is None else table.filter(mask)
 
@@ -137,12 +142,7 @@ class TableRead:
         table = self._read_file(split, file)
         if positions:
             table = table.append_column(POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
-        if split.deletion_index is None:
-            return table
-        if vectors is None:
-            vectors = read_vectors(self.io, self.table_path, split.deletion_index, {file.file_name})
-        mask = live_mask(table.num_rows, vectors.get(file.file_name))
-        return table if mask is None else table.filter(mask)
+        return self._live(split, file, table, vectors)
 
     def read_split_kv(self, split: DataSplit, drop_deletes: bool = True, extra: pa.Table | None = None) -> pa.Table:
         """The merged KeyValue rows of one split (system columns kept), sorted by key; each file read
