@@ -355,12 +355,13 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
                     _abandon(io, path, table, job)
                     raise
                 attempt += 1
-                latest = table.snapshots.latest()
                 try:
-                    why = ("the rows it replaces are found again on the new snapshot" if retract is not None else
-                           recommit.why_not(table, base, latest, job, lambda h: executor.holds_any(schema, h)))
+                    if retract is not None:
+                        latest, why = table.snapshots.latest(), "the rows it replaces are found again on the new snapshot"
+                    else:
+                        latest, why = recommit.newest_right(table, base, job, lambda h: executor.holds_any(schema, h))
                 except Exception as check_error:  # noqa: BLE001 - what cannot be checked is run again
-                    why = f"the commits between could not be checked ({check_error})"
+                    latest, why = table.snapshots.latest(), f"the commits between could not be checked ({check_error})"
                 clock.lap("commit")
                 if why is None:
                     recommits += 1
