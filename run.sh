@@ -47,6 +47,10 @@ case "${1:-}" in
          # Paimon's Spark connector for tests/paimon_spark: its jar, and a venv with the pyspark it is built
          # for (once; cached in .work/)
          "$VENV/bin/python" tests/paimon_spark/side_env.py >/dev/null
+         # uv keeps every build of pyspark's sdist it ever made (a new one whenever the index's copy is
+         # revalidated: ~1.9 GB each, three per run of the suite); what no install can reach any more
+         # goes now, before the suite's own installs run beside each other (a full disk fails the run)
+         "$VENV/bin/uv" cache prune -q
          # Two workers (tests/schedule.py says how the suite is shared); `-n 0` after it runs one process
          exec "$VENV/bin/python" -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder "$@" ;;
   bench) shift; exec bash bench/bench.sh "$@" ;;
