@@ -69,6 +69,13 @@ def exchange_type(t: DataType) -> pa.DataType:
         return pa.timestamp("us")
     if t.root == "TIMESTAMP_LTZ":
         return pa.timestamp("us", tz="UTC")
+    if t.root == "ARRAY":
+        return pa.list_(pa.field("element", exchange_type(t.element), t.element.nullable))
+    if t.root == "MAP":
+        return pa.map_(pa.field("key", exchange_type(t.key), False),
+                       pa.field("value", exchange_type(t.value), t.value.nullable))
+    if t.root == "ROW":
+        return pa.struct([pa.field(f.name, exchange_type(f.type), f.type.nullable) for f in t.fields])
     return t.to_arrow()
 
 

@@ -21,7 +21,7 @@ from ..store.errors import SchemaError
 from ..store.fileio import FileIO
 from ..store.schema import DataField, SchemaManager, TableSchema, check_append_options
 from ..store.snapshot import SnapshotManager
-from ..store.types import DataType
+from ..store.types import DataType, with_field_ids
 from .spark_types import from_spark, to_spark
 
 # Lossless type changes a column may take (the readers cast older files on the fly).
@@ -93,8 +93,9 @@ def evolve(schema: TableSchema, *, add: Sequence[T.StructField] = (), drop: Sequ
         if f.name.lower() in names:
             raise SchemaError(f"column {f.name!r} already exists")
         next_id += 1
-        fields.append(DataField(next_id, f.name, from_spark(f.dataType, f.name),
-                                (descriptions or {}).get(f.name) or None))
+        column_id = next_id
+        dtype, next_id = with_field_ids(from_spark(f.dataType, f.name), next_id)
+        fields.append(DataField(column_id, f.name, dtype, (descriptions or {}).get(f.name) or None))
         names.add(f.name.lower())
     new_options = dict(schema.options)
     if options:

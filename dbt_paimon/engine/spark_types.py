@@ -15,7 +15,7 @@ from ..assign.rows import conform, exchange_type
 
 from ..store.errors import SchemaError
 from ..store.schema import TableSchema
-from ..store.types import DataType
+from ..store.types import DataType, RowField
 
 _TO_SPARK = {
     "BOOLEAN": T.BooleanType(), "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INT": T.IntegerType(),
@@ -36,8 +36,16 @@ _WIDENS = {
 
 
 def to_spark(t: DataType) -> T.DataType:
+    """As Paimon's SparkTypeUtils: an array's containsNull and a map's valueContainsNull are the
+    element's and the value's nullability, a struct's fields keep theirs."""
     if t.root == "DECIMAL":
         return T.DecimalType(t.precision, t.scale)
+    if t.root == "ARRAY":
+        return T.ArrayType(to_spark(t.element), t.element.nullable)
+    if t.root == "MAP":
+        return T.MapType(to_spark(t.key), to_spark(t.value), t.value.nullable)
+    if t.root == "ROW":
+        return T.StructType([T.StructField(f.name, to_spark(f.type), f.type.nullable) for f in t.fields])
     return _TO_SPARK[t.root]
 
 
@@ -47,9 +55,21 @@ def spark_schema(schema: TableSchema, columns=None) -> T.StructType:
 
 
 def from_spark(t: T.DataType, column: str) -> DataType:
-    """The Paimon type a new table gets for a Spark column."""
+    """The Paimon type a new table gets for a Spark column; a ROW's fields get their ids from
+    store.types.with_field_ids. Like a table's columns, what a nested value holds may be null
+    whatever the model's first rows said (Spark's containsNull and a struct field's nullable follow
+    the expression, not the data, and differ between runs of one model); a map's key is NOT NULL,
+    as in Paimon's Spark connector and in Parquet."""
     if isinstance(t, T.DecimalType):
         return DataType("DECIMAL", precision=t.precision, scale=t.scale)
+    if isinstance(t, T.ArrayType):
+        return DataType("ARRAY", element=from_spark(t.elementType, f"{column} element"))
+    if isinstance(t, T.MapType):
+        return DataType("MAP", key=from_spark(t.keyType, f"{column} key").not_null(),
+                        value=from_spark(t.valueType, f"{column} value"))
+    if isinstance(t, T.StructType):
+        return DataType("ROW", fields=tuple(RowField(-1, f.name, from_spark(f.dataType, f"{column}.{f.name}"))
+                                            for f in t.fields))
     for root, st in _TO_SPARK.items():
         if type(t) is type(st):
             return DataType(root, precision=6 if root.startswith("TIMESTAMP") else 0)
@@ -57,7 +77,7 @@ def from_spark(t: T.DataType, column: str) -> DataType:
         return DataType("STRING")
     raise SchemaError(f"column {column!r} has Spark type {t.simpleString()}, which dbt-paimon cannot store "
                       f"(supported: boolean, tinyint, smallint, int, bigint, float, double, decimal, string, "
-                      f"binary, date, timestamp, timestamp_ntz)")
+                      f"binary, date, timestamp, timestamp_ntz, and array, map, struct of them)")
 
 
 def arrow_schema_of(struct: T.StructType) -> pa.Schema:
@@ -72,6 +92,8 @@ def arrow_schema_of(struct: T.StructType) -> pa.Schema:
 def fits(source: T.DataType, target: DataType) -> bool:
     """True when a Spark column of type `source` can be written into `target` without loss."""
     want = to_spark(target)
+    if target.is_nested:  # taken as it is: no widening inside a nested value
+        return _same_shape(source, want)
     if source == want or (isinstance(source, (T.VarcharType, T.CharType)) and target.root == "STRING"):
         return True
     if isinstance(source, T.DecimalType) and target.root == "DECIMAL":
@@ -81,6 +103,23 @@ def fits(source: T.DataType, target: DataType) -> bool:
         digits = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}[type(source)]
         return target.precision - target.scale >= digits
     return target.root in _WIDENS.get(type(source), ())
+
+
+def _same_shape(source: T.DataType, want: T.DataType) -> bool:
+    """The same nested type, where `source` may hold nulls only where `want` does (Spark writes a
+    value into a column of its own nullability or a wider one)."""
+    if isinstance(want, T.ArrayType):
+        return (isinstance(source, T.ArrayType) and _same_shape(source.elementType, want.elementType)
+                and (want.containsNull or not source.containsNull))
+    if isinstance(want, T.MapType):
+        return (isinstance(source, T.MapType) and _same_shape(source.keyType, want.keyType)
+                and _same_shape(source.valueType, want.valueType)
+                and (want.valueContainsNull or not source.valueContainsNull))
+    if isinstance(want, T.StructType):
+        return (isinstance(source, T.StructType) and len(source.fields) == len(want.fields)
+                and all(s.name == w.name and _same_shape(s.dataType, w.dataType) and (w.nullable or not s.nullable)
+                        for s, w in zip(source.fields, want.fields)))
+    return source == want or (isinstance(source, (T.VarcharType, T.CharType)) and isinstance(want, T.StringType))
 
 
 # Bytes a value takes in an Arrow batch, by Spark type; a string or binary value is assumed to

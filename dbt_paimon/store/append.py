@@ -46,7 +46,7 @@ class AppendFileWriter(KeyValueFileWriter):
 
     def __post_init__(self):
         super().__post_init__()
-        self.dictionary_candidates = list(self.schema.field_names)
+        self.dictionary_candidates = [f.name for f in self.schema.fields if not f.type.is_nested]
         self._next_sequence = 0
 
     def write_rows(self, rows: pa.Table, start_sequence: int) -> list[DataFileMeta]:

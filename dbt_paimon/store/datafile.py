@@ -136,6 +136,7 @@ class KeyValueFileWriter:
         # Keys and sequence numbers are unique per file: dictionary encoding them is wasted work.
         unique = {key_column(k) for k in self.schema.trimmed_primary_keys} | {SEQUENCE_NUMBER}
         unique |= set(self.schema.trimmed_primary_keys)
+        unique |= {f.name for f in self.schema.fields if f.type.is_nested}  # (no distinct count of a nested value)
         self.dictionary_candidates = [n for n in kv_column_names(self.schema) if n not in unique]
         self._stats = DataFileStatsCollector(self.schema)  # metadata.stats-mode and friends
 
@@ -322,8 +323,34 @@ def conform(rows: pa.Table, schema: TableSchema) -> pa.Table:
                                 f"{f.type.sql()}: {e}") from None
         if not f.type.nullable and col.null_count and f.name not in schema.partition_keys:
             raise DataError(f"column {f.name!r} is NOT NULL but {col.null_count} row(s) hold null")
+        if f.type.is_nested:
+            _check_nested_nulls(col, f.type, f.name)
         arrays.append(col)
     return pa.Table.from_arrays(arrays, schema=schema.arrow_schema(nullable=True))
+
+
+def _check_nested_nulls(col, dtype, where: str) -> None:
+    """DataError when a value inside a nested column is null where its type says NOT NULL (a
+    Parquet writer would refuse the file half-way); vectorised: one flatten per level."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if dtype.root == "ROW":
+        for f, child in zip(dtype.fields, col.flatten()):  # the parent's nulls applied to each field
+            inner = child.null_count - col.null_count
+            if not f.type.nullable and inner:
+                raise DataError(f"column {where!r}: field {f.name!r} is NOT NULL but {inner} value(s) hold null")
+            if f.type.is_nested:
+                _check_nested_nulls(child, f.type, f"{where}.{f.name}")
+        return
+    if dtype.root == "MAP":  # as the list of its entries, which flattens (a map does not)
+        col = col.cast(pa.list_(pa.struct([col.type.key_field, col.type.item_field])))
+    inner = col.flatten()  # the values of the non-null lists (a map's entries)
+    children = [("element", dtype.element, inner)] if dtype.root == "ARRAY" else [
+        ("value", dtype.value, inner.field("value"))]
+    for what, child_type, child in children:
+        if not child_type.nullable and child.null_count:
+            raise DataError(f"column {where!r}: its {what}s are NOT NULL but {child.null_count} of them are null")
+        if child_type.is_nested:
+            _check_nested_nulls(child, child_type, f"{where} {what}")
 
 
 def read_kv_file(io: FileIO, path: str, columns: Sequence[str] | None = None,

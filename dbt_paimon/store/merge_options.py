@@ -54,6 +54,10 @@ def merge_engine(schema) -> str:
     return engine
 
 
+# the functions that pick one of a key's values whole, whatever its type (Paimon's factories check none)
+_ANY_TYPE = (PRIMARY_KEY, "last_value", "last_non_null_value", "first_value", "first_non_null_value")
+
+
 def field_agg(schema, name: str) -> FieldAgg:
     """Paimon's AggregateMergeFunction.getAggFuncName plus the factories' type checks."""
     core = schema.core
@@ -66,7 +70,9 @@ def field_agg(schema, name: str) -> FieldAgg:
         fn = core.aggregate_function(name) or "last_non_null_value"
     root = dtype.root
     bad = None
-    if fn in ("sum", "product") and root not in _NUMERIC:
+    if dtype.is_nested and fn not in _ANY_TYPE:
+        bad = "an atomic type (a nested value is kept whole: " + ", ".join(_ANY_TYPE[1:]) + ")"
+    elif fn in ("sum", "product") and root not in _NUMERIC:
         bad = "a numeric type"
     elif fn in ("bool_and", "bool_or") and root != "BOOLEAN":
         bad = "BOOLEAN"

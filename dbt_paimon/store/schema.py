@@ -14,7 +14,7 @@ from .option_validation import check_file_index, check_partition_expiration, val
 from .errors import CorruptTableError, SchemaError, TableNotFoundError
 from .fileio import FileIO
 from .merge_options import check_merge_options
-from .types import DataType, from_arrow, parse_type
+from .types import DataType, from_arrow, type_from_json, with_field_ids
 
 SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
 SYSTEM_FIELDS = ("_SEQUENCE_NUMBER", "_VALUE_KIND", "_LEVEL", "rowkind")
@@ -29,7 +29,7 @@ class DataField:
     description: str | None = None
 
     def to_json(self) -> dict:
-        out = {"id": self.id, "name": self.name, "type": self.type.sql()}
+        out = {"id": self.id, "name": self.name, "type": self.type.to_json()}
         if self.description is not None:
             out["description"] = self.description
         return out
@@ -139,10 +139,11 @@ class TableSchema:
         try:
             fields = []
             for f in d["fields"]:
-                if not isinstance(f["type"], str):
-                    raise SchemaError(f"column {f['name']!r} has a nested type {json.dumps(f['type'])[:80]}, "
-                                      "which dbt-paimon does not support")
-                fields.append(DataField(int(f["id"]), f["name"], parse_type(f["type"]), f.get("description")))
+                try:
+                    dtype = type_from_json(f["type"])
+                except SchemaError as e:
+                    raise SchemaError(f"column {f['name']!r}: {e}") from None
+                fields.append(DataField(int(f["id"]), f["name"], dtype, f.get("description")))
             return TableSchema(
                 id=int(d["id"]),
                 fields=tuple(fields),
@@ -200,8 +201,8 @@ def build_schema(
                                  else ""))
         if checked["rowkind.field"] in primary_keys:
             raise SchemaError("option 'rowkind.field' must not name a primary key column")
-    fields = []
-    for i, f in enumerate(arrow_schema):
+    fields, highest = [], -1
+    for f in arrow_schema:
         t = from_arrow(f.type, True, f.name)
         # As in Java Paimon, only primary-key fields become NOT NULL: a partition field outside the
         # key (a cross-partition table) may be null, stored under partition.default-name.
@@ -209,13 +210,17 @@ def build_schema(
             t = t.not_null()
         if f.name in partition_keys and t.root == "BYTES":
             raise SchemaError(f"partition column {f.name!r} is BYTES, which cannot name a partition directory")
-        fields.append(DataField(i, f.name, t))
+        highest += 1  # as Paimon's Schema.Builder: the column's id, then its ROW fields' ids
+        column_id = highest
+        t, highest = with_field_ids(t, highest)
+        fields.append(DataField(column_id, f.name, t))
+    check_nested(fields, primary_keys, partition_keys, checked)
     check_file_index(checked, {f.name: f.type for f in fields})
     check_partition_expiration(checked, partition_keys)
     schema = TableSchema(
         id=0,
         fields=tuple(fields),
-        highest_field_id=len(fields) - 1,
+        highest_field_id=highest,
         partition_keys=tuple(partition_keys),
         primary_keys=tuple(primary_keys),
         options=checked,
@@ -239,6 +244,32 @@ def resolve_columns(what: str, wanted: Sequence[str], columns: Sequence[str]) ->
         if c not in out:
             out.append(c)
     return out
+
+
+def check_nested(fields: Sequence[DataField], primary_keys: Sequence[str], partition_keys: Sequence[str],
+                 options: Mapping[str, str]) -> None:
+    """Nested columns (ARRAY, MAP, ROW) hold values only, as Paimon's SchemaValidation requires: no
+    key, partition, bucket-key or sequence field is one; a ROW's field names are unique."""
+    keyed = {"primary key": primary_keys, "partition": partition_keys,
+             "bucket-key": [c.strip() for c in options.get("bucket-key", "").split(",") if c.strip()],
+             "sequence": [c.strip() for c in options.get("sequence.field", "").split(",") if c.strip()]}
+    for f in fields:
+        for what, names in keyed.items():
+            if f.name in names and f.type.is_nested:
+                raise SchemaError(f"column {f.name!r} is {f.type.sql()}: a {what} field cannot be of a nested type "
+                                  "(Paimon allows ARRAY, MAP and ROW in value columns only)")
+        _check_row_names(f.name, f.type)
+
+
+def _check_row_names(column: str, t: DataType) -> None:
+    for child in (t.element, t.key, t.value):
+        if child is not None:
+            _check_row_names(column, child)
+    names = [f.name for f in t.fields]
+    if len({n.lower() for n in names}) != len(names):
+        raise SchemaError(f"column {column!r}: the fields of {t.sql()} must have unique names (case-insensitively)")
+    for f in t.fields:
+        _check_row_names(column, f.type)
 
 
 def _check_names(names: list[str]) -> None:

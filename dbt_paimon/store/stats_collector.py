@@ -66,6 +66,7 @@ class ColStats:
 
 
 COL_STATS_NONE = ColStats(None, None, None)
+NO_STATS = StatsMode(NONE)
 
 
 def _truncated_upper_string(prefix: str) -> str | None:
@@ -183,7 +184,9 @@ class DataFileStatsCollector:
         self.key_types = schema.key_types
         self.value_names = schema.field_names
         self.value_types = schema.value_types
-        self.value_modes = value_stats_modes(options, self.value_names)
+        # a nested column has no stats, as Java's Parquet writer keeps none (dense store leaves it out)
+        self.value_modes = [NO_STATS if t.is_nested else m
+                            for t, m in zip(self.value_types, value_stats_modes(options, self.value_names))]
         self.dense = options.get(STATS_DENSE_STORE, "true").lower() == "true"
 
     def key_stats(self, key_columns: Sequence) -> SimpleStats:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 
@@ -31,9 +32,29 @@ _TYPE_RE = re.compile(
 )
 
 
+NESTED_ROOTS = ("ARRAY", "MAP", "ROW")
+
+
+@dataclass(frozen=True)
+class RowField:
+    """A field of a ROW type: like a table's column, it has an id of the schema's id space."""
+
+    id: int
+    name: str
+    type: "DataType"
+    description: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"id": self.id, "name": self.name, "type": self.type.to_json()}
+        if self.description is not None:
+            out["description"] = self.description
+        return out
+
+
 @dataclass(frozen=True)
 class DataType:
-    """One Paimon atomic type. `root` is canonical: BOOLEAN ... DATE, DECIMAL, TIMESTAMP, TIMESTAMP_LTZ."""
+    """One Paimon type. `root` is canonical: BOOLEAN ... DATE, DECIMAL, TIMESTAMP, TIMESTAMP_LTZ, or
+    one of the nested ARRAY (of `element`), MAP (`key` to `value`), ROW (`fields`)."""
 
     root: str
     nullable: bool = True
@@ -41,6 +62,14 @@ class DataType:
     scale: int = 0
     # Kept so that a table written by Java/pypaimon with VARCHAR(n) or CHAR(n) round-trips unchanged.
     spelling: str | None = None
+    element: "DataType | None" = None
+    key: "DataType | None" = None
+    value: "DataType | None" = None
+    fields: tuple[RowField, ...] = ()
+
+    @property
+    def is_nested(self) -> bool:
+        return self.root in NESTED_ROOTS
 
     def not_null(self) -> "DataType":
         return replace(self, nullable=False)
@@ -51,7 +80,7 @@ class DataType:
     @property
     def is_fixed_length(self) -> bool:
         """True when a BinaryRow keeps the whole value in its 8-byte slot."""
-        if self.root in ("STRING", "BYTES"):
+        if self.root in ("STRING", "BYTES") or self.is_nested:
             return False
         if self.root == "DECIMAL":
             return self.precision <= 18
@@ -60,7 +89,14 @@ class DataType:
         return True
 
     def sql(self) -> str:
-        if self.spelling is not None:
+        """Paimon's asSQLString: `ARRAY<INT>`, `ROW<`a` INT>` for the nested types."""
+        if self.root == "ARRAY":
+            body = f"ARRAY<{self.element.sql()}>"
+        elif self.root == "MAP":
+            body = f"MAP<{self.key.sql()}, {self.value.sql()}>"
+        elif self.root == "ROW":
+            body = "ROW<" + ", ".join(f"`{f.name}` {f.type.sql()}" for f in self.fields) + ">"
+        elif self.spelling is not None:
             body = self.spelling
         elif self.root == "DECIMAL":
             body = f"DECIMAL({self.precision}, {self.scale})"
@@ -72,7 +108,30 @@ class DataType:
             body = self.root
         return body if self.nullable else f"{body} NOT NULL"
 
+    def to_json(self):
+        """The type as a schema file holds it: an atomic type as its SQL string; a nested type as
+        Paimon's DataTypeJsonParser reads it, an object (its children in the same form)."""
+        if not self.is_nested:
+            return self.sql()
+        out: dict = {"type": self.root if self.nullable else f"{self.root} NOT NULL"}
+        if self.root == "ARRAY":
+            out["element"] = self.element.to_json()
+        elif self.root == "MAP":
+            out["key"], out["value"] = self.key.to_json(), self.value.to_json()
+        else:
+            out["fields"] = [f.to_json() for f in self.fields]
+        return out
+
     def to_arrow(self) -> pa.DataType:
+        """The Arrow type of a column: nested children keep their nullability (a Parquet writer
+        refuses a null where the type says NOT NULL); a map's key is never null, as in Parquet."""
+        if self.root == "ARRAY":
+            return pa.list_(pa.field("element", self.element.to_arrow(), self.element.nullable))
+        if self.root == "MAP":
+            return pa.map_(pa.field("key", self.key.to_arrow(), False),
+                           pa.field("value", self.value.to_arrow(), self.value.nullable))
+        if self.root == "ROW":
+            return pa.struct([pa.field(f.name, f.type.to_arrow(), f.type.nullable) for f in self.fields])
         if self.root in _SIMPLE:
             return _SIMPLE[self.root]
         if self.root == "DECIMAL":
@@ -111,7 +170,58 @@ def parse_type(text: str) -> DataType:
 
 
 def supported_type_names() -> list[str]:
-    return [*_SIMPLE, "DECIMAL(p, s)", "TIMESTAMP(p)", "TIMESTAMP(p) WITH LOCAL TIME ZONE"]
+    return [*_SIMPLE, "DECIMAL(p, s)", "TIMESTAMP(p)", "TIMESTAMP(p) WITH LOCAL TIME ZONE", "ARRAY<t>",
+            "MAP<k, v>", "ROW<...>"]
+
+
+def type_from_json(node) -> DataType:
+    """A type as a schema file holds it (DataType.to_json): a SQL string, or an object for a nested
+    type. MULTISET, VECTOR and the rest are refused by name."""
+    if isinstance(node, str):
+        return parse_type(node)
+    if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+        raise SchemaError(f"unsupported Paimon type {json.dumps(node)[:80]}")
+    spelled = node["type"].upper()
+    root, nullable = spelled.split()[0] if spelled.split() else "", "NOT NULL" not in spelled
+    try:
+        if root == "ARRAY":
+            return DataType("ARRAY", nullable, element=type_from_json(node["element"]))
+        if root == "MAP":
+            return DataType("MAP", nullable, key=type_from_json(node["key"]), value=type_from_json(node["value"]))
+        if root == "ROW":
+            return DataType("ROW", nullable, fields=tuple(
+                RowField(int(f["id"]), f["name"], type_from_json(f["type"]), f.get("description"))
+                for f in node["fields"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise SchemaError(f"Paimon type {json.dumps(node)[:80]} lacks or mistypes {e}") from None
+    raise SchemaError(f"unsupported Paimon type {json.dumps(node)[:80]} (supported: {', '.join(supported_type_names())})")
+
+
+def field_ids(t: DataType) -> list[int]:
+    """The ids of the ROW fields inside a type, at every depth (a schema's highestFieldId counts them)."""
+    if t.root == "ARRAY":
+        return field_ids(t.element)
+    if t.root == "MAP":
+        return field_ids(t.key) + field_ids(t.value)
+    return [i for f in t.fields for i in [f.id, *field_ids(f.type)]]
+
+
+def with_field_ids(t: DataType, highest: int) -> tuple[DataType, int]:
+    """The type with its ROW fields numbered after `highest` in Paimon's order (ReassignFieldId: a
+    field's children before the field), and the highest id given."""
+    if t.root == "ARRAY":
+        element, highest = with_field_ids(t.element, highest)
+        return replace(t, element=element), highest
+    if t.root == "MAP":
+        key, highest = with_field_ids(t.key, highest)
+        value, highest = with_field_ids(t.value, highest)
+        return replace(t, key=key, value=value), highest
+    fields = []
+    for f in t.fields:
+        child, highest = with_field_ids(f.type, highest)
+        highest += 1
+        fields.append(RowField(highest, f.name, child, f.description))
+    return replace(t, fields=tuple(fields)), highest
 
 
 def from_arrow(t: pa.DataType, nullable: bool = True, column: str = "?") -> DataType:
@@ -129,6 +239,16 @@ def from_arrow(t: pa.DataType, nullable: bool = True, column: str = "?") -> Data
         return DataType("DECIMAL", nullable, precision=t.precision, scale=t.scale)
     if pa.types.is_timestamp(t):
         return DataType("TIMESTAMP_LTZ" if t.tz else "TIMESTAMP", nullable, precision=_TS_UNITS[t.unit])
+    # nested: ROW fields get their ids from with_field_ids once the column has its own
+    if pa.types.is_map(t):
+        return DataType("MAP", nullable, key=from_arrow(t.key_type, False, f"{column} key"),
+                        value=from_arrow(t.item_type, t.item_field.nullable, f"{column} value"))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return DataType("ARRAY", nullable, element=from_arrow(t.value_type, t.value_field.nullable, f"{column} element"))
+    if pa.types.is_struct(t):
+        return DataType("ROW", nullable, fields=tuple(
+            RowField(-1, t.field(i).name, from_arrow(t.field(i).type, t.field(i).nullable, f"{column}.{t.field(i).name}"))
+            for i in range(t.num_fields)))
     raise SchemaError(
         f"column {column!r} has Arrow type {t}, which dbt-paimon cannot store "
         f"(supported: {', '.join(supported_type_names())})"

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from dbt_paimon.key_index import KeyIndex
 from dbt_paimon.store import FileStoreTable
-from tests.oracle import pypaimon_read
+from tests.oracle import pypaimon_read, rows
 
 CUSTOMERS_SQL = """
 {{ config(
@@ -232,3 +232,46 @@ class TestPaimonUpsertRefusals:
         assert _files(path) == before
         assert FileStoreTable.open(path).latest_snapshot().id == snapshot
         assert sorted(_rows(project, "keyed")) == [(1, "b", "z"), (2, "b", "y"), (3, "a", "w")]
+
+
+NESTED_SQL = """
+{{ config(materialized='paimon_upsert', unique_key='id', partition_by='dt') }}
+{% if var('run', 1) == 1 %}
+select 1 as id, 'a' as dt, array('x', 'y') as tags, map('k', 1) as attrs,
+       named_struct('city', 'c1', 'zip', 10) as addr
+union all select 2, 'a', array(), cast(null as map<string, int>), named_struct('city', cast(null as string), 'zip', 20)
+{% else %}
+select 2 as id, 'b' as dt, array('z', null) as tags, map('k', 2, 'j', null) as attrs,
+       cast(null as struct<city: string, zip: int>) as addr
+union all select 3, 'b', cast(null as array<string>), map(), named_struct('city', 'c3', 'zip', 30)
+{% endif %}
+"""
+TAGS_SQL = "select id, tag from {{ ref('nested') }} lateral view explode(tags) t as tag"
+
+
+class TestNestedColumns:
+    """A model's array, map and struct columns: upserted (key 2 moves partition with new values), read
+    by Spark SQL through the catalog entry (a downstream view explodes the array) and by pypaimon."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"nested.sql": NESTED_SQL, "tags.sql": TAGS_SQL}
+
+    def test_nested_columns_round_trip(self, project):
+        run_dbt(["run", "--select", "nested"])
+        results = run_dbt(["run", "--vars", "{run: 2}"]).results
+        assert {r.node.name: r.status for r in results} == {"nested": "success", "tags": "success"}
+        got = project.run_sql(f"select id, dt, tags, attrs, addr.city, addr.zip from {project.test_schema}.nested "
+                              "order by id", fetch="all")
+        assert [tuple(r) for r in got] == [
+            (1, "a", ["x", "y"], {"k": 1}, "c1", 10),
+            (2, "b", ["z", None], {"k": 2, "j": None}, None, None),
+            (3, "b", None, {}, "c3", 30)]
+        tags = project.run_sql(f"select id, tag from {project.test_schema}.tags order by id, tag", fetch="all")
+        assert [tuple(r) for r in tags] == [(1, "x"), (1, "y"), (2, None), (2, "z")]
+        relation = project.adapter.Relation.create(schema=project.test_schema, identifier="nested")
+        stored = rows(pypaimon_read(project.adapter.paimon_table_path(relation)), "id")
+        assert [(r["id"], r["tags"], r["attrs"], r["addr"]) for r in stored] == [
+            (1, ["x", "y"], [("k", 1)], {"city": "c1", "zip": 10}),
+            (2, ["z", None], [("k", 2), ("j", None)], None),
+            (3, None, [], {"city": "c3", "zip": 30})]

@@ -23,7 +23,11 @@ import org.apache.paimon.catalog.Identifier;
 import org.apache.paimon.data.BinaryRow;
 import org.apache.paimon.data.BinaryString;
 import org.apache.paimon.data.Decimal;
+import org.apache.paimon.data.GenericArray;
+import org.apache.paimon.data.GenericMap;
 import org.apache.paimon.data.GenericRow;
+import org.apache.paimon.data.InternalArray;
+import org.apache.paimon.data.InternalMap;
 import org.apache.paimon.data.InternalRow;
 import org.apache.paimon.data.Timestamp;
 import org.apache.paimon.disk.IOManager;
@@ -47,11 +51,13 @@ import org.apache.paimon.table.sink.RowPartitionKeyExtractor;
 import org.apache.paimon.table.source.ReadBuilder;
 import org.apache.paimon.table.source.Split;
 import org.apache.paimon.table.source.StreamTableScan;
+import org.apache.paimon.types.ArrayType;
 import org.apache.paimon.types.DataField;
 import org.apache.paimon.types.DataType;
 import org.apache.paimon.types.DataTypeJsonParser;
 import org.apache.paimon.types.DataTypeRoot;
 import org.apache.paimon.types.DecimalType;
+import org.apache.paimon.types.MapType;
 import org.apache.paimon.types.RowKind;
 import org.apache.paimon.types.RowType;
 
@@ -194,9 +200,31 @@ public class JavaPaimon {
         ObjectNode header = JSON.createObjectNode();
         ArrayNode fields = header.putArray("fields");
         for (DataField f : rowType.getFields()) {
-            fields.addObject().put("name", f.name()).put("type", f.type().toString());
+            fields.addObject().put("name", f.name()).set("type", typeJson(f.type()));
         }
         lines.add(JSON.writeValueAsString(header));
+    }
+
+    /** A type as the schema file holds it: an atomic type's SQL text, a nested type's object. */
+    private static JsonNode typeJson(DataType type) {
+        if (type instanceof ArrayType) {
+            ObjectNode node = JSON.createObjectNode().put("type", type.isNullable() ? "ARRAY" : "ARRAY NOT NULL");
+            node.set("element", typeJson(((ArrayType) type).getElementType()));
+            return node;
+        } else if (type instanceof MapType) {
+            ObjectNode node = JSON.createObjectNode().put("type", type.isNullable() ? "MAP" : "MAP NOT NULL");
+            node.set("key", typeJson(((MapType) type).getKeyType()));
+            node.set("value", typeJson(((MapType) type).getValueType()));
+            return node;
+        } else if (type instanceof RowType) {
+            ObjectNode node = JSON.createObjectNode().put("type", type.isNullable() ? "ROW" : "ROW NOT NULL");
+            ArrayNode fields = node.putArray("fields");
+            for (DataField f : ((RowType) type).getFields()) {
+                fields.addObject().put("id", f.id()).put("name", f.name()).set("type", typeJson(f.type()));
+            }
+            return node;
+        }
+        return JSON.getNodeFactory().textNode(type.toString());
     }
 
     /** One row as a JSON line: its kind, then its fields. */
@@ -273,6 +301,34 @@ public class JavaPaimon {
             return ((Decimal) value).toBigDecimal().toPlainString();
         } else if (value instanceof Timestamp) {
             return ((Timestamp) value).toLocalDateTime().toString();
+        } else if (value instanceof InternalArray) {
+            DataType elementType = ((ArrayType) type).getElementType();
+            InternalArray array = (InternalArray) value;
+            InternalArray.ElementGetter getter = InternalArray.createElementGetter(elementType);
+            List<Object> out = new ArrayList<>();
+            for (int i = 0; i < array.size(); i++) {
+                out.add(toJson(getter.getElementOrNull(array, i), elementType));
+            }
+            return out;
+        } else if (value instanceof InternalMap) {  // [[key, value], ...] in the map's order
+            MapType mapType = (MapType) type;
+            InternalMap map = (InternalMap) value;
+            List<Object> keys = (List<Object>) toJson(map.keyArray(), new ArrayType(mapType.getKeyType()));
+            List<Object> values = (List<Object>) toJson(map.valueArray(), new ArrayType(mapType.getValueType()));
+            List<Object> out = new ArrayList<>();
+            for (int i = 0; i < keys.size(); i++) {
+                out.add(java.util.Arrays.asList(keys.get(i), values.get(i)));
+            }
+            return out;
+        } else if (value instanceof InternalRow) {
+            RowType rowType = (RowType) type;
+            InternalRow row = (InternalRow) value;
+            Map<String, Object> out = new LinkedHashMap<>();
+            for (int i = 0; i < rowType.getFieldCount(); i++) {
+                Object field = InternalRow.createFieldGetter(rowType.getTypeAt(i), i).getFieldOrNull(row);
+                out.put(rowType.getFields().get(i).name(), toJson(field, rowType.getTypeAt(i)));
+            }
+            return out;
         }
         // Boolean, Byte, Short, Integer, Long, Float, Double; byte[] becomes base64 text. A timestamp with local
         // time zone is written as its UTC wall-clock time.
@@ -286,7 +342,7 @@ public class JavaPaimon {
             if (create != null && !create.isNull()) {
                 Schema.Builder schema = Schema.newBuilder();
                 for (JsonNode f : create.get("fields")) {
-                    DataType type = DataTypeJsonParser.parseAtomicTypeSQLString(f.get("type").asText());
+                    DataType type = DataTypeJsonParser.parseDataType(f.get("type"));
                     schema.column(f.get("name").asText(), type);
                 }
                 List<String> pk = new ArrayList<>();
@@ -392,6 +448,30 @@ public class JavaPaimon {
             // TIMESTAMP WITH LOCAL TIME ZONE arrives as UTC wall-clock time, which is what Paimon stores
             case TIMESTAMP_WITHOUT_TIME_ZONE: case TIMESTAMP_WITH_LOCAL_TIME_ZONE:
                 return Timestamp.fromLocalDateTime(LocalDateTime.parse(value.asText()));
+            case ARRAY: {
+                DataType elementType = ((ArrayType) type).getElementType();
+                Object[] elements = new Object[value.size()];
+                for (int i = 0; i < elements.length; i++) {
+                    elements[i] = fromJson(value.get(i), elementType);
+                }
+                return new GenericArray(elements);
+            }
+            case MAP: {  // [[key, value], ...]
+                MapType mapType = (MapType) type;
+                Map<Object, Object> entries = new LinkedHashMap<>();
+                for (JsonNode entry : value) {
+                    entries.put(fromJson(entry.get(0), mapType.getKeyType()), fromJson(entry.get(1), mapType.getValueType()));
+                }
+                return new GenericMap(entries);
+            }
+            case ROW: {
+                RowType rowType = (RowType) type;
+                GenericRow row = new GenericRow(rowType.getFieldCount());
+                for (int i = 0; i < rowType.getFieldCount(); i++) {
+                    row.setField(i, fromJson(value.get(rowType.getFields().get(i).name()), rowType.getTypeAt(i)));
+                }
+                return row;
+            }
             default: throw new IllegalArgumentException("the oracle does not write type " + type);
         }
     }

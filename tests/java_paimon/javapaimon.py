@@ -23,6 +23,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
+from dbt_paimon.store.types import type_from_json
 from tests.oracle import rows
 
 from .fetch_jar import CACHE
@@ -126,9 +127,11 @@ _SIMPLE = {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), 
            "BYTES": pa.binary(), "DATE": pa.date32()}
 
 
-def _arrow_type(sql: str) -> pa.DataType:
+def _arrow_type(sql) -> pa.DataType:
     """Arrow type of a Paimon type as Java prints it (`BIGINT NOT NULL`, `DECIMAL(10, 2)`, `TIMESTAMP(6)`,
-    `TIMESTAMP(6) WITH LOCAL TIME ZONE`), as our reader maps it."""
+    `TIMESTAMP(6) WITH LOCAL TIME ZONE`; a nested type as the schema file's object), as our reader maps it."""
+    if isinstance(sql, dict):  # its children's names and nullability as Java gives them
+        return type_from_json(sql).to_arrow()
     sql = sql.removesuffix(" NOT NULL")
     if sql in _SIMPLE:
         return _SIMPLE[sql]
@@ -144,6 +147,13 @@ def _arrow_type(sql: str) -> pa.DataType:
 def _from_json(value, arrow: pa.DataType):
     if value is None:
         return None
+    if pa.types.is_map(arrow):  # [[key, value], ...]
+        return [(_from_json(k, arrow.key_type), _from_json(v, arrow.item_type)) for k, v in value]
+    if pa.types.is_list(arrow):
+        return [_from_json(e, arrow.value_type) for e in value]
+    if pa.types.is_struct(arrow):
+        return {arrow.field(i).name: _from_json(value[arrow.field(i).name], arrow.field(i).type)
+                for i in range(arrow.num_fields)}
     if pa.types.is_decimal(arrow):
         return Decimal(value)
     if pa.types.is_binary(arrow):

@@ -1,0 +1,189 @@
+"""Nested value columns (ARRAY, MAP, ROW, nested in one another) in Paimon primary-key tables: a
+model's upserts, read by Spark's `paimon` source, our reader, pypaimon and Java Paimon alike; a table
+Java made with nested columns read and continued; what Paimon refuses about them, refused."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from dbt_paimon.engine import append, upsert
+from dbt_paimon.engine.settings import RunSettings
+from dbt_paimon.store import FileStoreTable
+from dbt_paimon.store.errors import DataError, SchemaError
+from tests.oracle import pypaimon_read, rows
+
+from .javapaimon import Read, Write, assert_same
+
+SPARK_SCHEMA = ("id bigint, dt string, tags array<string>, attrs map<string,bigint>, "
+                "addr struct<city:string,zip:int>, hist array<struct<at:date,n:decimal(10,2)>>")
+COLUMNS = ["id", "dt", "tags", "attrs", "addr", "hist"]
+
+
+def _row(k: int, version: int) -> dict:
+    """A row in Arrow's Python form (a map as [(key, value)], a struct as a dict): nulls and empty
+    values at every level, by key."""
+    kind = (k + version) % 5
+    return {
+        "id": k, "dt": "ab"[(k + version) % 2],  # half of the keys move partition at each version
+        "tags": None if kind == 0 else [] if kind == 1 else [f"t{version}", None, f"k{k}"][: kind],
+        "attrs": None if kind == 1 else [] if kind == 2 else [("a", k), ("b", None), (f"v{version}", version)][: kind],
+        "addr": None if kind == 2 else {"city": None if kind == 3 else f"c{k}", "zip": version},
+        "hist": None if kind == 3 else [None, {"at": dt.date(2026, 1, 1 + version), "n": Decimal(f"{k}.{version:02d}")},
+                                        {"at": None, "n": None}][: kind + 1],
+    }
+
+
+def _frame(spark, batch: list[dict]):
+    def spark_value(r, c):
+        v = r[c]
+        if c == "attrs" and v is not None:
+            return dict(v)
+        return v
+    return spark.createDataFrame([tuple(spark_value(r, c) for c in COLUMNS) for r in batch], SPARK_SCHEMA)
+
+
+def _spark_rows(spark, path) -> list[dict]:
+    """Spark's rows in Arrow's Python form."""
+    out = []
+    for r in spark.read.format("paimon").load(path).collect():
+        d = r.asDict(recursive=True)
+        d["attrs"] = None if d["attrs"] is None else list(d["attrs"].items())
+        out.append(d)
+    return sorted(out, key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("execution", ["local", "distributed"])
+def test_a_models_nested_columns_are_upserted_and_every_reader_reads_them_alike(spark, java, warehouse, execution):
+    path = f"{warehouse}/db.db/nested_{execution}"
+    model: dict[int, dict] = {}
+    for version, keys in enumerate([range(0, 12), range(6, 18)]):
+        batch = [_row(k, version) for k in keys]
+        result = upsert(_frame(spark, batch), path, primary_keys="id", partition_keys="dt",
+                        settings=RunSettings(execution=execution))
+        model.update({r["id"]: r for r in batch})
+        assert result.inserted == (12 if version == 0 else 6)
+    expected = [model[k] for k in sorted(model)]
+    table = FileStoreTable.open(path)
+    assert sorted(table.to_arrow().to_pylist(), key=lambda r: r["id"]) == expected
+    assert _spark_rows(spark, path) == expected
+    assert rows(pypaimon_read(path), "id") == expected
+    java_read, = java.run([Read(path)])
+    assert_same(java_read, table.to_arrow(), ["id"], expected)
+    # the schema file holds the nested types as Java writes them, ROW fields numbered in the column id space
+    stored = json.loads(open(f"{path}/schema/schema-0").read())
+    by_name = {f["name"]: f for f in stored["fields"]}
+    assert by_name["tags"]["type"] == {"type": "ARRAY", "element": "STRING"}
+    assert by_name["attrs"]["type"] == {"type": "MAP", "key": "STRING NOT NULL", "value": "BIGINT"}
+    assert [(f["id"], f["name"]) for f in by_name["addr"]["type"]["fields"]] == [(5, "city"), (6, "zip")]
+    assert [f["name"] for f in by_name["hist"]["type"]["element"]["fields"]] == ["at", "n"]
+    assert stored["highestFieldId"] == 9  # id 0, dt 1, tags 2, attrs 3, addr 4 (5, 6), hist 7 (8, 9)
+
+
+JAVA_FIELDS = [("k", "INT NOT NULL"), ("scores", {"type": "ARRAY", "element": "INT NOT NULL"}),
+               ("ids", {"type": "MAP", "key": "INT NOT NULL", "value": "STRING"}),
+               ("meta", {"type": "ROW", "fields": [
+                   {"id": 0, "name": "label", "type": "STRING"},
+                   {"id": 1, "name": "inner", "type": {"type": "ROW", "fields": [
+                       {"id": 2, "name": "ts", "type": "TIMESTAMP(6)"}]}}]}),
+               ("v", "BIGINT")]
+
+
+def _java_row(k: int, version: int) -> dict:
+    return {"k": k, "scores": None if k % 4 == 0 else [k, version, k * version],
+            "ids": None if k % 4 == 1 else [(k, f"s{version}"), (k + 100, None)],
+            "meta": None if k % 4 == 2 else {"label": f"l{version}", "inner": None if k % 3 == 0 else
+                                              {"ts": dt.datetime(2026, 5, 1 + version, k % 24, 0, 0, 123456)}},
+            "v": k * 10 + version}
+
+
+def test_a_nested_table_java_made_is_read_and_continued(java, warehouse):
+    """Java's nested types as they are: NOT NULL elements, an INT map key, a ROW in a ROW; our rows go
+    into them and Java reads both writers' rows merged."""
+    path = f"{warehouse}/db.db/java_nested"
+    create = {"fields": JAVA_FIELDS, "primary_keys": ["k"], "partition_keys": [], "options": {"bucket": "2"}}
+    first = [_java_row(k, 0) for k in range(10)]
+    done = java.run([Write(path, first, create), Read(path)])
+    table = FileStoreTable.open(path)
+    assert_same(done[1], table.to_arrow(), ["k"], first)
+    scores = table.schema.field("scores").type
+    assert scores.element.nullable is False and table.schema.field("ids").type.key.root == "INT"
+    ours = [_java_row(k, 1) for k in range(5, 15)]
+    write = table.new_write()
+    write.write(pa.Table.from_pylist(ours, table.schema.arrow_schema()))
+    write.commit()
+    merged = {r["k"]: r for r in first} | {r["k"]: r for r in ours}
+    expected = [merged[k] for k in sorted(merged)]
+    table = FileStoreTable.open(path)
+    read, = java.run([Read(path)])
+    assert_same(read, table.to_arrow(), ["k"], expected)
+    assert rows(pypaimon_read(path), "k") == expected
+    assert table.schema.highest_field_id == json.loads(open(f"{path}/schema/schema-0").read())["highestFieldId"]
+
+
+def test_a_null_where_the_table_says_not_null_is_refused_and_nothing_is_committed(java, warehouse):
+    path = f"{warehouse}/db.db/java_not_null_element"
+    create = {"fields": JAVA_FIELDS, "primary_keys": ["k"], "partition_keys": [], "options": {"bucket": "1"}}
+    java.run([Write(path, [_java_row(1, 0)], create)])
+    table = FileStoreTable.open(path)
+    before = table.latest_snapshot().id
+    bad = pa.Table.from_pylist([{**_java_row(2, 1), "scores": [1, None]}], table.schema.arrow_schema())
+    write = table.new_write()
+    with pytest.raises(DataError, match="column 'scores': its elements are NOT NULL but 1 of them are null"):
+        write.write(bad)
+    assert FileStoreTable.open(path).latest_snapshot().id == before
+
+
+NESTED_ARROW = pa.schema([pa.field("id", pa.int64(), False), ("tags", pa.list_(pa.string())),
+                          ("addr", pa.struct([("city", pa.string())])), ("v", pa.int64())])
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"primary_keys": ["id", "tags"]}, "primary key field cannot be of a nested type"),
+    ({"partition_keys": ["addr"]}, "partition field cannot be of a nested type"),
+    ({"options": {"bucket": "2", "bucket-key": "tags"}}, "bucket-key"),
+    ({"options": {"merge-engine": "aggregation", "fields.tags.aggregate-function": "max"}},
+     "aggregate function 'max' needs an atomic type"),
+    ({"options": {"merge-engine": "aggregation", "fields.tags.aggregate-function": "collect"}}, "collect"),
+], ids=["key", "partition", "bucket-key", "max", "collect"])
+def test_what_paimon_refuses_of_nested_columns_is_refused_by_name(tmp_path, spec, message):
+    with pytest.raises(SchemaError, match=message):
+        FileStoreTable.create(str(tmp_path / "t"), NESTED_ARROW, spec.get("primary_keys", ["id"]),
+                              partition_keys=spec.get("partition_keys", ()), options=spec.get("options"))
+    assert not (tmp_path / "t" / "schema").exists()
+
+
+def test_a_nested_aggregation_keeps_the_last_value_whole(tmp_path):
+    """Without a function of its own a nested column of an aggregation table takes Paimon's default,
+    last_non_null_value: the last non-null value of the key, whole."""
+    table = FileStoreTable.create(str(tmp_path / "t"), NESTED_ARROW, ["id"],
+                                  options={"bucket": "1", "merge-engine": "aggregation",
+                                           "fields.v.aggregate-function": "sum"})
+    for batch in ([{"id": 1, "tags": ["a"], "addr": {"city": "x"}, "v": 1}],
+                  [{"id": 1, "tags": None, "addr": {"city": None}, "v": 2}]):
+        write = table.new_write()
+        write.write(pa.Table.from_pylist(batch, NESTED_ARROW))
+        write.commit()
+        table = FileStoreTable.open(table.path)
+    assert table.to_arrow().to_pylist() == [{"id": 1, "tags": ["a"], "addr": {"city": None}, "v": 3}]
+
+
+def test_an_append_models_nested_columns_are_read_alike(spark, java, warehouse):
+    """A model without unique_key: a Paimon append table, its nested rows kept as given."""
+    path = f"{warehouse}/db.db/nested_append"
+    batches = [[_row(k, v) for k in range(6)] for v in range(2)]
+    for batch, execution in zip(batches, ["local", "distributed"]):
+        append.write(_frame(spark, batch), path, settings=RunSettings(execution=execution))
+    expected = sorted((r for batch in batches for r in batch), key=lambda r: (r["id"], r["addr"]["zip"] if r["addr"] else -1))
+    def ordered(rows_):
+        return sorted(rows_, key=lambda r: (r["id"], r["addr"]["zip"] if r["addr"] else -1))
+    table = FileStoreTable.open(path)
+    assert table.schema.is_append
+    assert ordered(table.to_arrow().to_pylist()) == expected
+    assert ordered(_spark_rows(spark, path)) == expected
+    java_read, = java.run([Read(path)])
+    assert ordered(java_read.to_pylist()) == expected
