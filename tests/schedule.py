@@ -75,6 +75,7 @@ SECONDS = {
     "tests/java_paimon/test_java_maintains_ours.py": 14,
     "tests/java_paimon/test_listagg_distinct.py": 2,
     "tests/java_paimon/test_nested_types.py": 8,
+    "tests/paimon_spark/test_nested_columns.py": 10,
     "tests/java_paimon/test_sequence_field.py": 16,
     "tests/java_paimon/test_append_tables.py": 24,
     "tests/engine/test_source_pushdown.py": 22,

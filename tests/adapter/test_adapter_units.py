@@ -166,6 +166,15 @@ def test_evolve_adds_with_new_ids_drops_and_widens(tmp_path):
     assert [(f.id, f.name, f.type.sql()) for f in new.fields] == [
         (0, "id", "BIGINT NOT NULL"), (1, "dt", "STRING"), (3, "s", "STRING"), (4, "extra", "DATE")]
     assert new.options["fields.extra.aggregate-function"] == "max"
+    # a nested column's ROW fields are numbered after the column, in the same id space
+    nested = schema_change.evolve(new, add=[T.StructField("addr", T.ArrayType(T.StructType([
+        T.StructField("city", T.StringType()), T.StructField("geo", T.StructType([T.StructField("lat", T.DoubleType())]))])))])
+    addr = nested.fields[-1]
+    assert (addr.id, nested.highest_field_id) == (5, 8)
+    assert [(f.id, f.name) for f in addr.type.element.fields] == [(6, "city"), (8, "geo")]
+    assert addr.type.element.fields[1].type.fields[0].id == 7
+    assert addr.type.sql() == "ARRAY<ROW<`city` STRING, `geo` ROW<`lat` DOUBLE>>>"
+    assert schema_change.widened(addr.type, T.ArrayType(T.StringType())) is None
     assert schema_change.widened(DataType("INT"), T.LongType()).root == "BIGINT"
     assert schema_change.widened(DataType("DECIMAL", precision=10, scale=2), T.DecimalType(12, 1)).sql() == \
         "DECIMAL(13, 2)"  # room for both: 11 integer digits, 2 decimals
