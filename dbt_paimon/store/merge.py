@@ -44,7 +44,7 @@ from .datafile import DELETE, INSERT, SEQUENCE_NUMBER, UPDATE_BEFORE, VALUE_KIND
 from .errors import PaimonError
 from .merge_options import (ENGINES, PRIMARY_KEY, RETRACTABLE, FieldAgg, check_sequence_groups, field_agg,
                             merge_engine)
-from . import sequence_group
+from . import nested_agg, sequence_group
 from .listagg_distinct import distinct_tokens
 from .sequence_order import SequenceOrder, sort_versions, version_columns, version_order
 
@@ -360,6 +360,8 @@ def _aggregate_field(f: FieldAgg, v: _Versions, has_retract: bool) -> pa.Array:
         merged = _group_extreme(v, f.name, sel & present, how, f.type.root)
     elif fn == "listagg":
         merged = _listagg(v, f.name, sel & present, f.delimiter, f.distinct)
+    elif fn in ("collect", "merge_map"):
+        merged = _nested(v, f.name, sel & present, nested_agg.collect if fn == "collect" else nested_agg.merge_map)
     elif fn in ("sum", "product"):
         multi = ~v.single
         starts, lens = g.starts[multi], g.lens[multi]
@@ -444,6 +446,16 @@ def _listagg(v: _Versions, name: str, sel: np.ndarray, delimiter: str, distinct:
     # The selected values are grouped contiguously already: a list array over them, no hashing.
     lists = pa.ListArray.from_arrays(pa.array(np.append(offsets, len(values)).astype(np.int32)), values)
     return _scatter(len(g), present, pc.binary_join(lists, delimiter).cast(dtype))
+
+
+def _nested(v: _Versions, name: str, sel: np.ndarray, merge) -> pa.Array:
+    """collect / merge_map (nested_agg.py) over the selected (non-null) versions of each key."""
+    g = v.g
+    dtype = v.table.column(name).type
+    if not sel.any():
+        return pa.nulls(len(g), dtype)
+    present, offsets = _segments(g, sel)
+    return _scatter(len(g), present, merge(v.values(name, sel), offsets, dtype))
 
 
 Step = Callable[[pa.Array, pa.Array, np.ndarray], pa.Array]

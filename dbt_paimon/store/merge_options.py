@@ -70,7 +70,13 @@ def field_agg(schema, name: str) -> FieldAgg:
         fn = core.aggregate_function(name) or "last_non_null_value"
     root = dtype.root
     bad = None
-    if dtype.is_nested and fn not in _ANY_TYPE:
+    distinct = core.raw.get(f"fields.{name}.distinct", "false").lower() == "true"
+    if fn == "collect" and (root != "ARRAY" or distinct):
+        bad = "ARRAY" if root != "ARRAY" else ("no 'distinct' in dbt-paimon (Paimon's result is in its HashSet's "
+                                               "order, which no other writer can reproduce)")
+    elif fn == "merge_map" and (root != "MAP" or dtype.key.is_nested):
+        bad = "MAP (with an atomic key type)"
+    elif dtype.is_nested and fn not in _ANY_TYPE + ("collect", "merge_map"):
         bad = "an atomic type (a nested value is kept whole: " + ", ".join(_ANY_TYPE[1:]) + ")"
     elif fn in ("sum", "product") and root not in _NUMERIC:
         bad = "a numeric type"
@@ -81,7 +87,6 @@ def field_agg(schema, name: str) -> FieldAgg:
         bad = "STRING (unbounded VARCHAR)"
     if bad:
         raise SchemaError(f"column {name!r} is {dtype.sql()}: aggregate function '{fn}' needs {bad}")
-    distinct = core.raw.get(f"fields.{name}.distinct", "false").lower() == "true"
     return FieldAgg(name, fn, dtype, core.ignore_retract(name), core.list_agg_delimiter(name), distinct)
 
 

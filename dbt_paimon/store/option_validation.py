@@ -139,7 +139,7 @@ _KNOWN: dict[str, object] = {
     "metadata.stats-keep-first-n-columns": parse_int,
 }
 # Per-column options we honour (and `fields.<f>.sequence-group`, checked with the merge engine);
-# `distinct` changes listagg only here (Paimon's collect, the other function it changes, is refused).
+# `distinct` changes listagg only here (collect with distinct is refused, merge_options.field_agg).
 _SEQUENCE_GROUP = re.compile(r"^fields\..+\.sequence-group$")
 _FIELD_OPTION = re.compile(
     r"^fields\.(?P<field>.+)\.(?P<what>aggregate-function|ignore-retract|list-agg-delimiter|distinct|stats-mode"

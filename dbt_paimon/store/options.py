@@ -89,7 +89,7 @@ DEFAULTS: dict[str, str] = {
 # `fields.<f>.dbt-paimon.count` = 'true'.
 AGGREGATE_FUNCTIONS = (
     "sum", "product", "min", "max", "last_value", "last_non_null_value", "first_value",
-    "first_non_null_value", "bool_and", "bool_or", "listagg",
+    "first_non_null_value", "bool_and", "bool_or", "listagg", "collect", "merge_map",
 )
 COUNT_MARKER = "dbt-paimon.count"
 _AGG_KEY = re.compile(r"^fields\.(?P<field>.+)\.aggregate-function$")
