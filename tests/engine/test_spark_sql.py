@@ -270,3 +270,33 @@ def test_the_dataframe_writer_is_refused_saying_what_to_do(spark, tables):
     with pytest.raises(Exception, match="not written through the DataFrame writer API"):
         spark.createDataFrame([(9, "a", 9)], SCHEMA).write.insertInto("db.keyed")
     assert _snapshot(f"{tables}/keyed") == before
+
+
+def test_statements_on_a_table_with_nested_columns(spark, warehouse):
+    """INSERT, UPDATE of a struct, MERGE moving a key with an array, ADD COLUMNS of an array of structs and
+    DELETE by a struct field, on a cross-partition table with array, map and struct columns."""
+    from dbt_paimon.engine import register
+
+    base = f"{warehouse}/db.db"
+    os.makedirs(base, exist_ok=True)
+    first = spark.sql("SELECT 1L AS id, 'a' AS dt, array('x') AS tags, map('k', 1) AS m, "
+                      "named_struct('c', 'p', 'z', 1) AS s")
+    upsert(first, f"{base}/nested", primary_keys="id", partition_keys="dt", settings=RunSettings(execution="local"))
+    register(spark, warehouse=warehouse)
+    spark.sql("INSERT INTO db.nested VALUES (2, 'b', array('y', null), map('q', 2), named_struct('c', 'r', 'z', 2)), "
+              "(3, 'b', array(), map(), named_struct('c', 'r', 'z', 3))")
+    spark.sql("UPDATE db.nested SET tags = array('u'), s = named_struct('c', 'upd', 'z', 9) WHERE id = 1")
+    spark.sql("MERGE INTO db.nested t USING (SELECT 2L AS id, 'a' AS dt, array('m') AS tags) src ON t.id = src.id "
+              "WHEN MATCHED THEN UPDATE SET tags = src.tags, dt = src.dt")
+    spark.sql("ALTER TABLE db.nested ADD COLUMNS (extra array<struct<a: int>>)")
+    spark.sql("INSERT INTO db.nested VALUES (4, 'b', null, null, null, array(named_struct('a', 5), null))")
+    spark.sql("DELETE FROM db.nested WHERE s.c = 'r' AND id = 3")
+    got = [r.asDict(recursive=True) for r in spark.sql("SELECT * FROM db.nested ORDER BY id").collect()]
+    assert got == [
+        {"id": 1, "dt": "a", "tags": ["u"], "m": {"k": 1}, "s": {"c": "upd", "z": 9}, "extra": None},
+        {"id": 2, "dt": "a", "tags": ["m"], "m": {"q": 2}, "s": {"c": "r", "z": 2}, "extra": None},
+        {"id": 4, "dt": "b", "tags": None, "m": None, "s": None, "extra": [{"a": 5}, None]}]
+    stored = sorted(pypaimon_read(f"{base}/nested").to_pylist(), key=lambda r: r["id"])
+    assert [(r["id"], r["dt"], r["tags"], r["m"], r["extra"]) for r in stored] == [
+        (1, "a", ["u"], [("k", 1)], None), (2, "a", ["m"], [("q", 2)], None), (4, "b", None, None, [{"a": 5}, None])]
+    assert all(n == 1 for n in live_places(f"{base}/nested").values())
