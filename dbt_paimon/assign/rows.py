@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from ..store.options import BucketMode
 from ..store.postpone import PartitionBuckets
 from ..store.schema import TableSchema
-from ..store.types import DataType
+from ..store.types import DataType, cast_to
 
 BUCKET = "__bucket"  # the bucket a row is written to (assigned row) or lives in (live key, index entry)
 KIND = "__kind"      # the row kind written: INSERT or DELETE (store/datafile.py)
@@ -153,7 +153,7 @@ def conform(table: pa.Table, layout: pa.Schema) -> pa.Table:
     for f in layout:
         if f.name in table.column_names:
             col = table.column(f.name)
-            arrays.append(col if col.type == f.type else col.cast(f.type))
+            arrays.append(cast_to(col, f.type))
         else:
             arrays.append(pa.nulls(n, f.type))
     return pa.Table.from_arrays(arrays, schema=pa.schema([f.with_nullable(True) for f in layout]))

@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from ..store.option_validation import validate as validate_options
 from ..store.errors import SchemaError
 from ..store.fileio import FileIO
-from ..store.schema import DataField, SchemaManager, TableSchema, check_append_options
+from ..store.schema import DataField, SchemaManager, TableSchema, check_append_options, check_nested
 from ..store.snapshot import SnapshotManager
 from ..store.types import DataType, with_field_ids
 from .spark_types import from_spark, to_spark
@@ -101,6 +101,7 @@ def evolve(schema: TableSchema, *, add: Sequence[T.StructField] = (), drop: Sequ
     if options:
         new_options.update(options)
     new_options = validate_options(new_options, [f.name for f in fields], stored=schema.options)
+    check_nested(fields, schema.primary_keys, schema.partition_keys, new_options)
     return dataclasses.replace(schema, id=schema.id + 1, fields=tuple(fields), highest_field_id=next_id,
                                options=new_options, time_millis=_now())
 

@@ -15,7 +15,7 @@ from ..assign.rows import conform, exchange_type
 
 from ..store.errors import SchemaError
 from ..store.schema import TableSchema
-from ..store.types import DataType, RowField
+from ..store.types import DataType, RowField, loose
 
 _TO_SPARK = {
     "BOOLEAN": T.BooleanType(), "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INT": T.IntegerType(),
@@ -35,23 +35,40 @@ _WIDENS = {
 }
 
 
-def to_spark(t: DataType) -> T.DataType:
+def to_spark(t: DataType, loose: bool = False) -> T.DataType:
     """As Paimon's SparkTypeUtils: an array's containsNull and a map's valueContainsNull are the
-    element's and the value's nullability, a struct's fields keep theirs."""
+    element's and the value's nullability, a struct's fields keep theirs; `loose`: every one of
+    them nullable (what a read declares: Spark's DDL cannot say containsNull = false, so a catalog
+    entry's schema is loose, and the `paimon` source's must be the same)."""
     if t.root == "DECIMAL":
         return T.DecimalType(t.precision, t.scale)
     if t.root == "ARRAY":
-        return T.ArrayType(to_spark(t.element), t.element.nullable)
+        return T.ArrayType(to_spark(t.element, loose), loose or t.element.nullable)
     if t.root == "MAP":
-        return T.MapType(to_spark(t.key), to_spark(t.value), t.value.nullable)
+        return T.MapType(to_spark(t.key, loose), to_spark(t.value, loose), loose or t.value.nullable)
     if t.root == "ROW":
-        return T.StructType([T.StructField(f.name, to_spark(f.type), f.type.nullable) for f in t.fields])
+        return T.StructType([T.StructField(f.name, to_spark(f.type, loose), loose or f.type.nullable)
+                             for f in t.fields])
     return _TO_SPARK[t.root]
 
 
 def spark_schema(schema: TableSchema, columns=None) -> T.StructType:
+    """The Spark schema a read of the table declares (nested children loose, see to_spark)."""
     names = schema.field_names if columns is None else columns
-    return T.StructType([T.StructField(n, to_spark(schema.field(n).type), True) for n in names])
+    return T.StructType([T.StructField(n, to_spark(schema.field(n).type, loose=True), True) for n in names])
+
+
+def spark_ddl(t: T.DataType) -> str:
+    """A Spark type as DDL text Spark parses back: simpleString with a struct's field names quoted
+    (a name may hold a space, a colon or a backtick)."""
+    if isinstance(t, T.ArrayType):
+        return f"array<{spark_ddl(t.elementType)}>"
+    if isinstance(t, T.MapType):
+        return f"map<{spark_ddl(t.keyType)},{spark_ddl(t.valueType)}>"
+    if isinstance(t, T.StructType):
+        return "struct<" + ",".join("`" + f.name.replace("`", "``") + "`:" + spark_ddl(f.dataType)
+                                    for f in t.fields) + ">"
+    return t.simpleString()
 
 
 def from_spark(t: T.DataType, column: str) -> DataType:
@@ -105,9 +122,26 @@ def fits(source: T.DataType, target: DataType) -> bool:
     return target.root in _WIDENS.get(type(source), ())
 
 
+def check_nested_values(frame, values: dict, schema: TableSchema, words: str) -> None:
+    """SchemaError unless each value a statement gives a nested column (Column expressions over
+    `frame`, by column name) fits it as it is: a CAST to a struct type would match fields by
+    position where Spark's UPDATE and MERGE match them by name, and swap two of one type."""
+    nested = [f for f in schema.fields if f.type.is_nested and f.name in values]
+    if not nested:
+        return
+    given = frame.select(*[values[f.name].alias(f.name) for f in nested]).schema
+    for f, g in zip(nested, given.fields):
+        if not fits(g.dataType, f.type):
+            raise SchemaError(f"{words}: column {f.name!r} is {f.type.sql()}, and the statement gives it "
+                              f"{g.dataType.simpleString()} (a struct's fields by the column's names, in its order)")
+
+
 def _same_shape(source: T.DataType, want: T.DataType) -> bool:
     """The same nested type, where `source` may hold nulls only where `want` does (Spark writes a
-    value into a column of its own nullability or a wider one)."""
+    value into a column of its own nullability or a wider one); a NULL (Spark's void: `NULL`,
+    `array()`, `map()`) fits anywhere."""
+    if isinstance(source, T.NullType):
+        return True
     if isinstance(want, T.ArrayType):
         return (isinstance(source, T.ArrayType) and _same_shape(source.elementType, want.elementType)
                 and (want.containsNull or not source.containsNull))
@@ -130,10 +164,17 @@ _FIXED_BYTES = {T.BooleanType: 1, T.ByteType: 1, T.ShortType: 2, T.IntegerType: 
                 T.DecimalType: 16, T.NullType: 0}
 
 
+# A nested value (array, map, struct) is assumed to take this many: it may hold many values, and
+# the batch sizes built on these figures are all that bounds a Python worker's batch (jobs.py)
+NESTED_VALUE_BYTES = 4096
+_NESTED = (T.ArrayType, T.MapType, T.StructType)
+
+
 def arrow_row_bytes(schema: T.StructType) -> int:
     """A row's estimated size in an Arrow batch of schema's columns (each with its validity bit);
-    a table's columns are flat (from_spark), anything not fixed-width counts as a string."""
-    size = sum(_FIXED_BYTES.get(type(f.dataType), VARIABLE_VALUE_BYTES) for f in schema.fields)
+    a nested value counts NESTED_VALUE_BYTES, anything else not fixed-width as a string."""
+    size = sum(NESTED_VALUE_BYTES if isinstance(f.dataType, _NESTED) else
+               _FIXED_BYTES.get(type(f.dataType), VARIABLE_VALUE_BYTES) for f in schema.fields)
     return max(1, size + (len(schema.fields) + 7) // 8)
 
 
@@ -146,4 +187,4 @@ def struct_of(layout: pa.Schema) -> T.StructType:
 
 def for_spark(table: pa.Table, schema: TableSchema) -> pa.Table:
     """A table of the table's columns in exactly the Arrow types Spark expects back."""
-    return conform(table, pa.schema([pa.field(n, exchange_type(schema.field(n).type)) for n in table.column_names]))
+    return conform(table, pa.schema([pa.field(n, loose(exchange_type(schema.field(n).type))) for n in table.column_names]))

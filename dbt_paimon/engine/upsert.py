@@ -46,7 +46,7 @@ from .post_commit import after_commit
 from . import replace as replacing
 from .replace import Replace, retractions
 from .settings import RUN_OPTIONS, Execution, RunSettings
-from .spark_types import arrow_schema_of, fits, to_spark
+from .spark_types import arrow_schema_of, fits, spark_ddl, to_spark
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def prepare_input(df: DataFrame, schema: TableSchema, counted: Sequence[str]) ->
         if not fits(src.dataType, f.type):
             raise SchemaError(f"column {f.name!r} is {src.dataType.simpleString()} in the batch but "
                               f"{f.type.sql()} in the table; cast it in the model (no lossy cast is done implicitly)")
-        exprs.append(f"{col} AS {name}" if src.dataType == target else f"CAST({col} AS {target.simpleString()}) AS {name}")
+        exprs.append(f"{col} AS {name}" if src.dataType == target else f"CAST({col} AS {spark_ddl(target)}) AS {name}")
     return df.selectExpr(*exprs)
 
 
@@ -235,6 +235,9 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         [sequence_by] = resolve_columns("sequence_by", [sequence_by], schema.field_names)
         if sequence_by in schema.primary_keys:
             raise SchemaError(f"sequence_by column {sequence_by!r} is part of the primary key")
+        if schema.field(sequence_by).type.is_nested:
+            raise SchemaError(f"sequence_by column {sequence_by!r} is {schema.field(sequence_by).type.sql()}: rows "
+                              "are ordered by an atomic column only")
     sequence_by = _sequence_of(schema, sequence_by)
     settings = settings.over(schema.options)
     stage = StageRows(schema, sequence_by, resolve_columns("not_null column", list(not_null), schema.field_names))
@@ -387,7 +390,7 @@ def _commit(io: FileIO, path: str, table: FileStoreTable, job, base):
         index_manifest = IndexManifestFile(io, path).combine(base.index_manifest if base else None, job.index_changes)
         written = f"{path}/manifest/{index_manifest}"
     try:
-        return table.new_commit().commit(job.entries, APPEND, expected_latest=base.id if base else None,
+        return table.new_commit().commit(job.entries, APPEND, expected_latest=base,
                                          index_manifest=index_manifest)
     except BaseException:
         if written is not None:  # built on `base`: the next attempt builds its own

@@ -61,7 +61,8 @@ class FileStoreCommit:
         the snapshot's changelog manifest list (Paimon commits a snapshot for a changelog alone too).
 
         expected_latest: when given, fail with CommitConflictError if the latest snapshot id is not
-        this one (a caller whose files depend on what it read, like the cross-partition upsert).
+        this one (a caller whose files depend on what it read, like the cross-partition upsert); a
+        Snapshot: nor the same snapshot (a rollback, then a commit, reuse its id).
         vectors: a compaction's new deletion vectors per bucket, which fail the commit with
         CommitConflictError when another commit changed that bucket's vectors since they were read
         (their index files are then the caller's to delete).
@@ -82,10 +83,11 @@ class FileStoreCommit:
             attempt += 1
             latest = self.snapshots.latest()
             latest_id = latest.id if latest else None
-            if expected_latest is not ... and latest_id != expected_latest:
+            if expected_latest is not ... and not _as_expected(latest, expected_latest):
                 self._discard([delta_meta, changelog_meta])
                 raise CommitConflictError(
-                    f"table {self.table_path} moved from snapshot {expected_latest} to {latest_id} while this job ran")
+                    f"table {self.table_path} moved from snapshot {getattr(expected_latest, 'id', expected_latest)} to "
+                    f"{latest_id} while this job ran")
             postpone = self.schema.bucket_mode == BucketMode.POSTPONE_MODE and kind != OVERWRITE
             live = self.live_entries(latest) if deletes or vectors or postpone else {}
             if postpone:
@@ -285,3 +287,11 @@ def _mostly_cancelled(metas: Sequence[ManifestFileMeta]) -> bool:
     deleted = sum(m.num_deleted_files for m in metas)
     live = sum(m.num_added_files for m in metas) - deleted
     return deleted > 0 and 2 * deleted >= live
+
+
+def _as_expected(latest: Snapshot | None, expected) -> bool:
+    """Whether the latest snapshot is the one expected (an id, or a Snapshot: that very one)."""
+    if not isinstance(expected, Snapshot):
+        return (latest.id if latest else None) == expected
+    return latest is not None and (latest.id, latest.time_millis, latest.commit_user, latest.base_manifest_list) == (
+        expected.id, expected.time_millis, expected.commit_user, expected.base_manifest_list)

@@ -23,6 +23,7 @@ from .fileio import FileIO
 from .manifest import FILE_SOURCE_APPEND, DataFileMeta, SimpleStats
 from .schema import KEY_PREFIX, TableSchema
 from .stats_collector import DataFileStatsCollector
+from .types import cast_to
 
 SEQUENCE_NUMBER = "_SEQUENCE_NUMBER"
 VALUE_KIND = "_VALUE_KIND"
@@ -317,7 +318,7 @@ def conform(rows: pa.Table, schema: TableSchema) -> pa.Table:
         target = f.type.to_arrow()
         if col.type != target:
             try:
-                col = col.cast(target, safe=True)
+                col = cast_to(col, target)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
                 raise DataError(f"column {f.name!r} has type {col.type}, which cannot be stored as "
                                 f"{f.type.sql()}: {e}") from None

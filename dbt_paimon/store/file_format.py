@@ -82,9 +82,27 @@ def _read_orc(io: FileIO, path: str, columns: Sequence[str] | None) -> pa.Table:
     zone = jvm_default_zone()
     if zone in _UTC:
         return table
+    nested = [n for n, c in zip(table.column_names, table.columns) if _nested_instant(c.type)]
+    if nested:
+        raise CorruptTableError(f"data file {path}: column {nested[0]!r} holds a TIMESTAMP WITH LOCAL TIME ZONE inside "
+                                f"a nested value in ORC, which dbt-paimon reads in the UTC zone only (this host's JVM "
+                                f"zone is {zone})")
     arrays = [pc.local_timestamp(c.cast(pa.timestamp(c.type.unit, tz=zone))).cast(pa.timestamp(c.type.unit, tz="UTC"))
               if pa.types.is_timestamp(c.type) and c.type.tz is not None else c for c in table.columns]
     return pa.Table.from_arrays(arrays, names=table.column_names)
+
+
+def _nested_instant(t: pa.DataType, inside: bool = False) -> bool:
+    """Whether a nested Arrow type holds a timestamp with a zone."""
+    if pa.types.is_timestamp(t):
+        return inside and t.tz is not None
+    if pa.types.is_map(t):
+        return _nested_instant(t.key_type, True) or _nested_instant(t.item_type, True)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _nested_instant(t.value_type, True)
+    if pa.types.is_struct(t):
+        return any(_nested_instant(t.field(i).type, True) for i in range(t.num_fields))
+    return False
 
 
 _UTC = ("UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "Universal", "Etc/Universal", "Zulu", "Etc/Zulu")

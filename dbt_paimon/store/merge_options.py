@@ -74,8 +74,9 @@ def field_agg(schema, name: str) -> FieldAgg:
     if fn == "collect" and (root != "ARRAY" or distinct):
         bad = "ARRAY" if root != "ARRAY" else ("no 'distinct' in dbt-paimon (Paimon's result is in its HashSet's "
                                                "order, which no other writer can reproduce)")
-    elif fn == "merge_map" and (root != "MAP" or dtype.key.is_nested):
-        bad = "MAP (with an atomic key type)"
+    elif fn == "merge_map" and (root != "MAP" or dtype.key.is_nested or dtype.key.root == "BYTES"):
+        # (Java's HashMap compares byte[] keys by identity: equal BYTES keys never merge there)
+        bad = "MAP (with an atomic key type other than BYTES)"
     elif dtype.is_nested and fn not in _ANY_TYPE + ("collect", "merge_map"):
         bad = "an atomic type (a nested value is kept whole: " + ", ".join(_ANY_TYPE[1:]) + ")"
     elif fn in ("sum", "product") and root not in _NUMERIC:

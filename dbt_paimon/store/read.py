@@ -20,6 +20,7 @@ from .merge_options import sequence_groups
 from .paths import data_file_path
 from .scan import DataSplit
 from .schema import SchemaManager, TableSchema
+from .types import cast_to
 
 POSITION = "_POSITION"  # a row's position in its data file (read_file_kv)
 
@@ -72,7 +73,14 @@ class TableRead:
         """The file's name of each of `names` (default: the columns read), matched by field id
         (None: added since)."""
         by_id = {f.id: f for f in self._file_schema(file.schema_id).fields}
-        olds = [by_id.get(self.schema.field(name).id) for name in (self.columns if names is None else names)]
+        names = self.columns if names is None else names
+        olds = [by_id.get(self.schema.field(name).id) for name in names]
+        for name, old in zip(names, olds):
+            # a ROW's fields would be matched by name here, where Paimon matches them by id
+            if old is not None and old.type.is_nested and old.type != self.schema.field(name).type:
+                raise PaimonError(f"column {name!r} of {self.table_path} was {old.type.sql()} in schema {file.schema_id} and "
+                                  f"is {self.schema.field(name).type.sql()} now: another writer changed the fields "
+                                  "of a nested column, which dbt-paimon does not read")
         return [old.name if old is not None else None for old in olds]
 
     def _as_current(self, raw: pa.Table, wanted: Sequence[str | None], names: Sequence[str] | None = None) -> list:
@@ -82,8 +90,7 @@ class TableRead:
             if old is None:
                 arrays.append(pa.nulls(raw.num_rows, target))
             else:
-                col = raw.column(old)
-                arrays.append(col if col.type == target else col.cast(target))
+                arrays.append(cast_to(raw.column(old), target))
         return arrays
 
     def read_files(self, split: DataSplit, files) -> pa.Table:

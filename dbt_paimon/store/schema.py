@@ -248,16 +248,20 @@ def resolve_columns(what: str, wanted: Sequence[str], columns: Sequence[str]) ->
 
 def check_nested(fields: Sequence[DataField], primary_keys: Sequence[str], partition_keys: Sequence[str],
                  options: Mapping[str, str]) -> None:
-    """Nested columns (ARRAY, MAP, ROW) hold values only, as Paimon's SchemaValidation requires: no
-    key, partition, bucket-key or sequence field is one; a ROW's field names are unique."""
-    keyed = {"primary key": primary_keys, "partition": partition_keys,
-             "bucket-key": [c.strip() for c in options.get("bucket-key", "").split(",") if c.strip()],
-             "sequence": [c.strip() for c in options.get("sequence.field", "").split(",") if c.strip()]}
+    """Nested columns (ARRAY, MAP, ROW) hold values only: no key, partition or bucket-key field is
+    one (Paimon's SchemaValidation), nor a sequence, sequence-group or rowkind field (nothing orders
+    or compares nested values here); a ROW's field names are unique."""
+    def named(option: str) -> list[str]:
+        return [c.strip() for c in options.get(option, "").split(",") if c.strip()]
+    grouping = [c for k in options if k.startswith("fields.") and k.endswith(".sequence-group")
+                for c in k[len("fields."):-len(".sequence-group")].split(",")]
+    keyed = {"primary key": primary_keys, "partition": partition_keys, "bucket-key": named("bucket-key"),
+             "sequence": named("sequence.field") + grouping, "rowkind": named("rowkind.field")}
     for f in fields:
         for what, names in keyed.items():
             if f.name in names and f.type.is_nested:
                 raise SchemaError(f"column {f.name!r} is {f.type.sql()}: a {what} field cannot be of a nested type "
-                                  "(Paimon allows ARRAY, MAP and ROW in value columns only)")
+                                  "(ARRAY, MAP and ROW columns hold values only)")
         _check_row_names(f.name, f.type)
 
 

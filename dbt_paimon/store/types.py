@@ -169,6 +169,32 @@ def parse_type(text: str) -> DataType:
     raise SchemaError(f"unsupported Paimon type {text!r} (supported: {', '.join(supported_type_names())})")
 
 
+def loose(t: pa.DataType) -> pa.DataType:
+    """An Arrow type with every child of a nested type nullable (a map's key excepted)."""
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field, pa.field(t.item_field.name, loose(t.item_type), True))
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, loose(t.value_type), True))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(t.field(i).name, loose(t.field(i).type), True) for i in range(t.num_fields)])
+    return t
+
+
+def cast_to(col, target: pa.DataType):
+    """col (an Array or ChunkedArray) as `target`. A nested target is cast to through its loose form:
+    Arrow refuses to cast to a NOT NULL struct field even where no value is null, so the values are
+    viewed as `target` after the cast (callers that write check such nulls: datafile.conform)."""
+    if col.type == target:
+        return col
+    wide = loose(target)
+    out = col if col.type == wide else col.cast(wide)
+    if wide == target:
+        return out
+    if isinstance(out, pa.ChunkedArray):
+        return pa.chunked_array([c.view(target) for c in out.chunks], type=target)
+    return out.view(target)
+
+
 def supported_type_names() -> list[str]:
     return [*_SIMPLE, "DECIMAL(p, s)", "TIMESTAMP(p)", "TIMESTAMP(p) WITH LOCAL TIME ZONE", "ARRAY<t>",
             "MAP<k, v>", "ROW<...>"]
@@ -195,15 +221,6 @@ def type_from_json(node) -> DataType:
     except (KeyError, TypeError, ValueError) as e:
         raise SchemaError(f"Paimon type {json.dumps(node)[:80]} lacks or mistypes {e}") from None
     raise SchemaError(f"unsupported Paimon type {json.dumps(node)[:80]} (supported: {', '.join(supported_type_names())})")
-
-
-def field_ids(t: DataType) -> list[int]:
-    """The ids of the ROW fields inside a type, at every depth (a schema's highestFieldId counts them)."""
-    if t.root == "ARRAY":
-        return field_ids(t.element)
-    if t.root == "MAP":
-        return field_ids(t.key) + field_ids(t.value)
-    return [i for f in t.fields for i in [f.id, *field_ids(f.type)]]
 
 
 def with_field_ids(t: DataType, highest: int) -> tuple[DataType, int]:

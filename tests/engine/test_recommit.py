@@ -148,3 +148,26 @@ def test_a_batch_digest_holds_every_key_of_its_batch_and_few_others():
     false_held = sum(recommit.digest_may_hold(digest, theirs[i:i + 1]) for i in range(theirs.size))
     assert false_held / theirs.size < 0.03
     assert not recommit.digest_may_hold(digest, np.array([], dtype=np.int32))
+
+
+def test_a_rollback_and_a_commit_that_reuse_the_jobs_snapshot_id_run_it_again(spark, warehouse, monkeypatch,
+                                                                               execution, runs):
+    """The job read snapshot 2; meanwhile the table is rolled back to 1 (key 3's update gone) and another
+    writer commits a new snapshot 2. Same id, other rows: the job's files are not committed on it, the job
+    runs again and finds key 3 as the new snapshot holds it."""
+    path = f"{warehouse}/db.db/rolled_back"
+    _table(spark, path, "cross-partition", [{**ROW, "id": i} for i in range(10)])
+    _table(spark, path, "cross-partition", [{**ROW, "id": 3, "dt": "b", "v": 33}])
+
+    def rollback_and_commit():
+        FileStoreTable.open(path).rollback_to(1)
+        _table(spark, path, "cross-partition", [{**ROW, "id": 50, "v": 50}])
+    _race(monkeypatch, rollback_and_commit)
+    runs.clear()
+    result = _table(spark, path, "cross-partition", [{**ROW, "id": 3, "dt": "a", "v": 30}],
+                    settings=RunSettings(execution=execution))
+    assert (result.attempts, result.recommits, len(runs)) == (2, 0, 3)  # the racer's run, ours twice
+    assert (result.updated, result.moved) == (1, 0)  # key 3 lives in dt=a again after the rollback
+    rows = {r["id"]: (r["dt"], r["v"]) for r in spark_rows(spark, path)}
+    assert rows[3] == ("a", 30) and rows[50] == ("a", 50) and len(rows) == 11
+    _check_files(path)

@@ -14,7 +14,7 @@ import pytest
 from dbt_paimon.engine import append, upsert
 from dbt_paimon.engine.settings import RunSettings
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.errors import DataError, SchemaError
+from dbt_paimon.store.errors import DataError, PaimonError, SchemaError
 from tests.oracle import pypaimon_read, rows
 
 from .javapaimon import Read, Write, assert_same
@@ -246,3 +246,93 @@ def test_collect_and_merge_map_merge_as_java_merges_them(java, warehouse):
     compacted, = java.run([Read(path)])
     assert _unordered_maps(rows(compacted, "k")) == _unordered_maps(rows(FileStoreTable.open(path).to_arrow(), "k"))
     assert _unordered_maps(rows(compacted, "k")) == _unordered_maps(rows(ours, "k"))
+
+
+def test_what_nested_values_are_refused_in_other_roles(spark, tmp_path):
+    """A nested column as sequence_by, sequence-group or rowkind field, merge_map of BYTES keys: refused
+    by name; a nested field another writer changed is refused on read, never matched by name."""
+    path = str(tmp_path / "roles")
+    batch = _frame(spark, [_row(1, 0)])
+    with pytest.raises(SchemaError, match="sequence_by column 'addr' is ROW"):
+        upsert(batch, path, primary_keys="id", sequence_by="addr")
+    for options, words in (({"merge-engine": "partial-update", "fields.addr.sequence-group": "tags"},
+                            "a sequence field cannot be of a nested type"),
+                           ({"rowkind.field": "tags"}, "a rowkind field cannot be of a nested type")):
+        with pytest.raises(SchemaError, match=words):
+            FileStoreTable.create(path, NESTED_ARROW.append(pa.field("addr2", pa.string())), ["id"], options=options)
+    binary = pa.schema([pa.field("id", pa.int64(), False), ("m", pa.map_(pa.binary(), pa.int64()))])
+    with pytest.raises(SchemaError, match="needs MAP .with an atomic key type other than BYTES"):
+        FileStoreTable.create(path, binary, ["id"], options={"merge-engine": "aggregation",
+                                                           "fields.m.aggregate-function": "merge_map"})
+    # a ROW field renamed in a later schema, as another writer's ALTER TABLE would do it
+    table = FileStoreTable.create(path, NESTED_ARROW, ["id"], options={"bucket": "1"})
+    write = table.new_write()
+    write.write(pa.Table.from_pylist([{"id": 1, "tags": ["a"], "addr": {"city": "x"}, "v": 1}], NESTED_ARROW))
+    write.commit()
+    doc = json.loads(open(f"{path}/schema/schema-0").read())
+    addr = next(f for f in doc["fields"] if f["name"] == "addr")
+    addr["type"]["fields"][0]["name"] = "town"
+    doc["id"] = 1
+    with open(f"{path}/schema/schema-1", "w") as f:
+        f.write(json.dumps(doc))
+    with pytest.raises(PaimonError, match="column 'addr' .* another writer changed the fields of a nested column"):
+        FileStoreTable.open(path).to_arrow()
+
+
+def test_spark_sql_matches_struct_fields_by_name_or_refuses(spark, warehouse):
+    """UPDATE and MERGE with a struct whose fields are given in another order are refused, not written by
+    position; NULL fits a nested column."""
+    import os
+
+    from dbt_paimon.engine import register
+
+    os.makedirs(f"{warehouse}/db.db", exist_ok=True)
+    upsert(spark.sql("SELECT 1L AS id, named_struct('lat', 1.0D, 'lon', 2.0D) AS loc, array(1) AS a"),
+           f"{warehouse}/db.db/geo", primary_keys="id", settings=RunSettings(execution="local"))
+    register(spark, warehouse=warehouse)
+    with pytest.raises(Exception, match="column 'loc' is ROW<`lat` DOUBLE, `lon` DOUBLE>, and the statement gives it"):
+        spark.sql("UPDATE db.geo SET loc = named_struct('lon', 5.0D, 'lat', 6.0D) WHERE id = 1")
+    with pytest.raises(Exception, match="column 'loc' is ROW<`lat` DOUBLE, `lon` DOUBLE>, and the statement gives it"):
+        spark.sql("MERGE INTO db.geo t USING (SELECT 1L AS id, named_struct('lon', 1.0D, 'lat', 2.0D) AS loc) s "
+                  "ON t.id = s.id WHEN MATCHED THEN UPDATE SET loc = s.loc")
+    spark.sql("UPDATE db.geo SET loc = named_struct('lat', 6.0D, 'lon', 5.0D), a = NULL WHERE id = 1")
+    assert [r.asDict(recursive=True) for r in spark.sql("SELECT * FROM db.geo").collect()] == [
+        {"id": 1, "loc": {"lat": 6.0, "lon": 5.0}, "a": None}]
+
+
+def test_spark_sql_reads_nested_tables_through_the_catalog(spark, java, warehouse):
+    """The catalog entry of a Java table with NOT NULL elements and a ROW in a ROW, and of one whose struct
+    field names need quoting: Spark SQL reads both (a read's nested children are declared nullable)."""
+    from dbt_paimon.engine import register
+
+    create = {"fields": JAVA_FIELDS, "primary_keys": ["k"], "partition_keys": [], "options": {"bucket": "1"}}
+    rows_ = [_java_row(k, 0) for k in range(4)]
+    java.run([Write(f"{warehouse}/db.db/java_catalog", rows_, create)])
+    upsert(spark.sql("SELECT 1L AS id, named_struct('first name', 'ann', 'a:b', 1) AS who"),
+           f"{warehouse}/db.db/odd_names", primary_keys="id", settings=RunSettings(execution="local"))
+    register(spark, warehouse=warehouse)
+    got = [r.asDict(recursive=True) for r in spark.sql("SELECT k, scores, ids, meta FROM db.java_catalog ORDER BY k").collect()]
+    assert [(r["k"], r["scores"], r["meta"]) for r in got] == [(r["k"], r["scores"], r["meta"]) for r in rows_]
+    assert [r["ids"] for r in got] == [None if r["ids"] is None else dict(r["ids"]) for r in rows_]
+    odd = spark.sql("SELECT who.`first name` AS n, who.`a:b` AS ab FROM db.odd_names").collect()
+    assert [tuple(r) for r in odd] == [("ann", 1)]
+
+
+@pytest.mark.parametrize("execution", ["local", "distributed"])
+def test_a_model_upserts_into_java_struct_fields_that_are_not_null(spark, java, warehouse, execution):
+    """Arrow casts no struct to one with a NOT NULL field, even without a null: the model's structs reach
+    Java's ROW<x INT NOT NULL, ...> through a cast to its nullable form, viewed as the column's type."""
+    path = f"{warehouse}/db.db/strict_{execution}"
+    fields = [("id", "BIGINT NOT NULL"), ("pt", {"type": "ROW", "fields": [
+        {"id": 0, "name": "x", "type": "INT NOT NULL"}, {"id": 1, "name": "y", "type": "STRING"}]}),
+        ("xs", {"type": "ARRAY", "element": {"type": "ROW NOT NULL", "fields": [
+            {"id": 2, "name": "z", "type": "BIGINT NOT NULL"}]}})]
+    java.run([Write(path, [{"id": 1, "pt": {"x": 1, "y": "a"}, "xs": [{"z": 1}]}],
+                    {"fields": fields, "primary_keys": ["id"], "partition_keys": [], "options": {"bucket": "1"}})])
+    # y is NOT NULL in the model, nullable in the table: the model's column is cast, and Spark's cast
+    # to a struct type makes every field nullable
+    model = spark.sql("SELECT 2L AS id, named_struct('x', 2, 'y', 'b') AS pt, array(named_struct('z', 5L)) AS xs")
+    upsert(model, path, primary_keys="id", settings=RunSettings(execution=execution))
+    expected = [{"id": 1, "pt": {"x": 1, "y": "a"}, "xs": [{"z": 1}]}, {"id": 2, "pt": {"x": 2, "y": "b"}, "xs": [{"z": 5}]}]
+    read, = java.run([Read(path)])
+    assert_same(read, FileStoreTable.open(path).to_arrow(), ["id"], expected)

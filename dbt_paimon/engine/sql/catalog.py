@@ -26,7 +26,7 @@ from typing import Iterable, Optional
 from pyspark.sql import SparkSession
 
 from ..source import PaimonDataSource
-from ..spark_types import spark_schema
+from ..spark_types import spark_ddl, spark_schema
 from ...store.errors import PaimonError
 from ...store import fileio
 from ...store.fileio import FileIO
@@ -205,7 +205,7 @@ def create_table_sql(table: PaimonTable) -> str:
     struct = spark_schema(schema)
     columns = []
     for field, spark_field in zip(schema.fields, struct.fields):
-        column = f"{quote(field.name)} {spark_field.dataType.simpleString()}"
+        column = f"{quote(field.name)} {spark_ddl(spark_field.dataType)}"
         if field.description:
             column += f" COMMENT {sql_string(field.description)}"
         columns.append(column)

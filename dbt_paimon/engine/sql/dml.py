@@ -29,7 +29,7 @@ from ..append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE
 from ..append import write as append_write
 from ..delete import delete, update_append
 from ..replace import Replace
-from ..spark_types import to_spark
+from ..spark_types import check_nested_values, to_spark
 from ..upsert import upsert
 from ...store.errors import SchemaError
 from ...store.fileio import FileIO
@@ -152,6 +152,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> None:
     rows = spark.read.format("paimon").load(target.path).alias(name)
     if condition is not None:
         rows = rows.filter(F.expr(condition))
+    check_nested_values(rows, {n: F.expr(e) for n, e in assigned.items()}, schema, words)
     changed = rows.select(*[(F.expr(assigned[f.name]).cast(to_spark(f.type)) if f.name in assigned
                              else F.col(quote(f.name))).alias(f.name) for f in schema.fields])
     upsert(changed, target.path, primary_keys=list(schema.primary_keys), partition_keys=list(schema.partition_keys))

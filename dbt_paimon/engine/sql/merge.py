@@ -28,7 +28,7 @@ from .. import jobs
 from ..append_files import append_task
 from ..replace import Replace
 from ..rewrite import FILE, file_rows
-from ..spark_types import struct_of, to_spark
+from ..spark_types import check_nested_values, struct_of, to_spark
 from ..upsert import upsert
 from ...store import foreign_options
 from ...store.errors import DataError, SchemaError
@@ -122,9 +122,10 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
     # each joined row once: its action, the values it writes, which table row it was; read once (a
     # checkpoint) so the checks and the writes see the same rows. An append table's rows without an
     # action stay: their file may be written again.
+    values = {f.name: _value(actions, f.name, name, source, words, keep=schema.is_append) for f in schema.fields}
+    check_nested_values(joined.withColumn(_CHOICE, choice), values, schema, words)
     out = joined.select(choice.alias(_CHOICE), matched.alias(_MATCHED), *extra,
-                        *[_value(actions, f.name, name, source, words, keep=schema.is_append)
-                          .cast(to_spark(f.type)).alias(f.name) for f in schema.fields],
+                        *[values[f.name].cast(to_spark(f.type)).alias(f.name) for f in schema.fields],
                         *[F.col(f"{quote(name)}.{quote(k)}").alias(o) for k, o in zip(identity, olds)])
     if not schema.is_append:
         out = out.filter(F.col(_CHOICE).isNotNull())
