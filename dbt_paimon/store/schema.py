@@ -14,7 +14,7 @@ from .option_validation import check_file_index, check_partition_expiration, val
 from .errors import CorruptTableError, SchemaError, TableNotFoundError
 from .fileio import FileIO
 from .merge_options import check_merge_options
-from .types import DataType, from_arrow, type_from_json, with_field_ids
+from .types import DataType, RowField, from_arrow, type_from_json, with_field_ids
 
 SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
 SYSTEM_FIELDS = ("_SEQUENCE_NUMBER", "_VALUE_KIND", "_LEVEL", "rowkind")
@@ -29,10 +29,8 @@ class DataField:
     description: str | None = None
 
     def to_json(self) -> dict:
-        out = {"id": self.id, "name": self.name, "type": self.type.to_json()}
-        if self.description is not None:
-            out["description"] = self.description
-        return out
+        """As a ROW's field is written: the same DataField in Paimon."""
+        return RowField(self.id, self.name, self.type, self.description).to_json()
 
 
 @dataclass(frozen=True)
