@@ -65,17 +65,14 @@ class Source(IntEnum):
 def exchange_type(t: DataType) -> pa.DataType:
     """The Arrow type of a table column between stages: what Spark hands to and takes from a Python
     worker (microseconds; TIMESTAMP_LTZ as UTC instants)."""
+    return t.to_arrow(_exchange_leaf)
+
+
+def _exchange_leaf(t: DataType) -> pa.DataType:
     if t.root == "TIMESTAMP":
         return pa.timestamp("us")
     if t.root == "TIMESTAMP_LTZ":
         return pa.timestamp("us", tz="UTC")
-    if t.root == "ARRAY":
-        return pa.list_(pa.field("element", exchange_type(t.element), t.element.nullable))
-    if t.root == "MAP":
-        return pa.map_(pa.field("key", exchange_type(t.key), False),
-                       pa.field("value", exchange_type(t.value), t.value.nullable))
-    if t.root == "ROW":
-        return pa.struct([pa.field(f.name, exchange_type(f.type), f.type.nullable) for f in t.fields])
     return t.to_arrow()
 
 

@@ -62,7 +62,7 @@ def why_not(table: FileStoreTable, base: Snapshot | None, latest: Snapshot | Non
         return "the table had no snapshot when the job read it"
     if any(e.kind != ADD for e in job.entries):
         return "the job removes files"
-    if latest.id < base.id or not _same_snapshot(table.snapshots.try_snapshot(base.id), base):
+    if latest.id < base.id or not base.same_as(table.snapshots.try_snapshot(base.id)):
         return "the job's snapshot is gone or was rolled back"
     schema = table.schema
     changes = changes_since(table.io, table.path, schema, base, latest)
@@ -97,19 +97,13 @@ def newest_right(table: FileStoreTable, base: Snapshot | None, job: JobOutput,
     checked = base
     for _ in range(CATCH_UPS):
         latest = table.snapshots.latest()
-        if checked is not None and latest is not None and latest.id == checked.id and _same_snapshot(latest, checked):
+        if checked is not None and checked.same_as(latest):
             break
         why = why_not(table, checked, latest, job, holds_any)
         if why is not None:
             return latest, why
         checked = latest
     return checked, None
-
-
-def _same_snapshot(now: Snapshot | None, then: Snapshot) -> bool:
-    """Whether snapshot-N is still the one read as `then` (a rollback reuses its ids)."""
-    return now is not None and (now.time_millis, now.commit_user, now.base_manifest_list) == (
-        then.time_millis, then.commit_user, then.base_manifest_list)
 
 
 def key_hash_of(rows: pa.Table, schema: TableSchema) -> np.ndarray:

@@ -289,9 +289,9 @@ def _mostly_cancelled(metas: Sequence[ManifestFileMeta]) -> bool:
     return deleted > 0 and 2 * deleted >= live
 
 
+
 def _as_expected(latest: Snapshot | None, expected) -> bool:
     """Whether the latest snapshot is the one expected (an id, or a Snapshot: that very one)."""
-    if not isinstance(expected, Snapshot):
-        return (latest.id if latest else None) == expected
-    return latest is not None and (latest.id, latest.time_millis, latest.commit_user, latest.base_manifest_list) == (
-        expected.id, expected.time_millis, expected.commit_user, expected.base_manifest_list)
+    if isinstance(expected, Snapshot):
+        return expected.same_as(latest)
+    return (latest.id if latest else None) == expected

@@ -44,6 +44,11 @@ class Snapshot:
         "watermark": "watermark",
     }
 
+    def same_as(self, other: "Snapshot | None") -> bool:
+        """Whether `other` is this very snapshot, not one that reuses its id after a rollback."""
+        return other is not None and (self.id, self.time_millis, self.commit_user, self.base_manifest_list) == (
+            other.id, other.time_millis, other.commit_user, other.base_manifest_list)
+
     def to_json(self) -> str:
         values = asdict(self)
         out = {}

@@ -122,16 +122,19 @@ class DataType:
             out["fields"] = [f.to_json() for f in self.fields]
         return out
 
-    def to_arrow(self) -> pa.DataType:
+    def to_arrow(self, leaf=None) -> pa.DataType:
         """The Arrow type of a column: nested children keep their nullability (a Parquet writer
-        refuses a null where the type says NOT NULL); a map's key is never null, as in Parquet."""
+        refuses a null where the type says NOT NULL); a map's key is never null, as in Parquet.
+        leaf(t): another Arrow type for an atomic type, at any depth (None: the stored one)."""
         if self.root == "ARRAY":
-            return pa.list_(pa.field("element", self.element.to_arrow(), self.element.nullable))
+            return pa.list_(pa.field("element", self.element.to_arrow(leaf), self.element.nullable))
         if self.root == "MAP":
-            return pa.map_(pa.field("key", self.key.to_arrow(), False),
-                           pa.field("value", self.value.to_arrow(), self.value.nullable))
+            return pa.map_(pa.field("key", self.key.to_arrow(leaf), False),
+                           pa.field("value", self.value.to_arrow(leaf), self.value.nullable))
         if self.root == "ROW":
-            return pa.struct([pa.field(f.name, f.type.to_arrow(), f.type.nullable) for f in self.fields])
+            return pa.struct([pa.field(f.name, f.type.to_arrow(leaf), f.type.nullable) for f in self.fields])
+        if leaf is not None:
+            return leaf(self)
         if self.root in _SIMPLE:
             return _SIMPLE[self.root]
         if self.root == "DECIMAL":
