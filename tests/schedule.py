@@ -78,7 +78,6 @@ SECONDS = {
     "tests/paimon_spark/test_nested_columns.py": 10,
     "tests/java_paimon/test_sequence_field.py": 16,
     "tests/java_paimon/test_append_tables.py": 24,
-    "tests/engine/test_source_pushdown.py": 22,
     "tests/store/test_expire.py": 12,
     "tests/store/test_object_store.py": 12,
     "tests/engine/test_bootstrap_pruning.py": 11,

@@ -172,9 +172,9 @@ class PaimonAdapter(SparkAdapter):
     @available
     def paimon_upsert(self, relation: BaseRelation, source: BaseRelation, config: Mapping[str, Any],
                       on_schema_change: Optional[str] = "ignore", full_refresh: bool = False,
-                      contract: Optional[Mapping[str, Any]] = None) -> PaimonAdapterResponse:
+                      contract: Optional[Mapping[str, Any]] = None, sql: Optional[str] = None) -> PaimonAdapterResponse:
         return materializations.upsert_model(self.tables, relation, source, config, on_schema_change,
-                                             full_refresh, contract)
+                                             full_refresh, contract, sql)
 
     @available
     def paimon_seed(self, relation: BaseRelation, agate_table, column_types: List[str],

@@ -95,8 +95,8 @@ def warn_grants(relation: BaseRelation, grant_config: Optional[Mapping[str, Any]
 
 def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, config: Mapping[str, Any],
                  on_schema_change: Optional[str] = "ignore", full_refresh: bool = False,
-                 contract: Optional[Mapping[str, Any]] = None) -> PaimonAdapterResponse:
-    """Write the rows of `source` (the model's temporary view) into the Paimon table of `relation`,
+                 contract: Optional[Mapping[str, Any]] = None, sql: Optional[str] = None) -> PaimonAdapterResponse:
+    """Write the rows of the model's query `sql` (a Python model's: its temporary view `source`) into the Paimon table of `relation`,
     creating it first if needed (or anew with full_refresh); one snapshot. With a unique_key (or a
     contract's primary key) the table is a primary-key table and the rows are upserted; without,
     it is an append table and the rows are appended, or replace partitions (`insert_overwrite`,
@@ -112,7 +112,9 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
         raise DbtRuntimeError(f"{name}: on_schema_change must be one of {', '.join(evolution.ON_SCHEMA_CHANGE)}, "
                               f"got {on_schema_change!r}")
     try:
-        batch = spark.table(source.render())
+        # spark.sql reads the Paimon tables the query names through Spark's Parquet reader where
+        # no merge is needed (engine/read/query.py); a temporary view would resolve them to the source
+        batch = spark.sql(sql) if sql is not None else spark.table(source.render())
     except Exception as e:  # noqa: BLE001
         raise DbtRuntimeError(f"{name}: the model's SQL failed: {error_message(e)}") from e
     columns = batch.columns

@@ -18,28 +18,20 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-try:  # Spark 4.1 gives Python sources its filters; 4.0 reads without (pyproject admits 4.0)
-    from pyspark.sql.datasource import EqualTo, In, IsNull
-except ImportError:  # pragma: no cover - exercised by the wheel smoke on the lowest versions
-    EqualTo = In = IsNull = None
 from pyspark.sql.types import StructType
 
-from ..store import file_index
 from ..store.errors import PaimonError
-from ..store.file_index import Condition
 from ..store import fileio
 from ..store.fileio import FileIO, is_storage_option
 from ..store.read import TableRead
 from ..store import system_tables
 from ..store.schema import SchemaManager
 from ..store.table import FileStoreTable
-from . import pushdown
+from .read.native import MERGED, SPLITS_OPTION, Splits
 from .spark_types import for_spark, spark_schema
 from pyspark.sql.pandas.types import from_arrow_schema
 
 SOURCE_NAME = "paimon"
-_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-_PUSHDOWN = "dbt-paimon.filter-pushdown"  # a source option: the session hands filters to Python sources
 _ROWS_PER_PARTITION = 1_000_000
 
 
@@ -98,10 +90,12 @@ class PaimonDataSource(DataSource):
         system = self._path()[1]
         if system is not None:
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
-        table = self._table()
-        # a reader that takes Spark's filters only where Spark offers them: else it refuses to plan
-        filtered = EqualTo is not None and self.options.get(_PUSHDOWN) == "true"
-        return (FilteredPaimonReader if filtered else PaimonReader)(table, self._snapshot_id(), schema, self._tag())
+        # No reader here takes Spark's filters: Spark 4.1-4.3 keep the read a reader planned after
+        # taking a query's filters on the DataFrame's source object, and a later query on the same
+        # DataFrame that pushes no filter reads what the earlier one narrowed (df.where(...).count(),
+        # then df.count()). Queries are narrowed before they reach the source (read/query.py).
+        return PaimonReader(self._table(), self._snapshot_id(), schema, self._tag(),
+                            merged_only=self.options.get(SPLITS_OPTION) == MERGED)
 
 
 class SystemTableReader(DataSourceReader):
@@ -123,7 +117,9 @@ class SplitsPartition(InputPartition):
 
 
 class PaimonReader(DataSourceReader):
-    def __init__(self, table: FileStoreTable, snapshot_id: int | None, schema: StructType, tag: str | None = None):
+    def __init__(self, table: FileStoreTable, snapshot_id: int | None, schema: StructType, tag: str | None = None,
+                 merged_only: bool = False):
+        """merged_only: read only the splits Spark's Parquet reader does not (read/native.py)."""
         self.path = table.path
         self.io = table.io  # travels to the executors with the store's settings
         # A batch read: level-0 files of a first-row table stay out, as in Java and pypaimon.
@@ -134,6 +130,9 @@ class PaimonReader(DataSourceReader):
         if plan.snapshot is not None and plan.snapshot.schema_id != table.schema.id and travelled:
             self.table_schema = SchemaManager(table.io, table.path).schema(plan.snapshot.schema_id)
         self.columns = [f.name for f in schema.fields]
+        if merged_only:
+            native = Splits(table.path, table.io, self.table_schema)
+            self.splits = [s for s in self.splits if not native.native(s)]
 
     def partitions(self) -> list[SplitsPartition]:
         if not self.splits:
@@ -145,43 +144,12 @@ class PaimonReader(DataSourceReader):
             groups[i % chunks].append(s)
         return [SplitsPartition(pickle.dumps(g)) for g in groups]
 
-    conditions: tuple = ()  # file-index conditions (FilteredPaimonReader)
-    bounds: tuple = ()  # Spark's filters the merged rows are narrowed by (FilteredPaimonReader)
-
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
-        reader = TableRead(self.io, self.path, self.table_schema, self.columns, self.conditions)
+        reader = TableRead(self.io, self.path, self.table_schema, self.columns)
         for split in pickle.loads(partition.value):
             part = reader.read_split(split)
-            if self.bounds and part.num_rows:
-                part = pushdown.keep_rows(part, self.bounds)
             if part.num_rows:
                 yield from for_spark(part, self.table_schema).to_batches(max_chunksize=1 << 16)
-
-
-class FilteredPaimonReader(PaimonReader):
-    """A read that takes Spark's filters: comparisons on partition fields and on the key prune the
-    plan (pushdown.py); on a table with file indexes, `=`, IN and IS NULL on indexed columns skip
-    the files their indexes rule out (store/file_index.py). Spark still applies every filter to the
-    rows read: each is handed back."""
-
-    def pushFilters(self, filters):
-        filters = list(filters)
-        self.bounds = tuple(pushdown.bounds_of(filters, self.table_schema))
-        self.splits = pushdown.prune(self.splits, self.table_schema, self.bounds)
-        schema = self.table_schema
-        indexed = (schema.is_append or schema.core.deletion_vectors) and file_index.indexed_columns(schema.options)
-        names = set(self.table_schema.field_names) if indexed else set()
-        found = []
-        for f in filters:
-            column = f.attribute[0] if len(f.attribute) == 1 and f.attribute[0] in names else None
-            if column is not None and isinstance(f, EqualTo) and f.value is not None:
-                found.append(Condition(column, (f.value,)))
-            elif column is not None and isinstance(f, In) and None not in f.value:
-                found.append(Condition(column, tuple(f.value)))
-            elif column is not None and isinstance(f, IsNull):
-                found.append(Condition(column, None))
-            yield f
-        self.conditions = tuple(found)
 
 
 def register(spark, storage_options: Mapping[str, object] | None = None) -> None:
@@ -197,13 +165,6 @@ def register(spark, storage_options: Mapping[str, object] | None = None) -> None
     deploy.ship(spark)
     defaults = {str(k): str(v) for k, v in (storage_options if storage_options is not None
                                             else fileio.configured()).items()}
-    # Spark hands a Python source its filters only when this is on; it refuses to plan a read whose
-    # reader takes filters when it is off, so a session that turned it off reads without them
-    if EqualTo is not None:
-        if spark.conf.get(_PUSHDOWN_CONF, None) is None:
-            spark.conf.set(_PUSHDOWN_CONF, "true")
-        if spark.conf.get(_PUSHDOWN_CONF).lower() == "true":
-            defaults[_PUSHDOWN] = "true"
     if not defaults:
         spark.dataSource.register(PaimonDataSource)
         return

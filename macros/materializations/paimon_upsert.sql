@@ -51,13 +51,13 @@
     {%- if config.get('contract').enforced -%}
       {{ get_assert_columns_equivalent(sql) }}
     {%- endif -%}
-    {%- call statement('create_tmp_relation') -%}
-      {{ create_temporary_view(tmp_relation, sql) }}
-    {%- endcall -%}
   {%- endif -%}
 
+  {#-- a SQL model's query runs in the adapter (a temporary view of its text would read the Paimon
+       tables it names through the `paimon` source alone; spark.sql reads them natively) --#}
   {%- set response = adapter.paimon_upsert(
         target_relation, tmp_relation, model.config,
+        sql=(compiled_code if model['language'] != 'python' else none),
         on_schema_change=on_schema_change,
         full_refresh=full_refresh,
         contract=({'constraints': model.constraints, 'columns': model.columns} if config.get('contract').enforced else none)) -%}

@@ -3,8 +3,9 @@
 `install(spark)` puts a `sql` of its own on the session object: a statement that writes a Paimon
 table of Spark's catalog (statement.py reads it with Spark's parser, target.py finds the table) is
 carried out on the table (ddl.py: ALTER TABLE; dml.py: INSERT, DELETE, UPDATE, TRUNCATE; merge.py:
-MERGE INTO) and answered with an empty DataFrame, as Spark answers such statements; anything else
-goes to Spark unchanged. dbt's statements reach Spark through
+MERGE INTO) and answered with an empty DataFrame, as Spark answers such statements; a query on
+Paimon tables reads them through Spark's own Parquet reader where no merge is needed (read/query.py);
+anything else goes to Spark unchanged. dbt's statements reach Spark through
 this same `spark.sql` (dbt-spark's session cursor), so dbt, hooks, `run_query` and a notebook on
 the session all get the same behaviour.
 
@@ -20,6 +21,7 @@ from typing import Mapping, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ..read import query
 from ..source import register as register_source
 from ...store.errors import PaimonError
 from . import catalog, ddl, dml
@@ -96,6 +98,8 @@ def install(spark: SparkSession) -> None:
     def sql(sqlQuery: str, args=None, **kwargs) -> DataFrame:  # noqa: N803 - SparkSession.sql's own names
         if args is None and not kwargs and isinstance(sqlQuery, str):
             done = run(spark, sqlQuery)
+            if done is None:
+                done = query.run(spark, sqlQuery, spark_sql, _first_word(sqlQuery))
             if done is not None:
                 return done
         return spark_sql(sqlQuery, args, **kwargs)

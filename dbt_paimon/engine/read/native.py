@@ -1,0 +1,205 @@
+"""A snapshot of a Paimon table as a Spark plan: its data files read by Spark's own Parquet reader.
+
+Spark's vectorised Parquet reader prunes columns, pushes filters into row groups and runs the
+query's aggregates in the JVM: no row crosses to Python. It reads a split (a bucket's files) as it is
+where the split needs no merge (Paimon's raw-convertible splits: every file of an append table;
+every file a batch read of a table with deletion vectors or the first-row engine plans, level 0
+left out; the one file of a bucket without -D/-U rows), less the rows its deletion vectors delete.
+A split of a deduplicate table written since its last compaction is read the same way, less every
+version of a key its merge would not keep (deletions.py). Every other split (partial-update and
+aggregation merges, ORC and Avro files, files in external paths, and whole tables on object stores
+or with types Spark reads otherwise than Paimon: nested, timestamps beyond microseconds) is read by
+the `paimon` Python source, told to read only those splits of the same snapshot. The parts are one
+DataFrame (UNION ALL).
+
+A Paimon data file holds every field of the row, partition fields too, under the names of the
+schema it was written with: each file schema is read by its names and types, renamed to the
+table's (matched by field id), and a field added since reads as null; a file whose field changed
+type is left to the Python source. Rows are left out by position: Spark's `_metadata.row_index`
+beside the file's ordinal, joined against the positions lost (a broadcast of longs).
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict, defaultdict
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ...store import fileio
+from ...store.paths import data_file_path
+from ...store.read import raw_convertible
+from ...store.scan import DataSplit, batch_scan_skip_level0
+from ...store.schema import SchemaManager, TableSchema
+from ...store.table import FileStoreTable
+from ..spark_types import spark_schema, to_spark
+from . import deletions
+
+# the `paimon` source's option naming the splits it reads: MERGED, those this module leaves to it
+SPLITS_OPTION = "dbt-paimon.splits"
+MERGED = "merged"
+# Paimon types Spark's Parquet reader reads as Paimon writes them (timestamps up to microseconds:
+# Paimon writes nanoseconds as INT96 or nanos, which Spark reads otherwise)
+_NATIVE_ROOTS = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BYTES", "DATE",
+                 "DECIMAL", "TIMESTAMP", "TIMESTAMP_LTZ"}
+_ROW = "__paimon_row"  # a file's ordinal in the read and a row's position in it, as one long
+
+
+def _native_type(t) -> bool:
+    return t.root in _NATIVE_ROOTS and not (t.root.startswith("TIMESTAMP") and t.precision > 6)
+
+
+def _same_type(a, b) -> bool:
+    """Whether a file's column reads as the table's as it is (a NOT NULL dropped since is no change)."""
+    return dataclasses.replace(a, nullable=True) == dataclasses.replace(b, nullable=True)
+
+
+def table_is_native(schema: TableSchema, path: str) -> bool:
+    """Whether Spark's reader may read files of this table at all (local files, plain types)."""
+    return fileio.scheme_of(path) == "" and all(_native_type(f.type) for f in schema.fields)
+
+
+class Splits:
+    """Which splits of a plan Spark reads itself: the same answer here (the driver, planning the
+    native scans) and in the `paimon` source (reading the rest)."""
+
+    def __init__(self, table_path: str, io, schema: TableSchema):
+        self.schema = schema
+        self.schemas = SchemaManager(io, table_path)
+        self._file_schemas: dict[int, TableSchema] = {schema.id: schema}
+        self.native_table = table_is_native(schema, table_path)
+        self.unmerged = schema.is_append or batch_scan_skip_level0(schema)
+        self.by_position = deletions.merges_by_position(schema)
+
+    def file_schema(self, schema_id: int) -> TableSchema:
+        if schema_id not in self._file_schemas:
+            self._file_schemas[schema_id] = self.schemas.schema(schema_id)
+        return self._file_schemas[schema_id]
+
+    def _file_native(self, file) -> bool:
+        if not file.file_name.endswith(".parquet") or file.external_path:
+            return False
+        if file.schema_id == self.schema.id:
+            return True
+        by_id = {f.id: f for f in self.file_schema(file.schema_id).fields}
+        return all(f.id not in by_id or _same_type(by_id[f.id].type, f.type) for f in self.schema.fields)
+
+    def raw(self, split: DataSplit) -> bool:
+        """Whether the split's files are its rows as they are (less their deletion vectors')."""
+        return self.unmerged or raw_convertible(split)
+
+    def native(self, split: DataSplit) -> bool:
+        """Whether Spark reads the split: its rows as they are, or less the versions its merge drops
+        (deletions.py)."""
+        if not self.native_table or not (self.raw(split) or self.by_position):
+            return False
+        return all(self._file_native(f) for f in split.files)
+
+
+def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag: Optional[str] = None,
+          source_options: Optional[dict] = None) -> DataFrame:
+    """The table at its latest snapshot (or `snapshot_id`, or `tag`) as a DataFrame; `source_options`:
+    what the `paimon` source is given besides (the object store's settings)."""
+    table = FileStoreTable.open(path, fileio.FileIO.get(path, source_options or None))
+    plan = table.plan(snapshot_id, tag=tag, batch_read=True)
+    schema = table.schema
+    travelled = snapshot_id is not None or tag is not None
+    if travelled and plan.snapshot is not None and plan.snapshot.schema_id != schema.id:
+        schema = SchemaManager(table.io, table.path).schema(plan.snapshot.schema_id)
+    columns = spark_schema(schema)
+    splits = Splits(table.path, table.io, schema)
+    native = [s for s in plan.splits if splits.native(s)]
+    parts = []
+    if native:
+        gone = _deleted(table, schema, splits, native, plan.snapshot.id)
+        parts = _native_parts(spark, schema, splits, native, gone)
+    if len(native) < len(plan.splits) or not parts:
+        reader = spark.read.format("paimon").options(**(source_options or {}))
+        if plan.snapshot is not None:
+            reader = reader.option("snapshot-id", plan.snapshot.id) if tag is None else reader.option("tag", tag)
+        if parts:
+            reader = reader.option(SPLITS_OPTION, MERGED)
+        parts.append(reader.load(path))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out.select(*[F.col(f"`{f.name}`") for f in columns.fields])
+
+
+# (table path, snapshot id, schema id) -> the positions its read leaves out: a snapshot never
+# changes, and a dbt run reads the same snapshot in many queries (models, tests)
+_DELETED: "OrderedDict[tuple, dict]" = OrderedDict()
+_DELETED_KEPT = 8
+_lock = threading.Lock()
+
+
+def _deleted(table: FileStoreTable, schema: TableSchema, splits: "Splits", native: list[DataSplit],
+             snapshot_id: int) -> dict[str, np.ndarray]:
+    key = (table.path, snapshot_id, schema.id)
+    with _lock:
+        if key in _DELETED:
+            _DELETED.move_to_end(key)
+            return _DELETED[key]
+    merged = {id(s) for s in native if not splits.raw(s)}
+    gone = deletions.of_splits(table.io, table.path, schema, native, merged)
+    with _lock:
+        _DELETED[key] = gone
+        while len(_DELETED) > _DELETED_KEPT:
+            _DELETED.popitem(last=False)
+    return gone
+
+
+def _native_parts(spark: SparkSession, schema: TableSchema, splits: "Splits", native: list[DataSplit],
+                  gone: dict[str, np.ndarray]) -> list[DataFrame]:
+    """One Parquet scan per file schema of the files read whole; the files that lose rows, each
+    its own scan (its ordinal beside each row's position), joined against the positions lost."""
+    whole: dict[int, list[str]] = defaultdict(list)
+    partial: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    lost = []
+    for split in native:
+        for f in split.files:
+            where = fileio.local_path(data_file_path(split.bucket_path, f))
+            positions = gone.get(f.file_name)
+            if positions is None:
+                whole[f.schema_id].append(where)
+            else:
+                ordinal = len(lost)
+                partial[f.schema_id].append((ordinal, where))
+                lost.append(deletions.key_of(ordinal, positions))
+    parts = [_renamed(schema, splits.file_schema(sid), _read(spark, splits.file_schema(sid), schema, paths))
+             for sid, paths in sorted(whole.items())]
+    if lost:
+        dropped = F.broadcast(spark.createDataFrame(pa.table({_ROW: np.concatenate(lost)})))
+        for sid, files in sorted(partial.items()):
+            file_schema = splits.file_schema(sid)
+            scans = [_read(spark, file_schema, schema, [where]).select(
+                "*", (F.lit(ordinal << 32) + F.col("_metadata.row_index")).alias(_ROW)) for ordinal, where in files]
+            rows = scans[0]
+            for scan in scans[1:]:
+                rows = rows.unionByName(scan)
+            parts.append(_renamed(schema, file_schema, rows.join(dropped, on=_ROW, how="left_anti")))
+    return parts
+
+
+def _read(spark: SparkSession, file_schema: TableSchema, schema: TableSchema, paths: list[str]) -> DataFrame:
+    """The files' columns of the table's fields, by the names and types they were written with.
+    recursiveFileLookup: no partition inference from the `k=v` directories (the files hold the
+    partition fields themselves)."""
+    ids = {f.id for f in schema.fields}
+    present = [f.name for f in file_schema.fields if f.id in ids]
+    return spark.read.schema(spark_schema(file_schema, present)).option("recursiveFileLookup", "true").parquet(*paths)
+
+
+def _renamed(schema: TableSchema, file_schema: TableSchema, df: DataFrame) -> DataFrame:
+    """The table's fields (matched by id) under their names now; one added since reads as null."""
+    by_id = {f.id: f for f in file_schema.fields}
+    out = []
+    for f in schema.fields:
+        old = by_id.get(f.id)
+        out.append((F.col(f"`{old.name}`") if old is not None
+                    else F.lit(None).cast(to_spark(f.type, loose=True))).alias(f.name))
+    return df.select(*out)
