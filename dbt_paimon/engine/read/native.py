@@ -20,13 +20,19 @@ beside the file's ordinal, joined against the positions lost (a broadcast of lon
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import hashlib
+import os
+import shutil
+import tempfile
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -39,9 +45,10 @@ from ...store.table import FileStoreTable
 from ..spark_types import spark_schema, to_spark
 from . import deletions
 
-# the `paimon` source's option naming the splits it reads: MERGED, those this module leaves to it
+# the `paimon` source's option naming the splits it reads, those this module leaves to it: MERGED
+# (all but the raw splits and those merged by position) or UNMERGED (all but the raw splits)
 SPLITS_OPTION = "dbt-paimon.splits"
-MERGED = "merged"
+MERGED, UNMERGED = "merged", "unmerged"
 # Paimon types Spark's Parquet reader reads as Paimon writes them (timestamps up to microseconds:
 # Paimon writes nanoseconds as INT96 or nanos, which Spark reads otherwise)
 _NATIVE_ROOTS = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BYTES", "DATE",
@@ -67,13 +74,13 @@ class Splits:
     """Which splits of a plan Spark reads itself: the same answer here (the driver, planning the
     native scans) and in the `paimon` source (reading the rest)."""
 
-    def __init__(self, table_path: str, io, schema: TableSchema):
+    def __init__(self, table_path: str, io, schema: TableSchema, by_position: bool = True):
         self.schema = schema
         self.schemas = SchemaManager(io, table_path)
         self._file_schemas: dict[int, TableSchema] = {schema.id: schema}
         self.native_table = table_is_native(schema, table_path)
         self.unmerged = schema.is_append or batch_scan_skip_level0(schema)
-        self.by_position = deletions.merges_by_position(schema)
+        self.by_position = by_position and deletions.merges_by_position(schema)
 
     def file_schema(self, schema_id: int) -> TableSchema:
         if schema_id not in self._file_schemas:
@@ -111,18 +118,21 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
     if travelled and plan.snapshot is not None and plan.snapshot.schema_id != schema.id:
         schema = SchemaManager(table.io, table.path).schema(plan.snapshot.schema_id)
     columns = spark_schema(schema)
-    splits = Splits(table.path, table.io, schema)
+    # the positions a merge drops reach Spark as a Parquet file of this process's temporary
+    # directory, which only executors of a local master can read
+    by_position = spark.sparkContext.master.startswith("local")
+    splits = Splits(table.path, table.io, schema, by_position)
     native = [s for s in plan.splits if splits.native(s)]
     parts = []
     if native:
-        gone = _deleted(table, schema, splits, native, plan.snapshot.id)
-        parts = _native_parts(spark, schema, splits, native, gone)
+        key = (table.path, plan.snapshot.id, schema.id, by_position)
+        parts = _native_parts(spark, schema, splits, native, _deleted(key, table, schema, splits, native))
     if len(native) < len(plan.splits) or not parts:
         reader = spark.read.format("paimon").options(**(source_options or {}))
         if plan.snapshot is not None:
             reader = reader.option("snapshot-id", plan.snapshot.id) if tag is None else reader.option("tag", tag)
         if parts:
-            reader = reader.option(SPLITS_OPTION, MERGED)
+            reader = reader.option(SPLITS_OPTION, MERGED if by_position else UNMERGED)
         parts.append(reader.load(path))
     out = parts[0]
     for part in parts[1:]:
@@ -130,50 +140,65 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
     return out.select(*[F.col(f"`{f.name}`") for f in columns.fields])
 
 
-# (table path, snapshot id, schema id) -> the positions its read leaves out: a snapshot never
-# changes, and a dbt run reads the same snapshot in many queries (models, tests)
-_DELETED: "OrderedDict[tuple, dict]" = OrderedDict()
-_DELETED_KEPT = 8
+# (table path, snapshot id, schema id, by position) -> the Parquet file of the positions its read
+# leaves out, None when none: a snapshot never changes, and a dbt run reads the same snapshot in
+# many queries (models, tests). The files live as long as the process: a DataFrame may still read one.
+_LOST: dict[tuple, Optional[str]] = {}
 _lock = threading.Lock()
+_scratch: list[str] = []
 
 
-def _deleted(table: FileStoreTable, schema: TableSchema, splits: "Splits", native: list[DataSplit],
-             snapshot_id: int) -> dict[str, np.ndarray]:
-    key = (table.path, snapshot_id, schema.id)
-    with _lock:
-        if key in _DELETED:
-            _DELETED.move_to_end(key)
-            return _DELETED[key]
+def _deleted(key: tuple, table: FileStoreTable, schema: TableSchema, splits: "Splits",
+             native: list[DataSplit]) -> tuple[dict[str, int], Optional[str]]:
+    """The files of `native` that lose rows (name -> ordinal) and the file holding their lost rows
+    (`_ROW` longs: the ordinal and the position)."""
     merged = {id(s) for s in native if not splits.raw(s)}
-    gone = deletions.of_splits(table.io, table.path, schema, native, merged)
     with _lock:
-        _DELETED[key] = gone
-        while len(_DELETED) > _DELETED_KEPT:
-            _DELETED.popitem(last=False)
-    return gone
+        if key in _LOST:
+            ordinals, where = _LOST[key]
+            return ordinals, where
+    gone = deletions.of_splits(table.io, table.path, schema, native, merged)
+    ordinals, lost = {}, []
+    for split in native:  # the plan's order: the same ordinals whenever the snapshot is read
+        for f in split.files:
+            if f.file_name in gone:
+                ordinals[f.file_name] = len(ordinals)
+                lost.append(deletions.key_of(ordinals[f.file_name], gone[f.file_name]))
+    where = None
+    if lost:
+        where = os.path.join(_scratch_dir(), hashlib.sha1(repr(key).encode()).hexdigest() + ".parquet")
+        pq.write_table(pa.table({_ROW: np.concatenate(lost)}), where)
+    with _lock:
+        _LOST[key] = (ordinals, where)
+    return ordinals, where
+
+
+def _scratch_dir() -> str:
+    with _lock:
+        if not _scratch:
+            _scratch.append(tempfile.mkdtemp(prefix="dbt-paimon-read-"))
+            atexit.register(shutil.rmtree, _scratch[0], True)
+        return _scratch[0]
 
 
 def _native_parts(spark: SparkSession, schema: TableSchema, splits: "Splits", native: list[DataSplit],
-                  gone: dict[str, np.ndarray]) -> list[DataFrame]:
+                  deleted: tuple[dict[str, int], Optional[str]]) -> list[DataFrame]:
     """One Parquet scan per file schema of the files read whole; the files that lose rows, each
     its own scan (its ordinal beside each row's position), joined against the positions lost."""
+    ordinals, lost_file = deleted
     whole: dict[int, list[str]] = defaultdict(list)
     partial: dict[int, list[tuple[int, str]]] = defaultdict(list)
-    lost = []
     for split in native:
         for f in split.files:
             where = fileio.local_path(data_file_path(split.bucket_path, f))
-            positions = gone.get(f.file_name)
-            if positions is None:
-                whole[f.schema_id].append(where)
+            if f.file_name in ordinals:
+                partial[f.schema_id].append((ordinals[f.file_name], where))
             else:
-                ordinal = len(lost)
-                partial[f.schema_id].append((ordinal, where))
-                lost.append(deletions.key_of(ordinal, positions))
+                whole[f.schema_id].append(where)
     parts = [_renamed(schema, splits.file_schema(sid), _read(spark, splits.file_schema(sid), schema, paths))
              for sid, paths in sorted(whole.items())]
-    if lost:
-        dropped = F.broadcast(spark.createDataFrame(pa.table({_ROW: np.concatenate(lost)})))
+    if lost_file is not None:
+        dropped = F.broadcast(spark.read.parquet(lost_file))
         for sid, files in sorted(partial.items()):
             file_schema = splits.file_schema(sid)
             scans = [_read(spark, file_schema, schema, [where]).select(
