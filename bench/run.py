@@ -118,7 +118,7 @@ def set_up(system: str, case: data.Case, case_dir: str, work_dir: str, args, env
     lender = peers.get(system).borrows_setup.get(case.name)
     if lender:   # the lender's setup phase writes this system's table (a copy of its kept one)
         return dict(set_up(lender, case, case_dir, work_dir, args, env), borrowed_from=lender)
-    if not args.reuse_setup:
+    if not args.reuse_setup or not peers.get(system).copyable:   # a copy of it would not be a table of its own
         return run_phase("setup", system, case_dir, work_dir, args.timeout, env)
     kept = os.path.join(WORK_ROOT, "setups", os.path.basename(case_dir), system)
     done = kept + ".json"
@@ -178,7 +178,12 @@ def time_upsert(system: str, case: data.Case, case_dir: str, set_up_dir: str, ro
     work_dir = set_up_dir if rounds_left == 0 else f"{set_up_dir}-r{rounds_left}"
     if work_dir != set_up_dir:
         shutil.rmtree(work_dir, ignore_errors=True)
-        shutil.copytree(set_up_dir, work_dir, symlinks=True)
+        if peers.get(system).copyable:
+            shutil.copytree(set_up_dir, work_dir, symlinks=True)
+        else:   # its own setup phase again (untimed): a copy would write into the original's files
+            setup = run_phase("setup", system, case_dir, work_dir, args.timeout, env)
+            if "error" in setup:
+                return setup
     # The set-up tables written back before the clock, whether just written or copied: their dirty
     # pages (W3-10M's ~1 GB, W3-100M's ~11 GB) would otherwise be flushed during the timed upsert,
     # whose reads and writes would queue behind them (each peer would pay for its own setup)

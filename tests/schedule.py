@@ -48,6 +48,8 @@ SECONDS = {
     "tests/engine/test_maintenance.py": 103,
     "tests/engine/test_other_writers.py": 63,
     "tests/engine/test_spark_sql.py": 66,
+    "tests/engine/test_read_paths.py": 70,
+    "tests/java_paimon/test_read_paths_java.py": 20,
     "tests/engine/test_key_index_kills.py": 38,
     "tests/engine/test_sequence_field.py": 43,
     "tests/engine/test_bucket_modes.py": 58,

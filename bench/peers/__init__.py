@@ -5,7 +5,7 @@ ORDER is the order of the report; the first is the reference every ratio is take
 
 from importlib import import_module
 
-ORDER = ["dbt-paimon", "dbt-paimon-no-index", "dbt-paimon-distributed", "dbt-run", "pypaimon-rust", "paimon-spark", "pypaimon", "deltalake", "pyiceberg", "pyarrow-probe"]
+ORDER = ["dbt-paimon", "dbt-paimon-no-index", "dbt-paimon-distributed", "dbt-run", "pypaimon-rust", "paimon-spark", "paimon-spark-2.0", "delta-merge", "delta-merge-dv", "iceberg-merge-cow", "iceberg-merge-mor", "pypaimon", "deltalake", "pyiceberg", "pyarrow-probe"]
 _MODULES = {
     "dbt-paimon": "dbt_paimon_engine",
     "dbt-paimon-no-index": "dbt_paimon_no_index",
@@ -13,6 +13,11 @@ _MODULES = {
     "dbt-run": "dbt_run",
     "pypaimon-rust": "pypaimon_rust_native",
     "paimon-spark": "paimon_spark_sql",
+    "paimon-spark-2.0": "paimon_spark_2",
+    "delta-merge": "delta_merge",
+    "delta-merge-dv": "delta_merge_dv",
+    "iceberg-merge-cow": "iceberg_merge_cow",
+    "iceberg-merge-mor": "iceberg_merge_mor",
     "pypaimon": "pypaimon_python",
     "deltalake": "deltalake_merge",
     "pyiceberg": "pyiceberg_upsert",

@@ -23,6 +23,9 @@ class Peer:
     # one cannot write itself (run.py's set_up)
     borrows_setup: dict = {}
     note = ""                 # one line in the report on what exactly is measured
+    # False for a table whose metadata holds absolute paths (Iceberg): a copy of it would write into
+    # and read from the original, so run.py sets up each round's table anew instead of copying
+    copyable = True
 
     def available(self) -> str | None:
         """None if the system can run here, else the reason it cannot."""

@@ -148,7 +148,7 @@ def test_buckets_merged_by_position_read_as_the_merge_reads_them(spark, tmp_path
     rng = random.Random(58)
     path = str(tmp_path / "db.db" / "history")
     keys = ["dt", "id"] if options["bucket"] != "-1" else ["id"]
-    for step in range(4):
+    for step in range(3):
         batch = [(k, rng.choice("ab") if keys == ["id"] else "ab"[k % 2], f"s{step}k{k}", rng.randrange(100))
                  for k in rng.sample(range(60), 25)]
         upsert(spark.createDataFrame(batch, SCHEMA), path, primary_keys=keys, partition_keys=["dt"],
