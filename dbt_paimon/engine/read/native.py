@@ -27,7 +27,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from typing import Optional
 
 import numpy as np
@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ...store import fileio
+from ...store.errors import PaimonError
 from ...store.paths import data_file_path
 from ...store.read import raw_convertible
 from ...store.scan import DataSplit, batch_scan_skip_level0
@@ -53,7 +54,8 @@ MERGED, UNMERGED = "merged", "unmerged"
 # Paimon writes nanoseconds as INT96 or nanos, which Spark reads otherwise)
 _NATIVE_ROOTS = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BYTES", "DATE",
                  "DECIMAL", "TIMESTAMP", "TIMESTAMP_LTZ"}
-_ROW = "__paimon_row"  # a file's ordinal in the read and a row's position in it, as one long
+# a row's file ordinal in the read and its position in the file, as one long; the parts of it
+_ROW, _FILE, _ORDINAL, _POSITION = "__paimon_row", "__paimon_file", "__paimon_ordinal", "__paimon_position"
 
 
 def _native_type(t) -> bool:
@@ -110,13 +112,61 @@ class Splits:
 def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag: Optional[str] = None,
           source_options: Optional[dict] = None) -> DataFrame:
     """The table at its latest snapshot (or `snapshot_id`, or `tag`) as a DataFrame; `source_options`:
-    what the `paimon` source is given besides (the object store's settings)."""
+    what the `paimon` source is given besides (the object store's settings).
+
+    A snapshot never changes, so its DataFrame is made once per session and schema and handed out
+    again (a DataFrame answers every query as when it was made): a dbt run reads the same snapshot
+    in many queries, and planning a read costs Spark ~0.1 s per Parquet scan."""
     table = FileStoreTable.open(path, fileio.FileIO.get(path, source_options or None))
-    plan = table.plan(snapshot_id, tag=tag, batch_read=True)
+    if tag is not None:
+        if snapshot_id is not None:
+            raise PaimonError("read as of a snapshot id or a tag, not both")
+        snapshot = table.tags.get_or_throw(tag).snapshot
+    else:
+        snapshot = table.snapshots.snapshot(snapshot_id) if snapshot_id is not None else table.snapshots.latest()
     schema = table.schema
     travelled = snapshot_id is not None or tag is not None
-    if travelled and plan.snapshot is not None and plan.snapshot.schema_id != schema.id:
-        schema = SchemaManager(table.io, table.path).schema(plan.snapshot.schema_id)
+    if travelled and snapshot is not None and snapshot.schema_id != schema.id:
+        schema = SchemaManager(table.io, table.path).schema(snapshot.schema_id)
+    key = (table.path, _identity(snapshot), tag, schema.id, schema.time_millis,
+           tuple(sorted((source_options or {}).items())))
+    frames = _frames(spark)
+    with _lock:
+        if snapshot is not None and key in frames:
+            frames.move_to_end(key)
+            return frames[key]
+    out = _plan(spark, table, schema, snapshot, tag, source_options)
+    with _lock:
+        frames[key] = out
+        while len(frames) > _FRAMES_KEPT:
+            frames.popitem(last=False)
+    return out
+
+
+_FRAMES_KEPT = 64
+
+
+def _identity(snapshot) -> Optional[tuple]:
+    """A snapshot, told apart from one that reuses its id (a rollback; a table made anew at the path),
+    as Snapshot.same_as tells them apart."""
+    if snapshot is None:
+        return None
+    return snapshot.id, snapshot.time_millis, snapshot.commit_user, snapshot.base_manifest_list
+
+
+def _frames(spark: SparkSession) -> "OrderedDict[tuple, DataFrame]":
+    """This session's DataFrames of snapshots read (kept on the session object: they belong to it)."""
+    with _lock:
+        found = getattr(spark, "_dbt_paimon_frames", None)
+        if found is None:
+            found = OrderedDict()
+            spark._dbt_paimon_frames = found
+        return found
+
+
+def _plan(spark: SparkSession, table: FileStoreTable, schema: TableSchema, snapshot, tag: Optional[str],
+          source_options: Optional[dict]) -> DataFrame:
+    plan = table.new_scan(True).plan_snapshot(snapshot)
     columns = spark_schema(schema)
     # the positions a merge drops reach Spark as a Parquet file of this process's temporary
     # directory, which only executors of a local master can read
@@ -125,7 +175,7 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
     native = [s for s in plan.splits if splits.native(s)]
     parts = []
     if native:
-        key = (table.path, plan.snapshot.id, schema.id, by_position)
+        key = (table.path, _identity(plan.snapshot), schema.id, schema.time_millis, by_position)
         parts = _native_parts(spark, schema, splits, native, _deleted(key, table, schema, splits, native))
     if len(native) < len(plan.splits) or not parts:
         reader = spark.read.format("paimon").options(**(source_options or {}))
@@ -133,15 +183,15 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
             reader = reader.option("snapshot-id", plan.snapshot.id) if tag is None else reader.option("tag", tag)
         if parts:
             reader = reader.option(SPLITS_OPTION, MERGED if by_position else UNMERGED)
-        parts.append(reader.load(path))
+        parts.append(reader.load(table.path))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part)
     return out.select(*[F.col(f"`{f.name}`") for f in columns.fields])
 
 
-# (table path, snapshot id, schema id, by position) -> the Parquet file of the positions its read
-# leaves out, None when none: a snapshot never changes, and a dbt run reads the same snapshot in
+# (table path, snapshot id, schema id, by position) -> the files that lose rows (name -> ordinal)
+# and the directory of the Parquet files of the rows lost and of the ordinals, None when none: a snapshot never changes, and a dbt run reads the same snapshot in
 # many queries (models, tests). The files live as long as the process: a DataFrame may still read one.
 _LOST: dict[tuple, Optional[str]] = {}
 _lock = threading.Lock()
@@ -150,8 +200,9 @@ _scratch: list[str] = []
 
 def _deleted(key: tuple, table: FileStoreTable, schema: TableSchema, splits: "Splits",
              native: list[DataSplit]) -> tuple[dict[str, int], Optional[str]]:
-    """The files of `native` that lose rows (name -> ordinal) and the file holding their lost rows
-    (`_ROW` longs: the ordinal and the position)."""
+    """The files of `native` that lose rows (name -> ordinal) and the directory of two Parquet files:
+    lost.parquet, their lost rows (`_ROW` longs: the ordinal and the position), and files.parquet,
+    each such file's name and ordinal."""
     merged = {id(s) for s in native if not splits.raw(s)}
     with _lock:
         if key in _LOST:
@@ -165,9 +216,13 @@ def _deleted(key: tuple, table: FileStoreTable, schema: TableSchema, splits: "Sp
                 ordinals[f.file_name] = len(ordinals)
                 lost.append(deletions.key_of(ordinals[f.file_name], gone[f.file_name]))
     where = None
-    if lost:
-        where = os.path.join(_scratch_dir(), hashlib.sha1(repr(key).encode()).hexdigest() + ".parquet")
-        pq.write_table(pa.table({_ROW: np.concatenate(lost)}), where)
+    if lost:  # the lost rows' longs, and beside them which file has which ordinal
+        where = os.path.join(_scratch_dir(), hashlib.sha1(repr(key).encode()).hexdigest())
+        os.makedirs(where, exist_ok=True)
+        pq.write_table(pa.table({_ROW: np.concatenate(lost)}), os.path.join(where, "lost.parquet"))
+        pq.write_table(pa.table({_FILE: pa.array(list(ordinals)), _ORDINAL: pa.array(list(ordinals.values()),
+                                                                                      pa.int64())}),
+                       os.path.join(where, "files.parquet"))
     with _lock:
         _LOST[key] = (ordinals, where)
     return ordinals, where
@@ -183,30 +238,27 @@ def _scratch_dir() -> str:
 
 def _native_parts(spark: SparkSession, schema: TableSchema, splits: "Splits", native: list[DataSplit],
                   deleted: tuple[dict[str, int], Optional[str]]) -> list[DataFrame]:
-    """One Parquet scan per file schema of the files read whole; the files that lose rows, each
-    its own scan (its ordinal beside each row's position), joined against the positions lost."""
-    ordinals, lost_file = deleted
+    """One Parquet scan per file schema of the files read whole, and one of those that lose rows:
+    each row's file ordinal (by its file's name) and position, joined against the positions lost."""
+    ordinals, lost_dir = deleted
     whole: dict[int, list[str]] = defaultdict(list)
-    partial: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    partial: dict[int, list[str]] = defaultdict(list)
     for split in native:
         for f in split.files:
             where = fileio.local_path(data_file_path(split.bucket_path, f))
-            if f.file_name in ordinals:
-                partial[f.schema_id].append((ordinals[f.file_name], where))
-            else:
-                whole[f.schema_id].append(where)
+            (partial if f.file_name in ordinals else whole)[f.schema_id].append(where)
     parts = [_renamed(schema, splits.file_schema(sid), _read(spark, splits.file_schema(sid), schema, paths))
              for sid, paths in sorted(whole.items())]
-    if lost_file is not None:
-        dropped = F.broadcast(spark.read.parquet(lost_file))
-        for sid, files in sorted(partial.items()):
+    if lost_dir is not None:
+        lost = F.broadcast(spark.read.parquet(os.path.join(lost_dir, "lost.parquet")))
+        files = F.broadcast(spark.read.parquet(os.path.join(lost_dir, "files.parquet")))
+        for sid, paths in sorted(partial.items()):
             file_schema = splits.file_schema(sid)
-            scans = [_read(spark, file_schema, schema, [where]).select(
-                "*", (F.lit(ordinal << 32) + F.col("_metadata.row_index")).alias(_ROW)) for ordinal, where in files]
-            rows = scans[0]
-            for scan in scans[1:]:
-                rows = rows.unionByName(scan)
-            parts.append(_renamed(schema, file_schema, rows.join(dropped, on=_ROW, how="left_anti")))
+            rows = _read(spark, file_schema, schema, paths).select(
+                "*", F.col("_metadata.file_name").alias(_FILE), F.col("_metadata.row_index").alias(_POSITION))
+            rows = rows.join(files, on=_FILE).select(
+                "*", (F.shiftleft(F.col(_ORDINAL), 32) + F.col(_POSITION)).alias(_ROW))
+            parts.append(_renamed(schema, file_schema, rows.join(lost, on=_ROW, how="left_anti")))
     return parts
 
 
