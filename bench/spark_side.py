@@ -30,7 +30,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from tests.java_paimon.fetch_jar import CACHE, _sha256, fetch_jar  # noqa: E402
+from tests.java_paimon.fetch_jar import CACHE, sha256, fetch_jar  # noqa: E402
 from tests.java_paimon.reference import Artifact  # noqa: E402
 from tests.json_lines import ask  # noqa: E402
 
@@ -80,8 +80,8 @@ def jar(artifact: Artifact) -> str:
         local = os.path.join(SHARED_JARS, artifact.jar)
         if not os.path.exists(local):
             raise
-        if _sha256(local) != artifact.sha256:
-            raise RuntimeError(f"{local} has sha256 {_sha256(local)}, pinned {artifact.sha256}") from refused
+        if sha256(local) != artifact.sha256:
+            raise RuntimeError(f"{local} has sha256 {sha256(local)}, pinned {artifact.sha256}") from refused
         cached = os.path.join(CACHE, artifact.jar)
         shutil.copyfile(local, cached + ".part")
         os.replace(cached + ".part", cached)

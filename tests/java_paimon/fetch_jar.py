@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CACHE = os.path.join(ROOT, ".work", "java-paimon")
 
 
-def _sha256(path: str) -> str:
+def sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -36,7 +36,7 @@ def fetch_jar(artifact: Artifact = PAIMON) -> str:
     """The path of the artifact's jar under .work/java-paimon/, fetched with Maven when missing. Raises
     RuntimeError naming the cause when it cannot (no `mvn`, not served, a different jar)."""
     jar = os.path.join(CACHE, artifact.jar)
-    if os.path.exists(jar) and _sha256(jar) == artifact.sha256:
+    if os.path.exists(jar) and sha256(jar) == artifact.sha256:
         return jar
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -53,8 +53,8 @@ def fetch_jar(artifact: Artifact = PAIMON) -> str:
         if done.returncode != 0 or not os.path.exists(part):
             raise RuntimeError(f"`{' '.join(cmd[1:])}` failed (exit {done.returncode}):\n"
                                f"{(done.stdout + done.stderr)[-2000:]}")
-        if _sha256(part) != artifact.sha256:
-            raise RuntimeError(f"{artifact.coordinates} has sha256 {_sha256(part)}, pinned {artifact.sha256}")
+        if sha256(part) != artifact.sha256:
+            raise RuntimeError(f"{artifact.coordinates} has sha256 {sha256(part)}, pinned {artifact.sha256}")
         os.replace(part, jar)  # atomic: a concurrent run sees no jar or the whole jar
     return jar
 
