@@ -127,10 +127,7 @@ class PaimonReader(DataSourceReader):
         # A batch read: level-0 files of a first-row table stay out, as in Java and pypaimon.
         plan = table.plan(snapshot_id, tag=tag, batch_read=True)
         self.splits = plan.splits
-        self.table_schema = table.schema
-        travelled = snapshot_id is not None or tag is not None
-        if plan.snapshot is not None and plan.snapshot.schema_id != table.schema.id and travelled:
-            self.table_schema = SchemaManager(table.io, table.path).schema(plan.snapshot.schema_id)
+        self.table_schema = table.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
         self.columns = [f.name for f in schema.fields]
         if merged_only:
             native = Splits(table.path, table.io, self.table_schema, by_position)

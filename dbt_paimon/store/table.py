@@ -100,13 +100,16 @@ class FileStoreTable:
     def to_arrow(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None,
                  partition_filter: PartitionFilter = None, tag: str | None = None) -> pa.Table:
         plan = self.plan(snapshot_id, partition_filter, tag=tag, batch_read=True)
-        schema = self.schema
-        travelled = snapshot_id is not None or tag is not None
-        if travelled and plan.snapshot is not None and plan.snapshot.schema_id != schema.id:
-            # time travel reads with the snapshot's schema (its columns as they were), as Java
-            # Paimon, pypaimon and our Spark source do
-            schema = SchemaManager(self.io, self.path).schema(plan.snapshot.schema_id)
+        schema = self.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
         return TableRead(self.io, self.path, schema, columns).read(plan.splits)
+
+    def read_schema(self, snapshot, travelled: bool) -> TableSchema:
+        """The schema a read of `snapshot` returns: the table's, unless the read travelled in time
+        (a snapshot id or a tag), which reads with the snapshot's schema (its columns as they were),
+        as Java Paimon and pypaimon do."""
+        if travelled and snapshot is not None and snapshot.schema_id != self.schema.id:
+            return SchemaManager(self.io, self.path).schema(snapshot.schema_id)
+        return self.schema
 
     # ---- maintenance: expiration, tags, rollback -----------------------------------------------
     def expire_snapshots(self, retain_max: int | None = None, retain_min: int | None = None,

@@ -17,7 +17,7 @@ newer files and the base rows of their keys, not the whole bucket.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -87,14 +87,14 @@ def _float_keys(schema: TableSchema) -> bool:
     return any(schema.field(k).type.root in ("FLOAT", "DOUBLE") for k in schema.trimmed_primary_keys)
 
 
-def of_splits(io, table_path: str, schema: TableSchema, splits: Iterable[DataSplit], merged: set,
-              threads: int = 4) -> dict[str, np.ndarray]:
-    """File name -> positions a read leaves out, for every file of `splits`; the splits whose id()
-    is in `merged` are merged (merged_away), the others lose their deletion vectors' rows."""
+def of_splits(io, table_path: str, schema: TableSchema, splits: Iterable[DataSplit],
+              merged: Callable[[DataSplit], bool], threads: int = 4) -> dict[str, np.ndarray]:
+    """File name -> positions a read leaves out, for every file of `splits`; the splits `merged`
+    holds for are merged (merged_away), the others lose their deletion vectors' rows."""
     splits = list(splits)
 
     def one(split: DataSplit) -> dict[str, np.ndarray]:
-        if id(split) in merged:
+        if merged(split):
             return merged_away(io, table_path, schema, split)
         return vectors(io, table_path, split)
 

@@ -124,10 +124,7 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
         snapshot = table.tags.get_or_throw(tag).snapshot
     else:
         snapshot = table.snapshots.snapshot(snapshot_id) if snapshot_id is not None else table.snapshots.latest()
-    schema = table.schema
-    travelled = snapshot_id is not None or tag is not None
-    if travelled and snapshot is not None and snapshot.schema_id != schema.id:
-        schema = SchemaManager(table.io, table.path).schema(snapshot.schema_id)
+    schema = table.read_schema(snapshot, snapshot_id is not None or tag is not None)
     key = (table.path, _identity(snapshot), tag, schema.id, schema.time_millis,
            tuple(sorted((source_options or {}).items())))
     frames = _frames(spark)
@@ -203,12 +200,11 @@ def _deleted(key: tuple, table: FileStoreTable, schema: TableSchema, splits: "Sp
     """The files of `native` that lose rows (name -> ordinal) and the directory of two Parquet files:
     lost.parquet, their lost rows (`_ROW` longs: the ordinal and the position), and files.parquet,
     each such file's name and ordinal."""
-    merged = {id(s) for s in native if not splits.raw(s)}
     with _lock:
         if key in _LOST:
             ordinals, where = _LOST[key]
             return ordinals, where
-    gone = deletions.of_splits(table.io, table.path, schema, native, merged)
+    gone = deletions.of_splits(table.io, table.path, schema, native, lambda split: not splits.raw(split))
     ordinals, lost = {}, []
     for split in native:  # the plan's order: the same ordinals whenever the snapshot is read
         for f in split.files:

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ..sql.catalog import quote, scala_list
 from ..sql.target import resolve
 from .native import frame
 
@@ -41,13 +42,7 @@ def _next_view() -> str:
         return f"{_VIEW_PREFIX}{next(_counter)}"
 
 
-def _iterate(seq):
-    it = seq.iterator()
-    while it.hasNext():
-        yield it.next()
-
-
-def _relations(plan) -> tuple[list, set[str]]:
+def _relations(spark: SparkSession, plan) -> tuple[list, set[str]]:
     """(relation, its parent's class name) of every table the plan reads by name, subqueries and
     CTEs included, and the names of the statement's CTEs."""
     found, ctes = [], set()
@@ -58,12 +53,12 @@ def _relations(plan) -> tuple[list, set[str]]:
             found.append((node, parent))
             return
         if kind == "UnresolvedWith":
-            for pair in _iterate(node.cteRelations()):
+            for pair in scala_list(spark, node.cteRelations()):
                 ctes.add(str(pair._1()).lower())
                 walk(pair._2(), kind)
-        for child in _iterate(node.children()):
+        for child in scala_list(spark, node.children()):
             walk(child, kind)
-        for sub in _iterate(node.subqueries()):
+        for sub in scala_list(spark, node.subqueries()):
             walk(sub, kind)
 
     walk(plan, "")
@@ -73,10 +68,6 @@ def _relations(plan) -> tuple[list, set[str]]:
 def _is_command(spark: SparkSession, plan) -> bool:
     command = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
     return bool(command.isInstance(plan)) or str(plan.getClass().getSimpleName()).endswith("Statement")
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], first: int) -> Optional[DataFrame]:
@@ -90,10 +81,10 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         return None
     if _is_command(spark, plan):
         return None
-    relations, ctes = _relations(plan)
+    relations, ctes = _relations(spark, plan)
     edits = []  # (start, stop, replacement, view, path)
     for node, parent in relations:
-        parts = [str(p) for p in _iterate(node.multipartIdentifier())]
+        parts = [str(p) for p in scala_list(spark, node.multipartIdentifier())]
         origin = node.origin()
         if node.isStreaming() or not node.options().isEmpty() or not origin.startIndex().isDefined():
             continue
@@ -105,7 +96,7 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         start, stop = origin.startIndex().get(), origin.stopIndex().get()
         view = _next_view()
         bare = parent == "SubqueryAlias" or text[:start].rstrip().lower().endswith("table")
-        edits.append((start, stop, view if bare else f"{view} AS {_quote(parts[-1])}", view, target.path))
+        edits.append((start, stop, view if bare else f"{view} AS {quote(parts[-1])}", view, target.path))
     if not edits:
         return None
     views = []
