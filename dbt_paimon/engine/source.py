@@ -27,7 +27,7 @@ from ..store.read import TableRead
 from ..store import system_tables
 from ..store.schema import SchemaManager
 from ..store.table import FileStoreTable
-from .read.native import MERGED, SPLITS_OPTION, UNMERGED, Splits
+from .read.native import MERGED, SPLITS_OPTION, Splits
 from .spark_types import for_spark, spark_schema
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -94,9 +94,8 @@ class PaimonDataSource(DataSource):
         # taking a query's filters on the DataFrame's source object, and a later query on the same
         # DataFrame that pushes no filter reads what the earlier one narrowed (df.where(...).count(),
         # then df.count()). Queries are narrowed before they reach the source (read/query.py).
-        leave = self.options.get(SPLITS_OPTION)
         return PaimonReader(self._table(), self._snapshot_id(), schema, self._tag(),
-                            merged_only=leave in (MERGED, UNMERGED), by_position=leave == MERGED)
+                            merged_only=self.options.get(SPLITS_OPTION) == MERGED)
 
 
 class SystemTableReader(DataSourceReader):
@@ -119,9 +118,8 @@ class SplitsPartition(InputPartition):
 
 class PaimonReader(DataSourceReader):
     def __init__(self, table: FileStoreTable, snapshot_id: int | None, schema: StructType, tag: str | None = None,
-                 merged_only: bool = False, by_position: bool = True):
-        """merged_only: read only the splits Spark's Parquet reader does not (read/native.py; with
-        by_position it reads the splits a merge leaves rows of as they are)."""
+                 merged_only: bool = False):
+        """merged_only: read only the splits Spark's Parquet reader does not (read/native.py)."""
         self.path = table.path
         self.io = table.io  # travels to the executors with the store's settings
         # A batch read: level-0 files of a first-row table stay out, as in Java and pypaimon.
@@ -130,7 +128,7 @@ class PaimonReader(DataSourceReader):
         self.table_schema = table.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
         self.columns = [f.name for f in schema.fields]
         if merged_only:
-            native = Splits(table.path, table.io, self.table_schema, by_position)
+            native = Splits(table.path, table.io, self.table_schema)
             self.splits = [s for s in self.splits if not native.native(s)]
 
     def partitions(self) -> list[SplitsPartition]:

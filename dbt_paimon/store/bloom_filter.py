@@ -45,11 +45,11 @@ def _lanes(mat: np.ndarray, at: int, width: int) -> np.ndarray:
     return np.ascontiguousarray(mat[:, at:at + width]).view(dtype).ravel().astype(np.uint64)
 
 
-def _xxh64_of_length(mat: np.ndarray, length: int) -> np.ndarray:
-    """XXH64 (seed 0) of each row of a (n, length) uint8 matrix."""
+def _xxh64_of_length(mat: np.ndarray, length: int, seed: np.ndarray) -> np.ndarray:
+    """XXH64 of each row of a (n, length) uint8 matrix, each with its seed (uint64s)."""
     n, p = mat.shape[0], 0
     if length >= 32:
-        v = [np.full(n, _P1 + _P2), np.full(n, _P2), np.zeros(n, np.uint64), np.full(n, np.uint64(0) - _P1)]
+        v = [seed + _P1 + _P2, seed + _P2, seed.copy(), seed - _P1]
         while p + 32 <= length:
             v = [_round(v[j], _lanes(mat, p + 8 * j, 8)) for j in range(4)]
             p += 32
@@ -57,7 +57,7 @@ def _xxh64_of_length(mat: np.ndarray, length: int) -> np.ndarray:
         for lane in v:
             h = (h ^ _round(np.zeros(n, np.uint64), lane)) * _P1 + _P4
     else:
-        h = np.full(n, _P5)
+        h = seed + _P5
     h = h + np.uint64(length)
     while p + 8 <= length:
         h = _rotl(h ^ _round(np.zeros(n, np.uint64), _lanes(mat, p, 8)), 27) * _P1 + _P4
@@ -76,18 +76,21 @@ def _xxh64_of_length(mat: np.ndarray, length: int) -> np.ndarray:
     return h
 
 
-def xxh64(values: pa.Array) -> np.ndarray:
-    """XXH64 (seed 0) of each value's bytes (a string or binary array without nulls), as uint64."""
+def xxh64(values: pa.Array, seed=0) -> np.ndarray:
+    """XXH64 of each value's bytes (a string or binary array without nulls), as uint64; `seed` one
+    for all or one per value (Paimon's FastHash: 0; Spark's xxhash64: 42, then each next column's
+    hash seeded by the one before)."""
     values = values.cast(pa.large_binary())
     offsets = np.frombuffer(values.buffers()[1], np.int64)[values.offset:values.offset + len(values) + 1]
     data = np.frombuffer(values.buffers()[2], np.uint8) if values.buffers()[2] is not None else np.zeros(0, np.uint8)
     lengths = np.diff(offsets)
     out = np.zeros(len(values), np.uint64)
+    seeds = np.broadcast_to(np.asarray(seed, np.int64).astype(np.uint64), (len(values),))
     with np.errstate(over="ignore"):
         for length in np.unique(lengths):
             rows = np.flatnonzero(lengths == length)
             mat = data[offsets[rows][:, None] + np.arange(int(length))] if length else np.zeros((rows.size, 0), np.uint8)
-            out[rows] = _xxh64_of_length(mat, int(length))
+            out[rows] = _xxh64_of_length(mat, int(length), seeds[rows])
     return out
 
 

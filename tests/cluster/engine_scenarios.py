@@ -102,6 +102,29 @@ def _spark_sql(spark, config: dict, report: dict) -> None:
             spark.sparkContext.setLocalProperty(key, None)
 
 
+def _native_read(spark, config: dict) -> dict:
+    """Two upserts of the same keys into fixed buckets (so every bucket holds two versions of keys
+    its merge must choose from), then read: its rows, whether Spark read it with the bitmap of the
+    rows the merge drops, under the job group "native-read"."""
+    from dbt_paimon.engine import read, upsert
+    from tests.engine.helpers import frame
+    from tests.engine.model import random_batches
+
+    path = config["scratch"] + "/local-wh/db.db/t"
+    for rows in random_batches(config["seed"], 2, config["size"], config["key_space"]):
+        upsert(frame(spark, rows), path, primary_keys="id", options={"bucket": "2"})
+    spark.sparkContext.setJobGroup("native-read", "a local table read by Spark's Parquet reader")
+    try:
+        df = read(spark, path)
+        got = [r.asDict() for r in df.select("id", "dt", "v").collect()]
+        plan = df.groupBy().count()._jdf.queryExecution().executedPlan().toString()
+        return {"path": path, "rows": sorted(got, key=lambda r: r["id"]), "bitmap": "LocalTableScan [bits" in plan,
+                "python": "(Python)" in plan}
+    finally:
+        for key in ("spark.jobGroup.id", "spark.job.description"):
+            spark.sparkContext.setLocalProperty(key, None)
+
+
 def main(config_path: str, out_path: str) -> None:
     with open(config_path) as f:
         config = json.load(f)
@@ -175,6 +198,10 @@ def main(config_path: str, out_path: str) -> None:
         # a Python data source carries the files shipped before its registration)
         register(spark)
         report["read_rows"] = spark.read.format("paimon").load(config["table"]).count()
+
+        # 3c. a table on the machine's own disk (which the executors share) read by Spark's Parquet
+        # reader on the executors (engine/read/), its buckets' newer versions left for the merge
+        report["native_read"] = _native_read(spark, config)
 
         # 4a. Spark SQL on Paimon tables of the warehouse (engine/sql/): each statement's job runs on
         # the executors (its Spark jobs in the job group "sql", which the test finds in the event log)

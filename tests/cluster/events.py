@@ -44,3 +44,16 @@ def python_tasks(event_dir: str, app_id: str, job_group: str | None = None) -> d
             per_executor[e["Task Info"]["Executor ID"]] += 1
     return {"arrow_stages": len(arrow_stages), "tasks_per_executor": dict(per_executor),
             "job_descriptions": descriptions, "events": len(events)}
+
+
+def group_tasks(event_dir: str, app_id: str, job_group: str) -> dict:
+    """Successful tasks of every stage of the jobs of `job_group`, counted per executor id."""
+    events = list(_events(event_dir, app_id))
+    stages = set()
+    for e in events:
+        if e["Event"] == "SparkListenerJobStart" and e.get("Properties", {}).get("spark.jobGroup.id") == job_group:
+            stages.update(e["Stage IDs"])
+    per_executor = Counter(e["Task Info"]["Executor ID"] for e in events
+                           if e["Event"] == "SparkListenerTaskEnd" and e["Stage ID"] in stages
+                           and e["Task End Reason"]["Reason"] == "Success")
+    return dict(per_executor)

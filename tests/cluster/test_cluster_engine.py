@@ -98,6 +98,21 @@ def test_distributed_upserts_match_the_model(run):
     assert run["report"]["read_rows"] == len(model.rows)  # the `paimon` source, read on the executors
 
 
+def test_spark_reads_a_merged_local_table_on_the_executors(run):
+    """A table on the shared local disk: Spark's Parquet reader reads it on the executors, less the
+    versions the merge drops (the bitmap reaches the tasks with the query, not as a file of the
+    driver), and its rows are the model's."""
+    native = run["report"]["native_read"]
+    model = UpsertModel(["id"], [])
+    for rows in random_batches(SEED, 2, SIZE, KEY_SPACE):
+        model.apply(rows)
+    assert native["bitmap"] and not native["python"]
+    want = by_key([{"id": r["id"], "dt": r["dt"], "v": r["v"]} for r in model.rows.values()])
+    assert native["rows"] == want
+    assert [{k: r[k] for k in ("id", "dt", "v")} for r in pypaimon_rows(native["path"])] == want
+    assert set(events.group_tasks(run["config"]["events"], run["report"]["app_id"], "native-read")) == {"0", "1"}
+
+
 def test_delete_and_compaction_on_the_cluster(run):
     model, _ = _model()
     doomed = [k for k, r in model.rows.items() if r["v"] is not None and r["v"] < 0]

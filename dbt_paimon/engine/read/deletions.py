@@ -108,7 +108,3 @@ def of_splits(io, table_path: str, schema: TableSchema, splits: Iterable[DataSpl
             out.update(one(split))
     return out
 
-
-def key_of(ordinal: int, positions: np.ndarray) -> np.ndarray:
-    """One long per deleted row: the file's ordinal in the read and the row's position."""
-    return (np.int64(ordinal) << np.int64(32)) | positions.astype(np.int64)

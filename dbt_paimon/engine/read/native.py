@@ -15,24 +15,17 @@ DataFrame (UNION ALL).
 A Paimon data file holds every field of the row, partition fields too, under the names of the
 schema it was written with: each file schema is read by its names and types, renamed to the
 table's (matched by field id), and a field added since reads as null; a file whose field changed
-type is left to the Python source. Rows are left out by position: Spark's `_metadata.row_index`
-beside the file's ordinal, joined against the positions lost (a broadcast of longs).
+type is left to the Python source. Rows are left out by position: each row of a file that loses
+rows is tested against a bitmap of the rows lost (lost_rows.py).
 """
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import hashlib
 import os
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict, defaultdict
 from typing import Optional
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -45,17 +38,16 @@ from ...store.schema import SchemaManager, TableSchema
 from ...store.table import FileStoreTable
 from ..spark_types import spark_schema, to_spark
 from . import deletions
+from .lost_rows import LostRows, groups_of
 
-# the `paimon` source's option naming the splits it reads, those this module leaves to it: MERGED
-# (all but the raw splits and those merged by position) or UNMERGED (all but the raw splits)
+# the `paimon` source's option telling it to read only the splits this module leaves to it (MERGED:
+# all but the raw splits and those merged by position)
 SPLITS_OPTION = "dbt-paimon.splits"
-MERGED, UNMERGED = "merged", "unmerged"
+MERGED = "merged"
 # Paimon types Spark's Parquet reader reads as Paimon writes them (timestamps up to microseconds:
 # Paimon writes nanoseconds as INT96 or nanos, which Spark reads otherwise)
 _NATIVE_ROOTS = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BYTES", "DATE",
                  "DECIMAL", "TIMESTAMP", "TIMESTAMP_LTZ"}
-# a row's file ordinal in the read and its position in the file, as one long; the parts of it
-_ROW, _FILE, _ORDINAL, _POSITION = "__paimon_row", "__paimon_file", "__paimon_ordinal", "__paimon_position"
 
 
 def _native_type(t) -> bool:
@@ -76,13 +68,13 @@ class Splits:
     """Which splits of a plan Spark reads itself: the same answer here (the driver, planning the
     native scans) and in the `paimon` source (reading the rest)."""
 
-    def __init__(self, table_path: str, io, schema: TableSchema, by_position: bool = True):
+    def __init__(self, table_path: str, io, schema: TableSchema):
         self.schema = schema
         self.schemas = SchemaManager(io, table_path)
         self._file_schemas: dict[int, TableSchema] = {schema.id: schema}
         self.native_table = table_is_native(schema, table_path)
         self.unmerged = schema.is_append or batch_scan_skip_level0(schema)
-        self.by_position = by_position and deletions.merges_by_position(schema)
+        self.by_position = deletions.merges_by_position(schema)
 
     def file_schema(self, schema_id: int) -> TableSchema:
         if schema_id not in self._file_schemas:
@@ -165,21 +157,18 @@ def _plan(spark: SparkSession, table: FileStoreTable, schema: TableSchema, snaps
           source_options: Optional[dict]) -> DataFrame:
     plan = table.new_scan(True).plan_snapshot(snapshot)
     columns = spark_schema(schema)
-    # the positions a merge drops reach Spark as a Parquet file of this process's temporary
-    # directory, which only executors of a local master can read
-    by_position = spark.sparkContext.master.startswith("local")
-    splits = Splits(table.path, table.io, schema, by_position)
+    splits = Splits(table.path, table.io, schema)
     native = [s for s in plan.splits if splits.native(s)]
     parts = []
     if native:
-        key = (table.path, _identity(plan.snapshot), schema.id, schema.time_millis, by_position)
+        key = (table.path, _identity(plan.snapshot), schema.id, schema.time_millis)
         parts = _native_parts(spark, schema, splits, native, _deleted(key, table, schema, splits, native))
     if len(native) < len(plan.splits) or not parts:
         reader = spark.read.format("paimon").options(**(source_options or {}))
         if plan.snapshot is not None:
             reader = reader.option("snapshot-id", plan.snapshot.id) if tag is None else reader.option("tag", tag)
         if parts:
-            reader = reader.option(SPLITS_OPTION, MERGED if by_position else UNMERGED)
+            reader = reader.option(SPLITS_OPTION, MERGED)
         parts.append(reader.load(table.path))
     out = parts[0]
     for part in parts[1:]:
@@ -187,74 +176,55 @@ def _plan(spark: SparkSession, table: FileStoreTable, schema: TableSchema, snaps
     return out.select(*[F.col(f"`{f.name}`") for f in columns.fields])
 
 
-# (table path, snapshot id, schema id, by position) -> the files that lose rows (name -> ordinal)
-# and the directory of the Parquet files of the rows lost and of the ordinals, None when none: a snapshot never changes, and a dbt run reads the same snapshot in
-# many queries (models, tests). The files live as long as the process: a DataFrame may still read one.
-_LOST: dict[tuple, Optional[str]] = {}
+# (table path, snapshot, schema) -> the files that lose rows, in groups (lost_rows.py): a snapshot never
+# changes, and a dbt run reads the same snapshot in many queries (models, tests)
+_LOST: dict[tuple, list[LostRows]] = {}
 _lock = threading.Lock()
-_scratch: list[str] = []
 
 
 def _deleted(key: tuple, table: FileStoreTable, schema: TableSchema, splits: "Splits",
-             native: list[DataSplit]) -> tuple[dict[str, int], Optional[str]]:
-    """The files of `native` that lose rows (name -> ordinal) and the directory of two Parquet files:
-    lost.parquet, their lost rows (`_ROW` longs: the ordinal and the position), and files.parquet,
-    each such file's name and ordinal."""
+             native: list[DataSplit]) -> list[LostRows]:
+    """The files of `native` that lose rows, with the positions they lose."""
     with _lock:
         if key in _LOST:
-            ordinals, where = _LOST[key]
-            return ordinals, where
+            return _LOST[key]
     gone = deletions.of_splits(table.io, table.path, schema, native, lambda split: not splits.raw(split))
-    ordinals, lost = {}, []
-    for split in native:  # the plan's order: the same ordinals whenever the snapshot is read
+    rows, sizes = {}, {}
+    for split in native:
         for f in split.files:
             if f.file_name in gone:
-                ordinals[f.file_name] = len(ordinals)
-                lost.append(deletions.key_of(ordinals[f.file_name], gone[f.file_name]))
-    where = None
-    if lost:  # the lost rows' longs, and beside them which file has which ordinal
-        where = os.path.join(_scratch_dir(), hashlib.sha1(repr(key).encode()).hexdigest())
-        os.makedirs(where, exist_ok=True)
-        pq.write_table(pa.table({_ROW: np.concatenate(lost)}), os.path.join(where, "lost.parquet"))
-        pq.write_table(pa.table({_FILE: pa.array(list(ordinals)), _ORDINAL: pa.array(list(ordinals.values()),
-                                                                                      pa.int64())}),
-                       os.path.join(where, "files.parquet"))
+                rows[f.file_name] = f.row_count
+                sizes[f.file_name] = os.path.getsize(fileio.local_path(data_file_path(split.bucket_path, f)))
+    out = [LostRows({name: rows[name] for name in group}, gone, sizes) for group in groups_of(rows)]
     with _lock:
-        _LOST[key] = (ordinals, where)
-    return ordinals, where
-
-
-def _scratch_dir() -> str:
-    with _lock:
-        if not _scratch:
-            _scratch.append(tempfile.mkdtemp(prefix="dbt-paimon-read-"))
-            atexit.register(shutil.rmtree, _scratch[0], True)
-        return _scratch[0]
+        _LOST[key] = out
+    return out
 
 
 def _native_parts(spark: SparkSession, schema: TableSchema, splits: "Splits", native: list[DataSplit],
-                  deleted: tuple[dict[str, int], Optional[str]]) -> list[DataFrame]:
-    """One Parquet scan per file schema of the files read whole, and one of those that lose rows:
-    each row's file ordinal (by its file's name) and position, joined against the positions lost."""
-    ordinals, lost_dir = deleted
+                  deleted: list[LostRows]) -> list[DataFrame]:
+    """One Parquet scan per file schema of the files read whole, and per file schema and group of
+    those that lose rows, each row tested against the group's lost rows."""
+    group_of = {name: i for i, lost in enumerate(deleted) for name in lost.names}
     whole: dict[int, list[str]] = defaultdict(list)
-    partial: dict[int, list[str]] = defaultdict(list)
+    partial: dict[tuple[int, int], list[str]] = defaultdict(list)
     for split in native:
         for f in split.files:
             where = fileio.local_path(data_file_path(split.bucket_path, f))
-            (partial if f.file_name in ordinals else whole)[f.schema_id].append(where)
+            if f.file_name in group_of:
+                partial[(group_of[f.file_name], f.schema_id)].append(where)
+            else:
+                whole[f.schema_id].append(where)
     parts = [_renamed(schema, splits.file_schema(sid), _read(spark, splits.file_schema(sid), schema, paths))
              for sid, paths in sorted(whole.items())]
-    if lost_dir is not None:
-        lost = F.broadcast(spark.read.parquet(os.path.join(lost_dir, "lost.parquet")))
-        files = F.broadcast(spark.read.parquet(os.path.join(lost_dir, "files.parquet")))
-        for sid, paths in sorted(partial.items()):
-            file_schema = splits.file_schema(sid)
-            rows = _read(spark, file_schema, schema, paths).select(
-                "*", F.col("_metadata.file_name").alias(_FILE), F.col("_metadata.row_index").alias(_POSITION))
-            rows = rows.join(files, on=_FILE).select(
-                "*", (F.shiftleft(F.col(_ORDINAL), 32) + F.col(_POSITION)).alias(_ROW))
-            parts.append(_renamed(schema, file_schema, rows.join(lost, on=_ROW, how="left_anti")))
+    bits = {}
+    for (group, sid), paths in sorted(partial.items()):
+        lost = deleted[group]
+        if group not in bits:
+            bits[group] = lost.relation(spark).scalar()
+        file_schema = splits.file_schema(sid)
+        rows = _read(spark, file_schema, schema, paths).where(lost.kept(bits[group]))
+        parts.append(_renamed(schema, file_schema, rows))
     return parts
 
 
