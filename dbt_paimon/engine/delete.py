@@ -34,6 +34,7 @@ from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
 from . import deploy, jobs, tasks
 from .post_commit import after_commit
+from .qualified import Name, named
 from .rewrite import rewrite_where
 from .settings import Execution
 from .spark_types import struct_of
@@ -84,24 +85,25 @@ def _check_engine(schema) -> None:
 
 
 def delete(spark: SparkSession, path: str, where: str,
-           storage_options: Mapping[str, object] | None = None, alias: str | None = None) -> DeleteResult:
+           storage_options: Mapping[str, object] | None = None, alias: Name | None = None) -> DeleteResult:
     """Delete every live row of the table at path for which the Spark SQL predicate holds.
     storage_options: the object store's settings (Paimon's names: s3.endpoint, ...); alias: a name
-    the predicate may qualify the table's columns with (`DELETE FROM t AS x WHERE x.id = 1`)."""
+    the predicate may qualify the table's columns with (`DELETE FROM t AS x WHERE x.id = 1`), or the
+    parts of the table's qualified name (`shop.t.id`: qualified.py)."""
     if not where or not where.strip():
         raise SchemaError("delete needs a predicate (where); to empty a table, say so: where='true'")
     return _rewrite_or_retract(spark, path, where, storage_options, alias, None)
 
 
 def update_append(spark: SparkSession, path: str, where: str, assignments: Mapping[str, str],
-                  alias: str | None = None) -> DeleteResult:
+                  alias: Name | None = None) -> DeleteResult:
     """Set columns ({column: Spark SQL expression}) of the rows of an append table for which the
     predicate holds: the files holding them written again (copy-on-write), one commit, retried on
     a conflict as a delete is. The result counts no deleted rows."""
     return _rewrite_or_retract(spark, path, where, None, alias, dict(assignments))
 
 
-def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_options, alias: str | None,
+def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_options, alias: Name | None,
                         update: dict | None) -> DeleteResult:
     io = FileIO.get(path, storage_options)
     started = time.time()
@@ -145,7 +147,7 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_opti
 
 def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str | None,
                    narrow: Callable[[DataFrame], DataFrame] | None = None, what: str = "delete predicate",
-                   alias: str | None = None) -> list:
+                   alias: Name | None = None) -> list:
     """The -D records of every live row of a primary-key table matching `where` (and kept by
     `narrow`, a further filter of the rows as a DataFrame), written as files in the rows' own
     (partition, bucket): their ADD entries. `what` names the predicate in errors."""
@@ -154,7 +156,7 @@ def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str 
     stage = StageRows(schema)
     rows = jobs.descriptors(spark, tasks.chunk_splits(plan.splits, parallelism * 2)).mapInArrow(
         _rows_task(table.path, stage, table.io), struct_of(stage.live_row()))
-    matched = rows.alias(alias) if alias else rows
+    matched = named(rows, alias) if alias else rows
     if where is not None:
         try:
             matched = matched.filter(F.expr(where))

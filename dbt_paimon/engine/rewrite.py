@@ -33,6 +33,7 @@ from ..store.schema import TableSchema
 from ..store.table import FileStoreTable
 from . import jobs, tasks
 from .append_files import append_task
+from .qualified import Name, named
 from .spark_types import struct_of, to_spark
 
 FILE = "__paimon_file"  # the name of the data file a row was read from
@@ -105,15 +106,16 @@ def _expression(rows: DataFrame, text: str, what: str):
 
 
 def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predicate: str, what: str,
-                  next_sequence: dict, alias: str | None = None, update: dict | None = None) -> Rewrite:
+                  next_sequence: dict, alias: Name | None = None, update: dict | None = None) -> Rewrite:
     """The Rewrite that removes the rows of plan's files where `predicate` holds (with `update`,
     {column: Spark SQL expression}: sets those columns of those rows instead). `what` names the
     predicate in errors (e.g. "delete predicate"); next_sequence: each bucket's next number;
-    alias: a name the predicate and expressions may qualify the table's columns with (`t.id`)."""
+    alias: the name the predicate and expressions may qualify the table's columns with (`t.id`; the
+    parts of a qualified name: qualified.py)."""
     if not plan.splits:
         return Rewrite()
     rows = file_rows(spark, table, plan.splits)
-    rows = rows.alias(alias) if alias else rows
+    rows = named(rows, alias) if alias else rows
     condition = matched(rows, predicate, what)
     with jobs.spark_conf(spark, jobs.JOB_SETTINGS):
         try:
@@ -127,7 +129,7 @@ def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predic
                           [f for f in s.files if f.file_name in hit]) for s in plan.splits]
     affected = [s for s in affected if s.files]
     kept = file_rows(spark, table, affected)
-    kept = kept.alias(alias) if alias else kept
+    kept = named(kept, alias) if alias else kept
     if update:  # every row of those files, the matching ones with their columns set
         hit_row = F.coalesce(condition, F.lit(False))
         columns = []

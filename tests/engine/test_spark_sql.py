@@ -180,6 +180,28 @@ def test_merge_into_an_append_table_rewrites_the_files_it_touches(spark, tables)
     assert _snapshot(f"{tables}/logs") == before + 1
 
 
+@pytest.mark.parametrize("form", ["db.{t}", "spark_catalog.db.{t}", "{t}"])
+def test_statements_qualify_their_table_by_any_name_spark_resolves(spark, tables, form):
+    """MERGE, UPDATE and DELETE whose conditions and values name the table as Spark resolves a catalog
+    table's columns: its qualified name, the catalog's too, or its own name."""
+    for name, rows in (("keyed", [(2, "a", 119), (3, "b", 31)]), ("logs", [(2, "a", 45), (3, "b", 300)])):
+        q = form.format(t=name)
+        spark.sql(f"""MERGE INTO db.{name} USING (SELECT 2 AS id, 'a' AS dt, {99 if name == 'keyed' else 25} AS v) s
+                      ON {q}.id = s.id AND {q}.dt = s.dt WHEN MATCHED THEN UPDATE SET v = s.v + {q}.v""")
+        spark.sql(f"UPDATE db.{name} SET v = {q}.v {'+ 1' if name == 'keyed' else '* 10'} WHERE {q}.id = 3")
+        spark.sql(f"DELETE FROM db.{name} WHERE {q}.id = 1")
+        assert _paimon_rows(f"{tables}/{name}") == rows, name
+
+
+def test_an_aliased_table_is_named_by_its_alias_alone(spark, tables):
+    """As in Spark: `MERGE INTO db.keyed AS t` hides the name db.keyed; nothing is written."""
+    before = _snapshot(f"{tables}/keyed")
+    with pytest.raises(Exception, match=r"db`?\.`?keyed`?\.`?id"):
+        spark.sql("""MERGE INTO db.keyed AS t USING (SELECT 2 AS id, 7 AS v) s ON db.keyed.id = s.id
+                     WHEN MATCHED THEN UPDATE SET v = s.v""")
+    assert _snapshot(f"{tables}/keyed") == before
+
+
 def test_what_update_and_merge_cannot_do_is_refused_naming_the_table(spark, tables):
     spark.createDataFrame([(1, "a", 1), (1, "a", 2)], SCHEMA).createOrReplaceTempView("twice")
     before = _snapshot(f"{tables}/keyed")

@@ -38,8 +38,9 @@ from ...store.paths import partition_value_string
 from ...store.schema import SchemaManager, TableSchema, resolve_columns
 from ...store.table import FileStoreTable
 from .catalog import quote, sql_string
-from .statement import Statement, alias, option, scala_list, scala_map
-from .target import Target
+from ..qualified import named
+from .statement import Statement, option, scala_list, scala_map
+from .target import Target, names
 
 KINDS = ("insert", "delete", "update", "truncate", "truncate partition")
 
@@ -50,7 +51,7 @@ def run(spark: SparkSession, statement: Statement, target: Target) -> None:
         insert(spark, statement, target)
     elif statement.kind == "delete":
         condition = statement.source_text(statement.plan.condition()) if statement.plan.condition() else None
-        delete(spark, target.path, condition or "true", alias=alias(statement) or target.name)
+        delete(spark, target.path, condition or "true", alias=names(statement, target))
     elif statement.kind == "update":
         update(spark, statement, target)
     else:
@@ -138,7 +139,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> None:
         name = resolve_columns("column", [parts[-1]], schema.field_names)[0]
         assigned[name] = statement.source_text(assignment.value()) or assignment.value().sql()
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
-    name = alias(statement) or target.name
+    name = names(statement, target)
     if schema.is_append:
         update_append(spark, target.path, condition or "true", assigned, name)
         return
@@ -149,7 +150,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> None:
     if keys:
         raise SchemaError(f"{words}: {keys} belong to the primary key, which UPDATE cannot change (DELETE the "
                           f"rows and INSERT them under the new key)")
-    rows = spark.read.format("paimon").load(target.path).alias(name)
+    rows = named(spark.read.format("paimon").load(target.path), name)
     if condition is not None:
         rows = rows.filter(F.expr(condition))
     check_nested_values(rows, {n: F.expr(e) for n, e in assigned.items()}, schema, words)

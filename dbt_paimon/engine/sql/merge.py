@@ -39,8 +39,9 @@ from ...store.snapshot import APPEND
 from ...store.schema import TableSchema, resolve_columns
 from ...store.table import FileStoreTable
 from .catalog import quote
-from .statement import Statement, alias, option, scala_list
-from .target import Target
+from ..qualified import last, named
+from .statement import Statement, option, scala_list
+from .target import Target, names
 
 _IN_SOURCE, _IN_TABLE, _CHOICE, _MATCHED = "__dbt_paimon_s", "__dbt_paimon_t", "__dbt_paimon_action", "__dbt_paimon_m"
 _ROW = "__dbt_paimon_row"  # an append table's row, told apart from the others
@@ -95,7 +96,8 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
         if changed:
             raise SchemaError(f"{words}: an UPDATE action sets {changed} of the primary key (DELETE the row and "
                               f"INSERT it under the new key)")
-    name = alias(statement) or target.name
+    qualified = names(statement, target)
+    name = last(qualified)
     source = DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(
         spark._jsparkSession, statement.plan.sourceTable()), spark)
     plan = table.plan()
@@ -105,7 +107,7 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
     else:
         rows = spark.read.format("paimon").load(target.path)
         identity = keys
-    rows = rows.alias(name)
+    rows = named(rows, qualified)
     joined = source.withColumn(_IN_SOURCE, F.lit(True)).join(
         rows.withColumn(_IN_TABLE, F.lit(True)), _expr(statement.source_text(statement.plan.mergeCondition()), words),
         "full_outer")

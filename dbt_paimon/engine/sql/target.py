@@ -8,6 +8,7 @@ from typing import Optional
 from pyspark.sql import SparkSession
 
 from . import catalog
+from .statement import Statement, alias
 
 SESSION_CATALOG = "spark_catalog"
 
@@ -35,3 +36,10 @@ def resolve(spark: SparkSession, parts: list[str]) -> Optional[Target]:
     if entry is None or not entry.ours or not entry.path:
         return None
     return Target(entry.schema, entry.name, entry.path)
+
+
+def names(statement: Statement, target: Target) -> list[str]:
+    """The name a statement's columns may qualify its table's with: its alias, else the table's
+    qualified name, any tail of which Spark resolves (`t.id`, `shop.t.id`, `spark_catalog.shop.t.id`)."""
+    given = alias(statement)
+    return [given] if given else [SESSION_CATALOG, target.schema, target.name]

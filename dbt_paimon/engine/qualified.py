@@ -1,0 +1,33 @@
+"""A table's rows under the name a statement gives them, so its columns resolve as Spark resolves them.
+
+Spark resolves a catalog table's column by any tail of its qualified name (`id`, `t.id`, `shop.t.id`,
+`spark_catalog.shop.t.id`), and an aliased table's by the alias alone (`x.id`). `DataFrame.alias`
+gives one part only; a qualified name needs Spark's own SubqueryAlias with its qualifier.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+from pyspark.sql import DataFrame
+
+Name = Union[str, Sequence[str]]
+
+
+def named(df: DataFrame, name: Name) -> DataFrame:
+    """df under `name`: an alias (one part), or a table's qualified name (its parts: catalog,
+    schema, table)."""
+    parts = [name] if isinstance(name, str) else list(name)
+    if len(parts) == 1:
+        return df.alias(parts[0])
+    spark = df.sparkSession
+    jvm = spark._jvm
+    qualifier = jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList(parts[:-1])).toSeq()
+    identifier = jvm.org.apache.spark.sql.catalyst.AliasIdentifier(parts[-1], qualifier)
+    plan = jvm.org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias(identifier, df._jdf.logicalPlan())
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan), spark)
+
+
+def last(name: Name) -> str:
+    """The part a column is qualified with in the statement's own text at least (`t`, or the alias)."""
+    return name if isinstance(name, str) else list(name)[-1]
