@@ -8,7 +8,6 @@ append table has no -D records: the files holding matching rows are written agai
 
 from __future__ import annotations
 
-import logging
 import pickle
 import time
 from dataclasses import dataclass
@@ -22,24 +21,22 @@ from pyspark.sql import functions as F
 from ..assign.rows import BUCKET, COUNT, KIND, PAYLOAD, StageRows, conform
 from ..store import foreign_options
 from ..store.datafile import DELETE
-from ..store.errors import CommitConflictError, SchemaError
+from ..store.errors import SchemaError
 from ..store.fileio import FileIO
 from ..store.manifest import data_entries
 from ..store.options import MergeEngine
 from ..store.read import TableRead
-from ..store.retry import after_conflict
 from ..store.postpone import PartitionBuckets
 from ..store.scan import DataSplit, next_sequences
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
-from . import deploy, jobs, tasks
+from . import commit_loop, deploy, jobs, tasks
 from .post_commit import after_commit
 from .qualified import Name, named
 from .rewrite import rewrite_where
 from .settings import Execution
 from .spark_types import struct_of
 
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -109,10 +106,9 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_opti
     started = time.time()
     what = "update" if update is not None else "delete"
     deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
-    attempt = 0
-    while True:  # once more on each commit conflict, up to the table's commit.max-retries
-        attempt += 1
-        table = FileStoreTable.open(path, io)
+
+    def attempt(at: commit_loop.Attempt) -> DeleteResult:
+        table = at.table
         schema = table.schema
         foreign_options.check_writable(schema.options, path)  # before anything is written
         if update is not None and not schema.is_append:
@@ -121,7 +117,7 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_opti
             _check_engine(schema)
         plan = table.plan()
         if not plan.splits:
-            return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, attempt)
+            return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, at.number)
         if schema.is_append:  # no -D records there: the files holding the rows are written again
             rewrite = rewrite_where(spark, table, plan, where, f"{what} predicate", next_sequences(plan.splits),
                                     alias, update)
@@ -130,19 +126,12 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_opti
             entries = delete_records(spark, table, plan, where, alias=alias)
             deleted = sum(e.file.row_count for e in data_entries(entries))
         if not entries:
-            return DeleteResult(table.path, plan.snapshot.id, 0, attempt, time.time() - started)
-        commit = table.new_commit()
-        try:
-            result = commit.commit(entries, APPEND, expected_latest=plan.snapshot.id)
-        except CommitConflictError as e:
-            commit.abort(entries)
-            after_conflict(schema.core, attempt, e, f"{what} job", path, log)
-            continue
-        except BaseException:
-            commit.abort(entries)
-            raise
+            return DeleteResult(table.path, plan.snapshot.id, 0, at.number, time.time() - started)
+        result = at.commit(entries, APPEND, expected_latest=plan.snapshot.id)
         extra = after_commit(spark, table.path, table.io, Execution.DISTRIBUTED)
-        return DeleteResult(table.path, result.snapshot.id, deleted, attempt, time.time() - started, extra)
+        return DeleteResult(table.path, result.snapshot.id, deleted, at.number, time.time() - started, extra)
+
+    return commit_loop.run(path, io, f"{what} job", attempt)
 
 
 def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str | None,

@@ -14,7 +14,7 @@ from dbt_paimon.store.options import CoreOptions
 from dbt_paimon.store.retry import retry_wait_ms
 from dbt_paimon.store.table import FileStoreTable
 
-from .helpers import data_files, frame, live_places, spark_rows
+from .helpers import data_files, frame, live_places, spark_rows, sql_tables
 
 ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0}
 
@@ -83,3 +83,60 @@ def test_after_the_last_attempt_the_error_names_the_option_and_nothing_is_left(s
     table = FileStoreTable.open(path)
     live = {f"{s.bucket_path}/{f.file_name}" for s in table.plan().splits for f in s.files}
     assert data_files(path) == live  # every attempt's files were deleted
+
+
+def _race_statements(spark, monkeypatch, statement: str, losses: int) -> list[int]:
+    """Run `statement` (Spark SQL) in the window of each of the engine's first `losses` commit
+    attempts (engine/commit_loop.py), as another writer would; the attempts seen, in order."""
+    from dbt_paimon.engine import commit_loop
+
+    seen = []
+
+    def racing_writer(attempt):
+        seen.append(attempt)
+        if attempt <= losses:
+            monkeypatch.setattr(commit_loop, "_before_commit", None)  # the racing statement is not raced
+            spark.sql(statement.format(n=attempt))
+            monkeypatch.setattr(commit_loop, "_before_commit", racing_writer)
+
+    monkeypatch.setattr(commit_loop, "_before_commit", racing_writer)
+    return seen
+
+
+def _ever_live(path) -> set[str]:
+    """The data files some snapshot of the table holds."""
+    table = FileStoreTable.open(path)
+    return {f"{s.bucket_path}/{f.file_name}" for sid in range(1, table.latest_snapshot().id + 1)
+            for s in table.plan(sid).splits for f in s.files}
+
+
+def _logs(spark):
+    return sorted(tuple(r) for r in spark.sql("SELECT id, dt, v FROM db.logs").collect())
+
+
+def test_sql_merge_and_delete_on_an_append_table_that_lose_races_run_again(spark, warehouse, monkeypatch):
+    """Copy-on-write statements on an append table planned on a snapshot another writer moved past:
+    each runs again on the new one (the other writer's rows kept), up to commit.max-retries."""
+    base = sql_tables(spark, warehouse)
+    seen = _race_statements(spark, monkeypatch, "INSERT INTO db.logs VALUES (1{n}, 'c', 0)", losses=2)
+    spark.sql("MERGE INTO db.logs t USING (SELECT 2 AS id, 25 AS v) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v")
+    assert seen == [1, 2, 3]
+    assert _logs(spark) == [(1, "a", 10), (2, "a", 25), (3, "b", 30), (11, "c", 0), (12, "c", 0)]
+    seen.clear()
+    spark.sql("DELETE FROM db.logs WHERE id = 3")
+    assert seen == [1, 2, 3]
+    assert _logs(spark) == [(1, "a", 10), (2, "a", 25), (11, "c", 0), (11, "c", 0), (12, "c", 0), (12, "c", 0)]
+    assert data_files(f"{base}/logs") == _ever_live(f"{base}/logs")  # the lost attempts' files deleted
+
+
+def test_a_statement_that_loses_every_race_names_the_option_and_leaves_nothing(spark, warehouse, monkeypatch):
+    base = sql_tables(spark, warehouse)
+    spark.sql("ALTER TABLE db.logs SET TBLPROPERTIES ('commit.max-retries' = '1', 'commit.min-retry-wait' = '1 ms')")
+    seen = _race_statements(spark, monkeypatch, "INSERT INTO db.logs VALUES (1{n}, 'c', 0)", losses=5)
+    with pytest.raises(CommitConflictError, match=r"gave up after 2 attempts of the MERGE INTO db.logs "
+                                                  r"\(commit.max-retries is 1: raise it"):
+        spark.sql("MERGE INTO db.logs t USING (SELECT 2 AS id, 25 AS v) s ON t.id = s.id "
+                  "WHEN MATCHED THEN UPDATE SET v = s.v")
+    assert seen == [1, 2]
+    assert _logs(spark) == [(1, "a", 10), (2, "a", 20), (3, "b", 30), (11, "c", 0), (12, "c", 0)]
+    assert data_files(f"{base}/logs") == _ever_live(f"{base}/logs")

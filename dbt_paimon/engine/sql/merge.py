@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ...assign.rows import PAYLOAD
-from .. import jobs
+from .. import commit_loop, jobs
 from ..append_files import append_task
 from ..replace import Replace
 from ..rewrite import FILE, file_rows
@@ -38,8 +38,8 @@ from ...store.scan import next_sequences
 from ...store.snapshot import APPEND
 from ...store.schema import TableSchema, resolve_columns
 from ...store.table import FileStoreTable
-from .catalog import quote
 from ..qualified import last, named
+from .catalog import quote
 from .statement import Statement, option, scala_list
 from .target import Target, names
 
@@ -97,20 +97,46 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
             raise SchemaError(f"{words}: an UPDATE action sets {changed} of the primary key (DELETE the row and "
                               f"INSERT it under the new key)")
     qualified = names(statement, target)
-    name = last(qualified)
     source = DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(
         spark._jsparkSession, statement.plan.sourceTable()), spark)
-    plan = table.plan()
+    on = statement.source_text(statement.plan.mergeCondition())
+    writes = [i for i, a in enumerate(actions) if a.kind != "delete"]
+    if schema.is_append:  # copy-on-write: on a lost race, the whole statement again on the new snapshot
+        def attempt(at: commit_loop.Attempt) -> None:
+            plan = at.table.plan()
+            _rewrite(spark, at, plan, _joined(spark, at.table, plan, source, on, actions, qualified, words), writes)
+
+        commit_loop.run(target.path, table.io, words, attempt)
+        return
+    out = _joined(spark, table, None, source, on, actions, qualified, words)
+    olds = [f"__old{i}" for i in range(len(keys))]
+    written = out.filter(F.col(_CHOICE).isin(writes))
+    same_key = F.expr(" AND ".join(f"{quote(k)} <=> {o}" for k, o in zip(keys, olds)))
+    # deleted rows, and rows an action gave another key (UPDATE SET *): their old key goes
+    gone = out.filter(~F.col(_CHOICE).isin(writes) | F.col(olds[0]).isNotNull() & ~same_key).select(
+        *[F.col(o).alias(k) for o, k in zip(olds, keys)])
+    upsert(written.select(*[quote(f.name) for f in schema.fields]), target.path, primary_keys=keys,
+           partition_keys=list(schema.partition_keys), replace=Replace(keys=gone, what=words))
+
+
+def _joined(spark: SparkSession, table: FileStoreTable, plan, source: DataFrame, on: str, actions: list[Action],
+            qualified: list[str], words: str) -> DataFrame:
+    """The source joined with the table's live rows (an append table's: those of `plan`, each with
+    the file holding it) on the condition `on`, each joined row once: the action it took (or none),
+    the values it writes and which table row it was (`__old0`...: its key, or an append table's row
+    id); read once (a checkpoint) so the checks and the writes see the same rows. An append table's
+    rows without an action stay: their file may be written again."""
+    schema = table.schema
+    name = last(qualified)
     if schema.is_append:  # the rows with the file holding them, and an id of each (no key to tell them apart)
         rows = file_rows(spark, table, plan.splits).withColumn(_ROW, F.monotonically_increasing_id())
         identity = [_ROW]
     else:
-        rows = spark.read.format("paimon").load(target.path)
-        identity = keys
+        rows = spark.read.format("paimon").load(table.path)
+        identity = list(schema.primary_keys)
     rows = named(rows, qualified)
     joined = source.withColumn(_IN_SOURCE, F.lit(True)).join(
-        rows.withColumn(_IN_TABLE, F.lit(True)), _expr(statement.source_text(statement.plan.mergeCondition()), words),
-        "full_outer")
+        rows.withColumn(_IN_TABLE, F.lit(True)), _expr(on, words), "full_outer")
     matched = F.col(_IN_SOURCE).isNotNull() & F.col(_IN_TABLE).isNotNull()
     kind_of = {"matched": matched, "not matched": F.col(_IN_TABLE).isNull(),
                "not matched by source": F.col(_IN_SOURCE).isNull()}
@@ -121,9 +147,6 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
         choice = F.when(holds, F.lit(i)).otherwise(choice)
     olds = [f"__old{i}" for i in range(len(identity))]
     extra = [F.col(f"{quote(name)}.{FILE}").alias(FILE)] if schema.is_append else []
-    # each joined row once: its action, the values it writes, which table row it was; read once (a
-    # checkpoint) so the checks and the writes see the same rows. An append table's rows without an
-    # action stay: their file may be written again.
     values = {f.name: _value(actions, f.name, name, source, words, keep=schema.is_append) for f in schema.fields}
     check_nested_values(joined.withColumn(_CHOICE, choice), values, schema, words)
     out = joined.select(choice.alias(_CHOICE), matched.alias(_MATCHED), *extra,
@@ -133,22 +156,13 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
         out = out.filter(F.col(_CHOICE).isNotNull())
     out = out.localCheckpoint(eager=True)
     _refuse_many_matches(out, olds, words)
-    writes = [i for i, a in enumerate(actions) if a.kind != "delete"]
-    if schema.is_append:
-        _rewrite(spark, table, plan, out, writes)
-        return
-    written = out.filter(F.col(_CHOICE).isin(writes))
-    same_key = F.expr(" AND ".join(f"{quote(k)} <=> {o}" for k, o in zip(keys, olds)))
-    # deleted rows, and rows an action gave another key (UPDATE SET *): their old key goes
-    gone = out.filter(~F.col(_CHOICE).isin(writes) | F.col(olds[0]).isNotNull() & ~same_key).select(
-        *[F.col(o).alias(k) for o, k in zip(olds, keys)])
-    upsert(written.select(*[quote(f.name) for f in schema.fields]), target.path, primary_keys=keys,
-           partition_keys=list(schema.partition_keys), replace=Replace(keys=gone, what=words))
+    return out
 
 
-def _rewrite(spark: SparkSession, table: FileStoreTable, plan, out: DataFrame, writes: list[int]) -> None:
+def _rewrite(spark: SparkSession, attempt: commit_loop.Attempt, plan, out: DataFrame, writes: list[int]) -> None:
     """An append table's MERGE, copy-on-write: the files holding a row an action touched are written
     again with the actions applied, the inserted rows added, in one commit on the planned snapshot."""
+    table = attempt.table
     schema = table.schema
     touched = {r[0] for r in out.filter(F.col(_CHOICE).isNotNull() & F.col(FILE).isNotNull())
                .select(FILE).distinct().collect()}
@@ -161,12 +175,7 @@ def _rewrite(spark: SparkSession, table: FileStoreTable, plan, out: DataFrame, w
     deletes = [ManifestEntry(DELETE, s.partition, s.bucket, s.total_buckets, f)
                for s in plan.splits for f in s.files if f.file_name in touched]
     if adds or deletes:
-        commit = table.new_commit()
-        try:
-            commit.commit(deletes + adds, APPEND, expected_latest=plan.snapshot.id if plan.snapshot else None)
-        except BaseException:
-            commit.abort(adds)
-            raise
+        attempt.commit(deletes + adds, APPEND, expected_latest=plan.snapshot.id if plan.snapshot else None)
 
 
 def _expr(text: str | None, words: str) -> Column:
