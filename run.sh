@@ -51,6 +51,8 @@ case "${1:-}" in
          # revalidated: ~1.9 GB each, three per run of the suite); what no install can reach any more
          # goes now, before the suite's own installs run beside each other (a full disk fails the run)
          "$VENV/bin/uv" cache prune -q
+         # The linter first (pyproject.toml [tool.ruff] says which rules and why): a finding fails the run
+         "$VENV/bin/ruff" check --quiet .
          # Two workers (tests/schedule.py says how the suite is shared); `-n 0` after it runs one process
          exec "$VENV/bin/python" -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder "$@" ;;
   bench) shift; exec bash bench/bench.sh "$@" ;;

@@ -69,12 +69,12 @@ def main():
                 upsert_s += r.seconds
             table = FileStoreTable.open(path)
             splits = table.plan().splits
-            read_s, rows = timed(lambda: table.to_arrow())
+            read_s, rows = timed(table.to_arrow)
             from pypaimon import CatalogFactory
             cat = CatalogFactory.create({"warehouse": f"{root}/wh"})
             pt = cat.get_table(f"db.{os.path.basename(path)}")
 
-            def py_read():
+            def py_read(pt=pt):
                 rb = pt.new_read_builder()
                 return rb.new_read().to_arrow(rb.new_scan().plan().splits())
             py_s, py_rows = timed(py_read)
@@ -87,7 +87,7 @@ def main():
         shutil.rmtree(root, ignore_errors=True)
         spark.stop()
     print(f"\n{args.runs} upserts of {args.batch} rows into {args.base} rows (10 partitions)\n")
-    print(f"| table | files | max files/bucket | upserts total s | our read s | pypaimon read s |")
+    print("| table | files | max files/bucket | upserts total s | our read s | pypaimon read s |")
     print("|---|---|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['files']} | {r['max_files_per_bucket']} | {r['upserts_s']} | {r['read_s']} | "

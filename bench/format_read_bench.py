@@ -97,7 +97,8 @@ def middle_dt(case: data.Case) -> str:
 
 def model_answers(case: data.Case, case_dir: str, keys: list[int]) -> dict[str, list]:
     """What every reader must answer, from model.py's `cross` table (pyarrow only)."""
-    base, batch = pq.read_table(os.path.join(case_dir, "base.parquet")), pq.read_table(os.path.join(case_dir, "batch.parquet"))
+    base = pq.read_table(os.path.join(case_dir, "base.parquet"))
+    batch = pq.read_table(os.path.join(case_dir, "batch.parquet"))
     t = model.expected(base, batch, "cross")
 
     def aggregates(rows):
@@ -184,8 +185,9 @@ def ensure_tables(readers: list[str], root: str, case_dir: str, reuse: bool) -> 
             for r in todo_now:
                 print(f"  build {r} ...", end="", flush=True)
                 facts[r] = build(spark, r, root, case_dir)
-                print(f" {facts[r]['write_seconds']:.1f} s" + (f", compaction REFUSED" if "compact_error" in facts[r] else
-                                                                  f", compaction {facts[r]['compact_seconds']:.1f} s"), flush=True)
+                compaction = ("REFUSED" if "compact_error" in facts[r]
+                              else f"{facts[r]['compact_seconds']:.1f} s")
+                print(f" {facts[r]['write_seconds']:.1f} s, compaction {compaction}", flush=True)
                 with open(os.path.join(root, f"{r}.built.json"), "w") as f:
                     json.dump(facts[r], f)
         finally:

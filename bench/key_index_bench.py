@@ -7,7 +7,8 @@ An index is written from synthetic entries (keys 0..N-1 in 100 partitions, the e
 sharding of dbt_paimon/key_index/: ~2M keys per shard), not from a Paimon table: a 100M-row table
 takes hours to write on 2 cores, the index minutes. Each lookup runs in a fresh process (cold
 page cache is not forced: the index files were just written), which reports the lookup's seconds,
-the bytes its run reads touched, and the growth of its resident memory (VmRSS, memory-mapped pages included) over the lookup. The batch
+the bytes its run reads touched, and the growth of its resident memory (VmRSS, memory-mapped pages
+included) over the lookup. The batch
 is half keys the index holds, half keys it does not, as W3's batch is.
 Results: a table on stdout and bench/results/key-index-<date>[-N].json.
 """

@@ -89,7 +89,8 @@ def main() -> None:
                     df.count()
                     offset = os.path.getsize(log_path)
                     started = time.perf_counter()
-                    result = upsert(df, path, primary_keys="id", partition_keys="dt", settings=RunSettings(execution=execution))
+                    result = upsert(df, path, primary_keys="id", partition_keys="dt",
+                                    settings=RunSettings(execution=execution))
                     seconds = time.perf_counter() - started
                     requests, _ = requests_since(log_path, offset)
                     df.unpersist()

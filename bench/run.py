@@ -166,7 +166,8 @@ def prepare_system(system: str, case: data.Case, case_dir: str, run_dir: str, ar
     if "error" in setup:
         print(" error")
         return dict(row, status="error", reason=setup["error"]), None
-    print(f" {setup['setup_seconds']:.1f} s{' (by ' + setup['borrowed_from'] + ')' if 'borrowed_from' in setup else ''}",
+    print(f" {setup['setup_seconds']:.1f} s"
+          f"{' (by ' + setup['borrowed_from'] + ')' if 'borrowed_from' in setup else ''}",
           flush=True)
     return dict(row, setup_seconds=setup["setup_seconds"], setup_by=setup.get("borrowed_from", system)), work_dir
 
@@ -277,7 +278,8 @@ def footnotes(results: list[dict]) -> list[str]:
     for r in results:
         c = r.get("cross_read")
         if c and not c["agrees"]:
-            what = c.get("error") or f"{c['got']['rows']:,} rows hash {c['got']['hash']}, model {r['check']['expected']}"
+            what = c.get("error") or (f"{c['got']['rows']:,} rows hash {c['got']['hash']}, "
+                                      f"model {r['check']['expected']}")
             notes.append(f"cross-read of {r['label']}'s table [{r['case']}] by {c['reader']}: "
                          f"DISAGREES ({what})")
     starts = [f"{r['case']} {r['startup_seconds']:.1f} s" for r in results
@@ -287,7 +289,8 @@ def footnotes(results: list[dict]) -> list[str]:
     for r in results:
         prof = r.get("profile")
         if prof and prof.get("stages"):
-            top = ", ".join(f"stage {s['stage']} ({s['name'].rsplit('/', 1)[-1]}, {s['tasks']} tasks) {s['seconds']:.2f} s"
+            top = ", ".join(f"stage {s['stage']} ({s['name'].rsplit('/', 1)[-1]}, {s['tasks']} tasks) "
+                            f"{s['seconds']:.2f} s"
                             for s in prof["stages"][:3])
             notes.append(f"{r['label']} [{r['case']}] profile: {len(prof['stages'])} Spark stages, longest: {top}; "
                          f"no stage running for {prof['no_stage_running_seconds']:.2f} s of {r['seconds']:.2f} s")
@@ -334,7 +337,8 @@ def targets(results: list[dict], scale: float) -> list[str]:
             if len(rounds[a]) > 1 and len(rounds[a]) == len(rounds[b]):   # the medians' ratio, and each round's
                 each = [p / q for p, q in zip(rounds[a], rounds[b])]
                 hits = sum(r <= goal if op == "<=" else r >= goal for r in each)
-                line += f" (of the median rounds; round by round {', '.join(f'{r:.2f}' for r in each)}: met in {hits} of {len(each)})"
+                line += (f" (of the median rounds; round by round {', '.join(f'{r:.2f}' for r in each)}: "
+                         f"met in {hits} of {len(each)})")
             out.append(line)
     return out
 
@@ -415,7 +419,8 @@ def main() -> None:
         case_meta.append(meta)
         print(f"{case.name}: base {case.base_rows:,} rows in {case.partitions} partitions, batch "
               f"{case.batch_rows:,} ({case.moves:,} moving, {case.updates - case.moves:,} staying, "
-              f"{case.batch_rows - case.updates:,} new); {meta['bytes_per_row']} B/row; data {time.perf_counter() - t0:.1f} s")
+              f"{case.batch_rows - case.updates:,} new); {meta['bytes_per_row']} B/row; "
+              f"data {time.perf_counter() - t0:.1f} s")
         results += run_case(case, case_dir, systems, run_dir, args, env)
     results = [r for r in results if r["status"] != "n/a"]   # e.g. the dbt-run slot outside W1
     add_ratios(results)

@@ -114,7 +114,7 @@ def main() -> None:
         req = json.loads(line)
         try:
             answer = getattr(runner, req["op"])(req)
-        except Exception as e:   # the caller reports Spark's message
+        except Exception as e:  # noqa: BLE001 - the caller reports Spark's message
             answer = {"error": f"{type(e).__name__}: {str(e)[:3000]}"}
         out.write(json.dumps(answer) + "\n")
         out.flush()

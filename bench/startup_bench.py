@@ -109,7 +109,8 @@ def child_floor(work: str) -> dict:
                                   "cast(id as double) * 1.5 as amount")
      .write.mode("overwrite").parquet(os.path.join(work, "floor.parquet")))
     marks["written"] = time.time()
-    return {"marks": marks, "phases": {"imports": marks["imported"] - T0, "spark_start": marks["spark"] - marks["imported"],
+    return {"marks": marks, "phases": {"imports": marks["imported"] - T0,
+                                       "spark_start": marks["spark"] - marks["imported"],
                                        "write": marks["written"] - marks["spark"]}}
 
 
@@ -219,7 +220,8 @@ def run_child(argv: list, cwd: str, env: dict) -> dict:
                           capture_output=True, text=True, timeout=1800)
     wall = time.time() - started
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                           f"{proc.stderr[-3000:]}")
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     report["wall"] = wall
     report["phases"]["interpreter"] = report["t0"] - started
@@ -289,7 +291,7 @@ def main() -> None:
     try:
         # warm-up: full parse, tables created (the read cases' tables too)
         warmed = set()
-        for label, case, name, path in plan:
+        for _label, case, name, path in plan:
             if case == "floor":
                 continue
             case_work = os.path.join(work, name) if name else work
@@ -304,7 +306,7 @@ def main() -> None:
             # into use by a later process once settled: one more run each after that, so every timed
             # run starts as a user's next command does
             time.sleep(25)
-            for label, case, name, path in plan:
+            for _label, case, name, path in plan:
                 if case.startswith(("paimon", "read-paimon")) and PROJECTS[case][3][0] == "run":
                     run_child(*case_argv(case, os.path.join(work, name) if name else work), env_for(path))
         for i in range(opts.repeats):
@@ -344,7 +346,8 @@ def main() -> None:
         ratio_min = f"{s['wall_min'] / floor_min:.2f}" if floor_min else "-"
         loads = f"{min(s['load_averages']):.1f}-{max(s['load_averages']):.1f}"
         phases = ", ".join(f"{k} {v:.2f}" for k, v in s["phases_median"].items() if v is not None)
-        print(f"{case:22s} {s['wall_median']:9.2f} {ratio:>8s} {s['wall_min']:7.2f} {ratio_min:>8s}  {loads:11s}  {phases}")
+        print(f"{case:22s} {s['wall_median']:9.2f} {ratio:>8s} {s['wall_min']:7.2f} {ratio_min:>8s}  "
+              f"{loads:11s}  {phases}")
         if s["first_read_median"] is not None:
             print(f"{'':22s} first read of the table inside dbt: {s['first_read_median']:.2f} s")
     os.makedirs(RESULTS_DIR, exist_ok=True)
@@ -354,7 +357,8 @@ def main() -> None:
         n += 1
         path = os.path.join(RESULTS_DIR, f"{stem}-{n}.json")
     with open(path, "w") as f:
-        json.dump({"label": opts.label, "variants": [v[0] for v in variants], "date": dt.datetime.now().isoformat(timespec="seconds"),
+        json.dump({"label": opts.label, "variants": [v[0] for v in variants],
+                   "date": dt.datetime.now().isoformat(timespec="seconds"),
                    "cores": len(os.sched_getaffinity(0)), "repeats": opts.repeats, "summary": summary,
                    "runs": runs}, f, indent=1, default=str)
     print(f"\nwritten {path}")

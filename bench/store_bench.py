@@ -206,7 +206,7 @@ def main() -> None:
                 got = fn()
                 ok = got.num_rows == expect.num_rows and pc.sum(got["id"]) == pc.sum(expect["id"])
                 checks[name] = f"{'OK' if ok else 'MISMATCH'} ({got.num_rows:,} rows, expected {expect.num_rows:,})"
-            except Exception as e:  # a failure to read is a result of the benchmark, not a crash of it
+            except Exception as e:  # noqa: BLE001 - a failure to read is a result of the benchmark, not a crash of it
                 checks[name] = f"MISMATCH ({type(e).__name__}: {e})"
         check("ours reads pypaimon's table",
               lambda: FileStoreTable.open(os.path.join(warehouse, f"{DB}.db", "pyp")).to_arrow(), py_rows)

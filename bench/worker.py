@@ -80,7 +80,7 @@ def main() -> None:
             t0 = time.perf_counter()
             try:   # a table its own reader cannot read is an invalid result, not a lost measurement
                 got = model.checksum(peer.read_back(work_dir))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a peer that cannot read back its table is an invalid result, reported
                 problems.append(f"read-back failed: {type(e).__name__}: {str(e)[:300]}")
             out["read_seconds"] = time.perf_counter() - t0
             if got is not None and got != want:
@@ -94,7 +94,7 @@ def main() -> None:
                 try:
                     other = model.checksum(peer.second_opinion(work_dir))
                     out["cross_read"].update(agrees=other == want, got=other)
-                except Exception as e:   # another reader failing is a finding to report, not a crash
+                except Exception as e:  # noqa: BLE001 - another reader failing is a finding to report, not a crash
                     out["cross_read"].update(agrees=False, error=f"{type(e).__name__}: {str(e)[:300]}")
         else:
             raise SystemExit(f"unknown phase {phase}")
@@ -103,7 +103,7 @@ def main() -> None:
     if phase == "upsert":
         try:
             out["profile"] = peer.profile()
-        except Exception as e:   # a profile is a help for reading the figure, never a reason to lose it
+        except Exception as e:  # noqa: BLE001 - a profile is a help for reading the figure, never a reason to lose it
             out["profile"] = {"error": f"{type(e).__name__}: {e}"}
     print("RESULT " + json.dumps(out), flush=True)
 

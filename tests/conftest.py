@@ -24,7 +24,7 @@ def java(tmp_path_factory):
             pytest.fail(f"the Java Paimon oracle needs `{tool}` (Java 17, Maven) on PATH", pytrace=False)
     try:
         jars, problem = oracle_jars(), None
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure to fetch fails the tests with its message
         jars, problem = None, str(e)
     if problem:
         pytest.fail(f"cannot fetch Paimon's jar for the Java oracle (Maven Central once; "
@@ -42,7 +42,7 @@ def paimon_spark(tmp_path_factory):
 
     try:
         client, problem = PaimonSpark(str(tmp_path_factory.mktemp("paimon-spark") / "spark.log")), None
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure to start fails the tests with its message
         client, problem = None, str(e)
     if problem:
         pytest.fail(f"cannot set up Paimon's Spark connector (`python tests/paimon_spark/side_env.py`): {problem}",

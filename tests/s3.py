@@ -53,7 +53,7 @@ def start_moto(port: int, log_path: str) -> subprocess.Popen:
             return proc
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(f"moto's S3 server exited; see {log_path}")
+                raise RuntimeError(f"moto's S3 server exited; see {log_path}") from None
             time.sleep(0.2)
     proc.kill()
     raise RuntimeError(f"moto's S3 server did not answer on port {port} within 30 s; see {log_path}")

@@ -3,7 +3,8 @@
 One process leaves about a third of the 2 cores idle (waiting on a JVM, a child process, a
 server), which a second worker fills: the suite is CPU-bound beyond that (1,183 s on two workers
 of a quiet machine, 2,335 s of test time between them; a loaded machine takes up to twice that).
-Each worker is a test session of its own: its SparkSession, and the servers its tests ask for. What a unit of work is, and in which order the units are handed out:
+Each worker is a test session of its own: its SparkSession, and the servers its tests ask for. What a
+unit of work is, and in which order the units are handed out:
 
 - a file is one unit (its module and class fixtures are built once), except the files that share a
   costly server of their own: the standalone cluster's (tests/cluster) and Paimon's Spark connector's

@@ -41,7 +41,7 @@ class SparkFormatPeer(Base):
         try:
             import spark_side
             spark_side.ensure(spark_side.LINES[self.fmt.line])
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure to set up: the peer is reported unavailable with it
             return f"Spark {self.fmt.line} side venv or jars cannot be set up here ({str(e)[:300]})"
         return None
 

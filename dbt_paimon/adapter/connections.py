@@ -105,7 +105,7 @@ class PaimonCursor(SessionCursor):
                     statement.writes or statement.schema_change or statement.unknown):
                 try:
                     store.written(spark, statement)
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:  # noqa: BLE001 - raised when the statement ran; after a failed one, a debug line
                     if ran:
                         raise
                     log.debug(f"recording the catalog after a failed statement: {e}")

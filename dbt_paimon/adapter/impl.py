@@ -239,7 +239,8 @@ class PaimonAdapter(SparkAdapter):
         return maintenance.rollback(self.tables, relation, snapshot_id, tag)
 
     @available
-    def paimon_remove_orphan_files(self, relation: Any, older_than: Any = "1 d", dry_run: Any = False) -> Dict[str, Any]:
+    def paimon_remove_orphan_files(self, relation: Any, older_than: Any = "1 d",
+                                   dry_run: Any = False) -> Dict[str, Any]:
         return maintenance.remove_orphan_files(self.tables, relation, older_than, dry_run)
 
     @available

@@ -84,7 +84,8 @@ def choose(name: str, materialization: str, config, keyed: bool, full_refresh: b
             raise DbtRuntimeError(
                 f"{name}: incremental_strategy 'append' keeps every row, which a table with a primary key cannot: "
                 f"drop unique_key (the model becomes a Paimon append table), or use 'merge' (an upsert on unique_key)")
-        if strategy == DELETE_INSERT and str((config.options or {}).get("merge-engine", "deduplicate")) != "deduplicate":
+        if strategy == DELETE_INSERT and str(
+                (config.options or {}).get("merge-engine", "deduplicate")) != "deduplicate":
             raise DbtRuntimeError(
                 f"{name}: incremental_strategy 'delete+insert' replaces a key's row whole, which a table with "
                 f"merge-engine '{config.options['merge-engine']}' does not do (it merges rows): use 'merge'")
@@ -208,13 +209,16 @@ def merge_batch(name: str, batch: DataFrame, stored: DataFrame, keys: Sequence[s
     except Exception as e:  # noqa: BLE001 - a predicate Spark cannot read: its words name the problem
         raise DbtRuntimeError(f"{name}: incremental_predicates {predicates} are not valid Spark SQL over the "
                               f"table (alias DBT_INTERNAL_DEST): {str(e).splitlines()[0]}") from None
-    dest = dest.select(*[F.col(quoted(stored_cols[k.lower()])).alias(f"__dbt_paimon_key{i}") for i, k in enumerate(keys)],
-                       *[F.col(quoted(stored_cols[c.lower()])).alias(f"__dbt_paimon_kept{i}") for i, c in enumerate(kept)],
+    dest = dest.select(*[F.col(quoted(stored_cols[k.lower()])).alias(f"__dbt_paimon_key{i}")
+                         for i, k in enumerate(keys)],
+                       *[F.col(quoted(stored_cols[c.lower()])).alias(f"__dbt_paimon_kept{i}")
+                         for i, c in enumerate(kept)],
                        F.lit(True).alias(matched))
     source = batch.alias("DBT_INTERNAL_SOURCE")
     on = [source[quoted(k)] == dest[f"__dbt_paimon_key{i}"] for i, k in enumerate(keys)]
     joined = source.join(dest, on, "left")
     is_matched = F.coalesce(dest[matched], F.lit(False))
     index = {c: i for i, c in enumerate(kept)}
-    return joined.select(*[F.when(is_matched, dest[f"__dbt_paimon_kept{index[c]}"]).otherwise(source[quoted(c)]).alias(c)
+    return joined.select(*[F.when(is_matched,
+                                  dest[f"__dbt_paimon_kept{index[c]}"]).otherwise(source[quoted(c)]).alias(c)
                            if c in index else source[quoted(c)].alias(c) for c in batch.columns])

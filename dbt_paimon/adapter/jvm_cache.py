@@ -35,7 +35,8 @@ _SETTLED_SECONDS = 20
 _STALE_DAYS = 30
 MAX_ARCHIVES = 3  # archives kept at most (another Java, Spark or venv each makes one)
 # Settings that change the JVM's class path, which the archive records
-_CLASS_PATH_SETTINGS = ("spark.driver.extraClassPath", "spark.jars", "spark.jars.packages", "spark.driver.userClassPathFirst")
+_CLASS_PATH_SETTINGS = ("spark.driver.extraClassPath", "spark.jars", "spark.jars.packages",
+                        "spark.driver.userClassPathFirst")
 # What a JVM says when it cannot map an archive (not what one says while writing one at exit, which
 # may be in the same log file from another process)
 _REFUSED = re.compile(r"Unable to use shared archive|error has occurred while processing the shared archive|"

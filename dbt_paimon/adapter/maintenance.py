@@ -130,12 +130,12 @@ def compact_table(tables: Tables, relation: Any) -> Dict[str, Any]:
     files_before = sum(len(s.files) for s in table.plan().splits)
     try:
         sid = compact(tables.spark(), path)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
         raise _failed(op, rel, e) from e
     tables.resync(rel, path)
     try:  # for the message only: the compaction is committed whatever happens here
         files_after: Optional[int] = sum(len(s.files) for s in FileStoreTable.open(path).plan().splits)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the count is for the message only
         files_after = None
     if sid is None:
         message = f"COMPACT {_name(rel)}: nothing to compact (every bucket is one file at the top level)"
@@ -170,7 +170,7 @@ def expire(tables: Tables, relation: Any, retain_max: Any = None, retain_min: An
     try:
         result = table.expire_snapshots(retain_max=retain_max, retain_min=retain_min,
                                         time_retained_ms=time_retained_ms, max_deletes=max_deletes)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
         raise _failed(op, rel, e, "nothing was expired") from e
     tables.resync(rel, path)
     after = FileStoreTable.open(path).snapshots
@@ -198,7 +198,7 @@ def create_tag(tables: Tables, relation: Any, tag: Any, snapshot_id: Any = None,
     try:
         created = table.create_tag(str(tag), sid, time_retained=str(time_retained) if time_retained else None,
                                    ignore_if_exists=bool(ignore_if_exists))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
         raise _failed(op, rel, e, "no tag was created") from e
     tables.resync(rel, path)
     kept = f", retained for {time_retained}" if created.time_retained is not None else ""
@@ -214,7 +214,7 @@ def delete_tag(tables: Tables, relation: Any, tag: Any) -> Dict[str, Any]:
     rel, path, table = open_table(tables, relation, op)
     try:
         deleted = table.delete_tag(str(tag))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
         raise _failed(op, rel, e, "no tag was deleted") from e
     tables.resync(rel, path)
     message = (f"DELETE TAG {_name(rel)}: tag '{tag}' deleted" if deleted
@@ -238,7 +238,7 @@ def rollback(tables: Tables, relation: Any, snapshot_id: Any = None, tag: Any = 
     rel, path, table = open_table(tables, relation, op)
     try:
         result = table.rollback_to(sid if sid is not None else name)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
         raise _failed(op, rel, e, "nothing was rolled back") from e
     tables.resync(rel, path)
     target = f"snapshot {sid}" if sid is not None else f"tag '{name}' (snapshot {result.snapshot.id})"
@@ -277,7 +277,7 @@ def remove_orphan_files(tables: Tables, relation: Any, older_than: Any = "1 d",
     rel, path, table = open_table(tables, relation, op)
     try:
         result = table.remove_orphan_files(older_than=text, dry_run=dry)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
         raise _failed(op, rel, e, "nothing was deleted") from e
     files = sorted(result.paths)
     verb = "would delete" if dry else "deleted"
@@ -334,7 +334,7 @@ def as_of(tables: Tables, relation: Any, snapshot_id: Any = None, tag: Any = Non
         reader, what = reader.option("tag", name), f"tag_{_clean(name)}"
     try:
         return _view(tables, view_name(rel, what), reader.load(path))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure to read: an error naming the relation
         raise DbtRuntimeError(f"{op}: cannot read {_name(rel)} at {path} as of {what}: {error_message(e)}") from e
 
 
@@ -354,5 +354,5 @@ def system_table(tables: Tables, relation: Any, name: Any) -> BaseRelation:
     try:
         return _view(tables, view_name(rel, f"sys_{system}"),
                      tables.spark().read.format("paimon").load(f"{path}${system}"))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure to read: an error naming the relation
         raise DbtRuntimeError(f"{op}: cannot read ${system} of {_name(rel)} at {path}: {error_message(e)}") from e

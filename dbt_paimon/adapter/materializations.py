@@ -96,12 +96,13 @@ def warn_grants(relation: BaseRelation, grant_config: Optional[Mapping[str, Any]
 def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, config: Mapping[str, Any],
                  on_schema_change: Optional[str] = "ignore", full_refresh: bool = False,
                  contract: Optional[Mapping[str, Any]] = None, sql: Optional[str] = None) -> PaimonAdapterResponse:
-    """Write the rows of the model's query `sql` (a Python model's: its temporary view `source`) into the Paimon table of `relation`,
-    creating it first if needed (or anew with full_refresh); one snapshot. With a unique_key (or a
-    contract's primary key) the table is a primary-key table and the rows are upserted; without,
-    it is an append table and the rows are appended, or replace partitions (`insert_overwrite`,
-    incremental.py). `config`: the model's configs (UpsertConfig). contract: an enforced contract's
-    constraints ({"constraints": model-level, "columns": model.columns}, constraints.py)."""
+    """Write the rows of the model's query `sql` (a Python model's: its temporary view `source`) into
+    the Paimon table of `relation`, creating it first if needed (or anew with full_refresh); one
+    snapshot. With a unique_key (or a contract's primary key) the table is a primary-key table and
+    the rows are upserted; without, it is an append table and the rows are appended, or replace
+    partitions (`insert_overwrite`, incremental.py). `config`: the model's configs (UpsertConfig).
+    contract: an enforced contract's constraints ({"constraints": model-level, "columns": model.columns},
+    constraints.py)."""
     spark = tables.spark()
     path = tables.path(relation)
     name = f"{relation.schema}.{relation.identifier}"
@@ -115,7 +116,7 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
         # spark.sql reads the Paimon tables the query names through Spark's Parquet reader where
         # no merge is needed (engine/read/query.py); a temporary view would resolve them to the source
         batch = spark.sql(sql) if sql is not None else spark.table(source.render())
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure of the model's SQL: an error naming the model
         raise DbtRuntimeError(f"{name}: the model's SQL failed: {error_message(e)}") from e
     columns = batch.columns
     keys = _columns(name, "unique_key", given.unique_key, columns)

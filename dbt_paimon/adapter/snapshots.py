@@ -127,7 +127,8 @@ def check(tables: Tables, relation: BaseRelation, config: Mapping[str, Any], col
 
 
 def _check_config(relation: BaseRelation, config: Mapping[str, Any], columns: Mapping[str, str],
-                  hard_deletes_behavior: Callable[[Mapping[str, Any]], str]) -> Tuple[str, Dict[str, str], List[str], Mapping[str, Any]]:
+                  hard_deletes_behavior: Callable[[Mapping[str, Any]], str]
+                  ) -> Tuple[str, Dict[str, str], List[str], Mapping[str, Any]]:
     name = _name(relation)
     file_format = config.get("file_format")
     if file_format not in (None, "") and str(file_format).lower() != "paimon":
@@ -166,7 +167,7 @@ def _check_query(tables: Tables, relation: BaseRelation, config: Mapping[str, An
     spark = tables.spark()
     try:  # analysis only: no Spark job runs
         query_columns = spark.sql(sql).columns
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure of the user's query: an error naming the snapshot
         raise DbtRuntimeError(f"snapshot {name}: the snapshot's query failed: {error_message(e)}") from e
     listed = ", ".join(query_columns)
     clash = [c for c in used if _resolve(c, query_columns)]
@@ -196,7 +197,7 @@ def _check_query(tables: Tables, relation: BaseRelation, config: Mapping[str, An
         select = ", ".join(f"{k} as __dbt_paimon_key_{i}" for i, k in enumerate(keys))
         try:
             spark.sql(f"select {select} from (\n{sql}\n) __dbt_paimon_query")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - any failure: the error names the unique_key
             raise DbtRuntimeError(f"snapshot {name}: unique_key {unique_key!r} is not a column or "
                                   f"expression of the snapshot's query (columns: {listed}): {error_message(e)}") from e
     table_columns = list(query_columns) + used
@@ -293,7 +294,7 @@ def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelat
     io = FileIO.get(path)
     try:
         staged = spark.table(source.render())
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any failure of the user's query: an error naming the snapshot
         raise DbtRuntimeError(f"snapshot {name}: the snapshot's query failed: {error_message(e)}") from e
     evolved: Optional[TableSchema] = None
     added: List[str] = []

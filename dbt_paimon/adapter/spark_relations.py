@@ -239,7 +239,7 @@ class RelationStore:
                 del self._waiting[key]
                 progress = True
                 counts["views" if applied else "skipped"] += 1
-        for key, (fingerprint, record) in self._waiting.items():
+        for key, (fingerprint, _record) in self._waiting.items():
             # left out until what it reads appears (it is tried again whenever a record changes)
             self._warn_once(key, fingerprint, f"view {key[0]}.{key[1]} recorded in {self.record_path(*key)} cannot be "
                                               f"declared yet: {errors.get(key, 'it reads a relation that is missing')}",
@@ -345,7 +345,8 @@ class RelationStore:
                     self._drop_schema(spark, schema)
             for schema, name in statement.relations:
                 # a renamed table's files moved with it (or stay where the new name reads them)
-                self._record(spark, schema, name, data_only=statement.kind == "data", renamed=statement.kind == "rename")
+                self._record(spark, schema, name, data_only=statement.kind == "data",
+                             renamed=statement.kind == "rename")
             if statement.unknown:
                 self._record_all(spark)
 

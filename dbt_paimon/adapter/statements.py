@@ -37,7 +37,8 @@ _SCHEMA = re.compile(rf"(create|drop)\s+(?:schema|database|namespace)\s+(?:if\s+
                      re.IGNORECASE)
 _LIST = re.compile(rf"show\s+(?:table\s+extended|tables|views)\s+(?:in|from)\s+{_NAME}", re.IGNORECASE)
 # Statements that may change the catalog but that the patterns above do not read
-_DDL = re.compile(r"(?:create|drop|alter|replace|comment|msck|truncate|insert|merge|update|delete)\b.{0,200}?\b(?:table|view|into)\b",
+_DDL = re.compile(r"(?:create|drop|alter|replace|comment|msck|truncate|insert|merge|update|delete)\b"
+                  r".{0,200}?\b(?:table|view|into)\b",
                   re.IGNORECASE | re.DOTALL)
 _COMPILED = [(re.compile(p, re.IGNORECASE), what) for p, what in _RELATION_WRITES]
 

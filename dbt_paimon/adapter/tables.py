@@ -80,7 +80,7 @@ class Tables:
         error that would report a committed change as failed."""
         try:
             self.expose(relation, path)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the table is committed; Spark's entry is warned about
             log.warning(f"{relation.schema}.{relation.identifier}: the change was committed, but Spark's catalog "
                         f"entry could not be refreshed ({error_message(e)}); it is repaired on the next connection")
 
@@ -108,7 +108,7 @@ def schema_id(path: str) -> Optional[int]:
     report a commit as failed."""
     try:
         return SchemaManager(FileIO.get(path), path).latest().id
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a schema that cannot be read is no schema id: the caller reports
         return None
 
 
@@ -124,7 +124,7 @@ def table_stats(path: str, schema: TableSchema, io: FileIO) -> Dict[str, Any]:
         files = FileStoreCommit(io, path, schema).live_entries(snapshot).values()
         found = {"rows": snapshot.total_record_count, "files": len(files),
                  "bytes": sum(e.file.file_size for e in files), "snapshot": snapshot.id}
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - stats are optional
         log.debug(f"no catalog stats for {path}: {e}")
         return {}
     labels = {"rows": "Rows", "files": "Data files", "bytes": "Bytes", "snapshot": "Paimon snapshot"}

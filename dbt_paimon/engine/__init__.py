@@ -22,4 +22,5 @@ from .upsert import UpsertResult, upsert
 from .read.native import frame as read
 from .sql.session import register  # last: the sql package builds on the modules above
 
-__all__ = ["upsert", "write", "read", "delete", "compact", "register", "RunSettings", "Execution", "UpsertResult", "WriteResult", "DeleteResult"]
+__all__ = ["upsert", "write", "read", "delete", "compact", "register", "RunSettings", "Execution", "UpsertResult",
+           "WriteResult", "DeleteResult"]

@@ -196,7 +196,7 @@ def problems(reports: list[dict], driver: dict[str, str], shipped: str | None) -
     for r in reports:
         where = f"{r['host']} ({r['executable']}, Python {r['python']})"
 
-        def add(text: str) -> None:
+        def add(text: str, where: str = where) -> None:
             if text not in out[where]:
                 out[where].append(text)
 

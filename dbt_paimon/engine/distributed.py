@@ -93,7 +93,8 @@ class DistributedExecutor:
                 self._digest |= np.frombuffer(digest, dtype=np.uint8)
         if not recommit.digest_may_hold(self._digest, hashes):
             return False
-        hits = jobs.collect_payloads(self.spark, keys.mapInArrow(recommit.hits_task(schema, hashes), struct_of(PAYLOAD)))
+        hits = jobs.collect_payloads(self.spark,
+                                     keys.mapInArrow(recommit.hits_task(schema, hashes), struct_of(PAYLOAD)))
         return sum(hits) > 0
 
 
@@ -106,7 +107,8 @@ def _batch_digest(spark: SparkSession, batch: DataFrame, schema: TableSchema, pl
         return None, None
     # One partial digest per core, not per input partition: the driver ORs at most `cores` bitsets.
     cores = max(spark.sparkContext.defaultParallelism, 1)
-    keyed = batch.select(*[F.col(f"`{c}`") for c in dict.fromkeys(list(schema.primary_keys) + list(schema.partition_keys))])
+    keyed = batch.select(*[F.col(f"`{c}`")
+                           for c in dict.fromkeys(list(schema.primary_keys) + list(schema.partition_keys))])
     if keyed.rdd.getNumPartitions() > cores:
         keyed = keyed.coalesce(cores)
     out = np.zeros(bits // 8, dtype=np.uint8) if bits else None

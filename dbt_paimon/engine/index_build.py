@@ -94,7 +94,8 @@ def _runs_task(path: str, io: FileIO, schema: TableSchema, tuning: dict, shards:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         index = KeyIndex(io, path, schema, **tuning)
         received = [b for b in batches if b.num_rows]
-        entries = pa.Table.from_batches(received).drop_columns([SHARD]) if received else index.entry_schema.empty_table()
+        entries = (pa.Table.from_batches(received).drop_columns([SHARD]) if received
+                   else index.entry_schema.empty_table())
         runs, counts = index.shard_runs(entries, shards, seq)
         yield tasks.payload((runs, counts))
     return run

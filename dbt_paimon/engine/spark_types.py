@@ -187,4 +187,5 @@ def struct_of(layout: pa.Schema) -> T.StructType:
 
 def for_spark(table: pa.Table, schema: TableSchema) -> pa.Table:
     """A table of the table's columns in exactly the Arrow types Spark expects back."""
-    return conform(table, pa.schema([pa.field(n, loose(exchange_type(schema.field(n).type))) for n in table.column_names]))
+    return conform(table, pa.schema([pa.field(n, loose(exchange_type(schema.field(n).type)))
+                                     for n in table.column_names]))

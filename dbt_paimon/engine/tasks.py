@@ -389,7 +389,8 @@ def pack_to(rows: pa.Table, target: np.ndarray, routes: Sequence[int]) -> Iterat
             with pa.ipc.new_stream(sink, chunk.schema, options=PACKED_COMPRESSION) as out:
                 out.write_table(chunk)
             data = sink.getvalue()  # one binary value over the stream's buffer, not a copy of it
-            value = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, data.size], np.int32)), data])
+            value = pa.Array.from_buffers(pa.binary(), 1,
+                                          [None, pa.py_buffer(np.array([0, data.size], np.int32)), data])
             yield pa.RecordBatch.from_arrays([pa.array([route], pa.int32()), value, pa.nulls(1, pa.binary())],
                                              schema=PACKED)
 
@@ -430,7 +431,8 @@ def summary_rows(counts: AssignCounts) -> pa.Table:
     """An assigner's counts as assigned rows: BUCKET = SUMMARY_BUCKET, KIND = the count's index in
     COUNT_KINDS, COUNT its value; the writers add them up."""
     n = len(COUNT_KINDS)
-    return pa.table({BUCKET: pa.array(np.full(n, SUMMARY_BUCKET, np.int32)), KIND: pa.array(np.arange(n, dtype=np.int8)),
+    return pa.table({BUCKET: pa.array(np.full(n, SUMMARY_BUCKET, np.int32)),
+                     KIND: pa.array(np.arange(n, dtype=np.int8)),
                      COUNT: pa.array([getattr(counts, k) for k in COUNT_KINDS], pa.int64())})
 
 

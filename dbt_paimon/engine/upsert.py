@@ -284,7 +284,8 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
         retract, overwriting = None, None
         if replace is not None and replacing.by_overwrite(schema, replace):
             overwriting = replace
-        elif replace is not None:  # the replaced rows' -D records, on the job's base, against the batch as Spark holds it
+        elif replace is not None:
+            # the replaced rows' -D records, on the job's base, against the batch as Spark holds it
             retract = functools.partial(retractions, spark, replace=replace, batch=batch)
         return _attempts(spark, executor, io, path, schema, exists, stage, started, phases,
                          _retry_options(schema, settings), retract, overwriting)
@@ -360,7 +361,8 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
                 attempt += 1
                 try:
                     if retract is not None:
-                        latest, why = table.snapshots.latest(), "the rows it replaces are found again on the new snapshot"
+                        latest, why = (table.snapshots.latest(),
+                                       "the rows it replaces are found again on the new snapshot")
                     else:
                         latest, why = recommit.newest_right(table, base, job, lambda h: executor.holds_any(schema, h))
                 except Exception as check_error:  # noqa: BLE001 - what cannot be checked is run again

@@ -145,7 +145,8 @@ def _warm_rows(spark):
     """WARM_ROWS rows of the common column types, in one partition."""
     return spark.range(WARM_ROWS, numPartitions=1).selectExpr(
         "id", "cast(id % 1000 as int) i", "cast(id as string) s", "cast(id as double) d", "id % 2 = 0 b",
-        "date'2024-01-01' + cast(id % 30 as int) dt", "timestamp'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id % 60) ts",
+        "date'2024-01-01' + cast(id % 30 as int) dt",
+        "timestamp'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id % 60) ts",
         # a Paimon TIMESTAMP (no time zone) reaches Spark as TIMESTAMP_NTZ: its own Arrow writer
         "cast(timestamp'2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, id % 60) as timestamp_ntz) tsn",
         "cast(id as decimal(18, 2)) m")

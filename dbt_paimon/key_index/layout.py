@@ -80,7 +80,8 @@ class Layout:
         inline = self.key_words is not None
         width = 4 + (sum(self.key_words) if inline else 0)
         self.file_schema = pa.schema([pa.field(H, pa.int32())]
-                                     + ([] if inline else [pa.field(k, schema.field(k).type.to_arrow()) for k in self.keys])
+                                     + ([] if inline
+                                        else [pa.field(k, schema.field(k).type.to_arrow()) for k in self.keys])
                                      + [pa.field(LOC, pa.list_(pa.field("item", pa.int32(), False), width), False)])
 
     def described(self) -> dict:
@@ -105,7 +106,8 @@ class Layout:
         values = dict(zip(self.parts, binary_row.deserialize(partition, self.part_types)))
         rows = live.select(self.keys)
         for name in self.parts_only:
-            rows = rows.append_column(name, pa.array([values[name]], self.schema.field(name).type.to_arrow()).take(constant))
+            rows = rows.append_column(name, pa.array([values[name]],
+                                                     self.schema.field(name).type.to_arrow()).take(constant))
         rows = rows.append_column(P, pa.array([partition], pa.binary()).take(constant))
         rows = rows.append_column(BUCKET, pa.array(np.full(n, bucket, np.int32)))
         rows = rows.append_column(GEN, pa.array(np.full(n, gen, np.int32)))

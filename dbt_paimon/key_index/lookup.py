@@ -131,7 +131,8 @@ def _candidates(files: RunFiles, runs: list[tuple[int, str, np.ndarray]]) -> lis
     return found
 
 
-def _windows(reader: pa.ipc.RecordBatchFileReader, hashes: np.ndarray) -> list[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
+def _windows(reader: pa.ipc.RecordBatchFileReader,
+             hashes: np.ndarray) -> list[tuple[pa.RecordBatch, np.ndarray, np.ndarray]]:
     """Per record batch of a run: the batch, and for each of `hashes` the window [lo, hi) of
     the batch's entries its equal entries lie in, from the fences alone (no hash page read)."""
     meta = reader.schema.metadata or {}

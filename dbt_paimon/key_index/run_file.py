@@ -188,7 +188,8 @@ class RunFiles:
     def size(self, name: str) -> int:
         return self.io.size(f"{self.dir}/{name}")
 
-    def open_run(self, name: str, random_access: bool = False) -> tuple[pa.ipc.RecordBatchFileReader, "mmap.mmap | None"]:
+    def open_run(self, name: str,
+                 random_access: bool = False) -> tuple[pa.ipc.RecordBatchFileReader, "mmap.mmap | None"]:
         """A run's reader, and on a local disk the memory map under it. For a lookup
         (`random_access`) the map reads no more than the pages asked for (no read-ahead: a lookup
         touches a page here and there, and read-ahead around each would read most of the file)."""

@@ -8,6 +8,6 @@ from .snapshot import Snapshot
 from .table import FileStoreTable, TableWrite
 
 __all__ = [
-    "CommitConflictError", "CorruptTableError", "DataError", "FileStoreTable", "InvalidNameError", "PaimonError", "SchemaError",
-    "Snapshot", "TableNotFoundError", "TableSchema", "TableWrite",
+    "CommitConflictError", "CorruptTableError", "DataError", "FileStoreTable", "InvalidNameError", "PaimonError",
+    "SchemaError", "Snapshot", "TableNotFoundError", "TableSchema", "TableWrite",
 ]

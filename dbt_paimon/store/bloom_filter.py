@@ -89,7 +89,8 @@ def xxh64(values: pa.Array, seed=0) -> np.ndarray:
     with np.errstate(over="ignore"):
         for length in np.unique(lengths):
             rows = np.flatnonzero(lengths == length)
-            mat = data[offsets[rows][:, None] + np.arange(int(length))] if length else np.zeros((rows.size, 0), np.uint8)
+            mat = (data[offsets[rows][:, None] + np.arange(int(length))] if length
+                   else np.zeros((rows.size, 0), np.uint8))
             out[rows] = _xxh64_of_length(mat, int(length), seeds[rows])
     return out
 

@@ -1,8 +1,9 @@
 """FileStoreCommit: turn written files into one new snapshot, atomically, with retries.
 
 Order of writes: delta (and changelog) manifest -> base, delta (and changelog) manifest lists ->
-snapshot-N (created only if absent) -> LATEST/EARLIEST hints. Until snapshot-N exists nothing is visible, so a writer killed at
-any point leaves the table at the previous snapshot; its files are unreferenced garbage.
+snapshot-N (created only if absent) -> LATEST/EARLIEST hints. Until snapshot-N exists nothing is
+visible, so a writer killed at any point leaves the table at the previous snapshot; its files are
+unreferenced garbage.
 """
 
 from __future__ import annotations

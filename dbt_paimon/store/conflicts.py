@@ -78,7 +78,8 @@ def changes_since(io: FileIO, path: str, schema: TableSchema, base: Snapshot, la
             continue  # rewrites files, keeps every key's rows
         if snapshot.commit_kind not in (APPEND, COMPACT):
             return _rebuilt(changes, f"snapshot {sid} is an {snapshot.commit_kind}")
-        entries = [e for m in lists.read(snapshot.delta_manifest_list) for e in manifests.read(m.file_name, m.file_size)]
+        entries = [e for m in lists.read(snapshot.delta_manifest_list)
+                   for e in manifests.read(m.file_name, m.file_size)]
         if snapshot.commit_kind == COMPACT:
             # Paimon's postpone compaction moves the rows parked in bucket -2 into buckets, with
             # sequence numbers the job's may not be above: a change of the keys it read

@@ -89,7 +89,8 @@ def _parse(data: bytes, at: int, rng: DeletionRange, where: str) -> np.ndarray:
     (size,), magic = struct.unpack_from(">i", data, at), data[at + 4:at + 8]
     if magic == _V1:
         if size != rng.length:
-            raise CorruptTableError(f"deletion vector at {at} of {where} holds {size} bytes, its entry says {rng.length}")
+            raise CorruptTableError(f"deletion vector at {at} of {where} holds {size} bytes, "
+                                    f"its entry says {rng.length}")
         bitmap = BitMap.deserialize(data[at + 8:at + 4 + size])
     elif magic == _V2:
         if size != rng.length - 8:

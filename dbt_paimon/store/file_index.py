@@ -90,7 +90,8 @@ def write_container(schema, rows: pa.Table) -> bytes | None:
         for kind, data in indexes:
             head += _utf(kind) + struct.pack(">ii", head_size + len(body), len(data))
             body += data
-    return struct.pack(">qiii", MAGIC, VERSION, head_size, len(by_column)) + bytes(head) + struct.pack(">i", 0) + bytes(body)
+    return (struct.pack(">qiii", MAGIC, VERSION, head_size, len(by_column)) + bytes(head) + struct.pack(">i", 0)
+            + bytes(body))
 
 
 def read_container(data: bytes) -> dict[str, dict[str, bytes]] | None:

@@ -170,7 +170,8 @@ class FileIO(ABC):
         """A pyarrow output stream (its tell() is the bytes written so far) that becomes the file
         `path` when the block ends without error."""
 
-    def check_commit_safety(self, table_path: str) -> None:
+    # a no-op where a store creates files only if absent
+    def check_commit_safety(self, table_path: str) -> None:  # noqa: B027
         """Raise when this store cannot create a file only if absent (see object_store.py)."""
 
     def copy_file(self, source: str, target: str) -> None:

@@ -152,7 +152,7 @@ def key_hashes(columns: Sequence[pa.Array | pa.ChunkedArray], types: Sequence[Da
         buf = np.zeros((len(rows), int(length)), dtype=np.uint8)
         buf[:, :head] = header[rows]
         buf[:, head:fixed_len] = slots[rows].astype("<i8").view(np.uint8).reshape(len(rows), 8 * arity)
-        for kind, offset, padded, payload in var_pieces:
+        for kind, offset, _padded, payload in var_pieces:
             if kind == "millis":
                 millis, valid = payload
                 sel = valid[rows]

@@ -274,7 +274,7 @@ def read_avro(io_: FileIO, path: str) -> list[dict]:
         raise CorruptTableError(f"manifest file {path} is missing") from None
     try:
         return list(fastavro.reader(io.BytesIO(data)))
-    except Exception as e:  # fastavro raises several unrelated types for a damaged file
+    except Exception as e:  # noqa: BLE001 - fastavro raises several unrelated types for a damaged file
         raise CorruptTableError(f"manifest file {path} is unreadable: {e}") from None
 
 

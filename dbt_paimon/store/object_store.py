@@ -338,6 +338,6 @@ def copy_tree(io: ObjectStoreFileIO, source: str, target: str) -> int:
     for status in list(io.list_status(source, recursive=True)):
         rel = status.path[len(source.rstrip("/")) + 1:]
         dest = f"{target.rstrip('/')}/{rel}"
-        io._call("copy", status.path, lambda s, k: obs.copy(s, k, split_uri(dest)[2]))
+        io._call("copy", status.path, lambda s, k, dest=dest: obs.copy(s, k, split_uri(dest)[2]))
         copied += 1
     return copied

@@ -190,7 +190,8 @@ def validate(options: Mapping[str, str], columns: list[str], stored: Mapping[str
             if callable(check):
                 check(key, value)
         out[key] = value
-    if "fields.default-aggregate-function" in out and out["fields.default-aggregate-function"] not in AGGREGATE_FUNCTIONS:
+    if ("fields.default-aggregate-function" in out
+            and out["fields.default-aggregate-function"] not in AGGREGATE_FUNCTIONS):
         raise SchemaError(f"option 'fields.default-aggregate-function': unknown function "
                           f"{out['fields.default-aggregate-function']!r}")
     _check_combinations(out)
@@ -226,7 +227,8 @@ def _check_combinations(o: Mapping[str, str]) -> None:
     if core.merge_engine == MergeEngine.FIRST_ROW and core.changelog_producer not in ("none", "lookup"):
         raise SchemaError(f"option 'changelog-producer'={o['changelog-producer']!r} on a first-row table: Paimon only "
                           "supports 'none' and 'lookup' changelog-producer on the FIRST_ROW merge engine")
-    if core.changelog_producer == "lookup" and core.merge_engine in (MergeEngine.PARTIAL_UPDATE, MergeEngine.AGGREGATION):
+    if core.changelog_producer == "lookup" and core.merge_engine in (
+            MergeEngine.PARTIAL_UPDATE, MergeEngine.AGGREGATION):
         raise SchemaError(f"option 'changelog-producer'='lookup' on a {core.merge_engine.value} table is not supported "
                           "yet: Paimon then merges new rows with the newest stored version of a key only (its "
                           "LookupMergeFunction, on reads too), which dbt-paimon's readers and compactions do not")

@@ -78,7 +78,8 @@ class TableRead:
         for name, old in zip(names, olds):
             # a ROW's fields would be matched by name here, where Paimon matches them by id
             if old is not None and old.type.is_nested and old.type != self.schema.field(name).type:
-                raise PaimonError(f"column {name!r} of {self.table_path} was {old.type.sql()} in schema {file.schema_id} and "
+                raise PaimonError(f"column {name!r} of {self.table_path} was {old.type.sql()} "
+                                  f"in schema {file.schema_id} and "
                                   f"is {self.schema.field(name).type.sql()} now: another writer changed the fields "
                                   "of a nested column, which dbt-paimon does not read")
         return [old.name if old is not None else None for old in olds]

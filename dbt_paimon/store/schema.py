@@ -195,8 +195,8 @@ def build_schema(
         if engine in (opts.MergeEngine.AGGREGATION, opts.MergeEngine.FIRST_ROW) or (
                 engine == opts.MergeEngine.PARTIAL_UPDATE and not remove):
             raise SchemaError(f"option 'rowkind.field' lets rows delete keys, which a {engine} table cannot take"
-                              + (" without 'partial-update.remove-record-on-delete'" if engine == opts.MergeEngine.PARTIAL_UPDATE
-                                 else ""))
+                              + (" without 'partial-update.remove-record-on-delete'"
+                                 if engine == opts.MergeEngine.PARTIAL_UPDATE else ""))
         if checked["rowkind.field"] in primary_keys:
             raise SchemaError("option 'rowkind.field' must not name a primary key column")
     fields, highest = [], -1
@@ -284,8 +284,8 @@ def _check_names(names: list[str]) -> None:
 
 # Options that only mean something to a primary-key table: refused on an append table rather than
 # stored and ignored (Paimon itself refuses changelog-producer there).
-KEYED_OPTIONS = ("merge-engine", "sequence.field", "sequence.field.sort-order", "rowkind.field", "changelog-producer", "ignore-delete",
-                 "partial-update.remove-record-on-delete", "first-row.ignore-delete")
+KEYED_OPTIONS = ("merge-engine", "sequence.field", "sequence.field.sort-order", "rowkind.field", "changelog-producer",
+                 "ignore-delete", "partial-update.remove-record-on-delete", "first-row.ignore-delete")
 
 
 def check_append_options(o: Mapping[str, str]) -> None:

@@ -195,7 +195,8 @@ class DataFileStatsCollector:
 
     def value_stats(self, value_columns: Sequence) -> tuple[tuple[str, ...] | None, SimpleStats]:
         """(`_VALUE_STATS_COLS`, `_VALUE_STATS`) of the table's columns, in schema order."""
-        return self._value_binary([collect(c, t, m) for c, t, m in zip(value_columns, self.value_types, self.value_modes)])
+        return self._value_binary([collect(c, t, m)
+                                   for c, t, m in zip(value_columns, self.value_types, self.value_modes)])
 
     def _value_binary(self, stats: Sequence[ColStats]) -> tuple[tuple[str, ...] | None, SimpleStats]:
         if self.dense:

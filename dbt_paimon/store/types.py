@@ -223,7 +223,8 @@ def type_from_json(node) -> DataType:
                 for f in node["fields"]))
     except (KeyError, TypeError, ValueError) as e:
         raise SchemaError(f"Paimon type {json.dumps(node)[:80]} lacks or mistypes {e}") from None
-    raise SchemaError(f"unsupported Paimon type {json.dumps(node)[:80]} (supported: {', '.join(supported_type_names())})")
+    raise SchemaError(f"unsupported Paimon type {json.dumps(node)[:80]} "
+                      f"(supported: {', '.join(supported_type_names())})")
 
 
 def with_field_ids(t: DataType, highest: int) -> tuple[DataType, int]:
@@ -264,10 +265,12 @@ def from_arrow(t: pa.DataType, nullable: bool = True, column: str = "?") -> Data
         return DataType("MAP", nullable, key=from_arrow(t.key_type, False, f"{column} key"),
                         value=from_arrow(t.item_type, t.item_field.nullable, f"{column} value"))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return DataType("ARRAY", nullable, element=from_arrow(t.value_type, t.value_field.nullable, f"{column} element"))
+        return DataType("ARRAY", nullable,
+                        element=from_arrow(t.value_type, t.value_field.nullable, f"{column} element"))
     if pa.types.is_struct(t):
         return DataType("ROW", nullable, fields=tuple(
-            RowField(-1, t.field(i).name, from_arrow(t.field(i).type, t.field(i).nullable, f"{column}.{t.field(i).name}"))
+            RowField(-1, t.field(i).name,
+                     from_arrow(t.field(i).type, t.field(i).nullable, f"{column}.{t.field(i).name}"))
             for i in range(t.num_fields)))
     raise SchemaError(
         f"column {column!r} has Arrow type {t}, which dbt-paimon cannot store "

@@ -94,9 +94,10 @@ class TestNamesStayInsideTheWarehouse:
 
             # run-operations on relations that name the victim
             relations = ["linked", f"{schema}.linked", "linkeddb.t", "/tmp/x", "a./b", "..\\\\victim.t"]
-            operations = [("paimon_delete", "where: 'true'"), ("paimon_compact", ""), ("paimon_expire", "retain_max: 1"),
-                          ("paimon_create_tag", "tag: evil"), ("paimon_rollback", "snapshot_id: 1"),
-                          ("paimon_delete_tag", "tag: evil"), ("paimon_remove_orphan_files", "older_than: '0 s'")]
+            operations = [("paimon_delete", "where: 'true'"), ("paimon_compact", ""),
+                          ("paimon_expire", "retain_max: 1"), ("paimon_create_tag", "tag: evil"),
+                          ("paimon_rollback", "snapshot_id: 1"), ("paimon_delete_tag", "tag: evil"),
+                          ("paimon_remove_orphan_files", "older_than: '0 s'")]
             for relation in relations:
                 for op, args in operations:
                     attempts += 1
@@ -105,7 +106,8 @@ class TestNamesStayInsideTheWarehouse:
             # the reads: time travel and system tables
             for relation in ("linked", "linkeddb.t"):
                 attempts += 2
-                self._refused(["show", "--inline", f"select * from {{{{ paimon_as_of('{relation}', snapshot_id=1) }}}}"],
+                self._refused(["show", "--inline",
+                               f"select * from {{{{ paimon_as_of('{relation}', snapshot_id=1) }}}}"],
                               "outside the warehouse")
                 self._refused(["show", "--inline",
                                f"select * from {{{{ paimon_system_table('{relation}', 'files') }}}}"],

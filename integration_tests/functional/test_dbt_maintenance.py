@@ -189,7 +189,8 @@ class TestMaintenanceThroughDbt:
         shown = run_dbt(["show", "--inline", "select snapshot_id, commit_kind from "
                                              "{{ paimon_system_table(ref('customers'), 'snapshots') }}"])
         assert [tuple(r) for r in shown.results[0].agate_table.rows] == [(2, "APPEND")]
-        shown = run_dbt(["show", "--limit", "20", "--inline", "select id, dt, v from {{ ref('customers') }} order by id"])
+        shown = run_dbt(["show", "--limit", "20", "--inline",
+                         "select id, dt, v from {{ ref('customers') }} order by id"])
         assert [tuple(r) for r in shown.results[0].agate_table.rows] == ROWS_OF_SNAPSHOT_2
 
         # what is left to do on this table: nothing to expire, and the tag goes
@@ -221,5 +222,6 @@ class TestMaintenanceThroughDbt:
             maintenance.as_of(adapter.tables, "customers", snapshot_id="x")
         with pytest.raises(DbtRuntimeError, match="must be a duration such as"):
             maintenance.expire(adapter.tables, "customers", older_than="soon")
-        assert maintenance.view_name(adapter.Relation.create(schema="s", identifier="t"), "tag_v1") == "paimon__s__t__tag_v1"
+        assert (maintenance.view_name(adapter.Relation.create(schema="s", identifier="t"), "tag_v1")
+                == "paimon__s__t__tag_v1")
         assert maintenance._ids([1, 2, 3, 7, 9, 10]) == "1-3, 7, 9-10"

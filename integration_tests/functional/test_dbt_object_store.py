@@ -10,7 +10,7 @@ import os
 import uuid
 
 import pytest
-from dbt.tests.util import run_dbt, run_dbt_and_capture
+from dbt.tests.util import run_dbt_and_capture
 
 from tests.s3 import BUCKET
 from dbt_paimon.store import FileStoreTable
@@ -79,14 +79,17 @@ class TestDbtOnAnObjectStore:
         # maintenance, each on the store
         rel = f"{schema}.customers"
         dbt("run-operation", "paimon_create_tag", "--args", f"{{relation: {rel}, tag: two}}")
-        assert "DELETE 4 from" in dbt("run-operation", "paimon_delete", "--args", f"{{relation: {rel}, where: \"dt = 'moved'\"}}")
+        assert "DELETE 4 from" in dbt("run-operation", "paimon_delete", "--args",
+                                      f"{{relation: {rel}, where: \"dt = 'moved'\"}}")
         assert "COMPACT" in dbt("run-operation", "paimon_compact", "--args", f"{{relation: {rel}}}")
-        assert "snapshot(s) 1-3 expired" in dbt("run-operation", "paimon_expire", "--args", f"{{relation: {rel}, retain_max: 1}}")
+        assert "snapshot(s) 1-3 expired" in dbt("run-operation", "paimon_expire", "--args",
+                                                f"{{relation: {rel}, retain_max: 1}}")
         assert _rows(path) == [r for r in expected if r[1] != "moved"]
         orphan = f"{path}/dt=d0/bucket-0/data-killed-writer-0.parquet"
         FileIO.get(path).write_bytes(orphan, b"x" * 64)
         assert "would delete 1 file(s), 64 bytes" in dbt(
-            "run-operation", "paimon_remove_orphan_files", "--args", f"{{relation: {rel}, older_than: '0 s', dry_run: true}}")
+            "run-operation", "paimon_remove_orphan_files", "--args",
+            f"{{relation: {rel}, older_than: '0 s', dry_run: true}}")
         assert "deleted 1 file(s)" in dbt(
             "run-operation", "paimon_remove_orphan_files", "--args", f"{{relation: {rel}, older_than: '0 s'}}")
         assert "ROLLBACK" in dbt("run-operation", "paimon_rollback", "--args", f"{{relation: {rel}, tag: two}}")

@@ -40,7 +40,8 @@ class TestRemoveOrphanFiles:
         for f in (os.path.join(d, n) for d, _, ns in os.walk(path) for n in ns):
             os.utime(f, (day_ago, day_ago))  # every real file is old: only references may save them
         bucket = next(d for d, _, ns in os.walk(path) if os.path.basename(d).startswith("bucket-"))
-        old_orphans = [os.path.join(bucket, "data-killed-writer-0.parquet"), os.path.join(path, "manifest", "manifest-lost-0")]
+        old_orphans = [os.path.join(bucket, "data-killed-writer-0.parquet"),
+                       os.path.join(path, "manifest", "manifest-lost-0")]
         young_orphan = os.path.join(bucket, "data-in-flight-0.parquet")
         for f in old_orphans + [young_orphan]:
             with open(f, "wb") as out:

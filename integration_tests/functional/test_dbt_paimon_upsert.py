@@ -20,8 +20,10 @@ CUSTOMERS_SQL = """
     unique_key='id',
     partition_by='dt',
     options={'rowkind.field': 'op'},
-    pre_hook="create table if not exists {{ target.schema }}.hook_log (model string, batch int, n bigint) using parquet",
-    post_hook="insert into {{ target.schema }}.hook_log select '{{ this.identifier }}', {{ var('batch') }}, count(*) from {{ this }}",
+    pre_hook="create table if not exists {{ target.schema }}.hook_log (model string, batch int, n bigint) \
+using parquet",
+    post_hook="insert into {{ target.schema }}.hook_log select '{{ this.identifier }}', {{ var('batch') }}, \
+count(*) from {{ this }}",
     persist_docs={'relation': true, 'columns': true},
 ) }}
 {% set batches = {

@@ -168,7 +168,8 @@ def test_evolve_adds_with_new_ids_drops_and_widens(tmp_path):
     assert new.options["fields.extra.aggregate-function"] == "max"
     # a nested column's ROW fields are numbered after the column, in the same id space
     nested = schema_change.evolve(new, add=[T.StructField("addr", T.ArrayType(T.StructType([
-        T.StructField("city", T.StringType()), T.StructField("geo", T.StructType([T.StructField("lat", T.DoubleType())]))])))])
+        T.StructField("city", T.StringType()),
+        T.StructField("geo", T.StructType([T.StructField("lat", T.DoubleType())]))])))])
     addr = nested.fields[-1]
     assert (addr.id, nested.highest_field_id) == (5, 8)
     assert [(f.id, f.name) for f in addr.type.element.fields] == [(6, "city"), (8, "geo")]
@@ -226,7 +227,8 @@ def test_a_misspelt_model_config_fails_naming_the_config_it_misses():
                  "my_team_flag": True, "partition_by": "dt"}, "incremental")  # known, or no near miss
     for typo, meant in [("unique_keys", "unique_key"), ("partiton_by", "partition_by"), ("option", "options"),
                         ("sequenceby", "sequence_by")]:
-        with pytest.raises(DbtRuntimeError, match=rf"incremental: unknown config '{typo}' \(did you mean '{meant}'\?\)$"):
+        with pytest.raises(DbtRuntimeError,
+                           match=rf"incremental: unknown config '{typo}' \(did you mean '{meant}'\?\)$"):
             check_names({"materialized": "incremental", typo: "x"}, "incremental")
 
 

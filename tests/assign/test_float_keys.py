@@ -53,7 +53,8 @@ def test_a_nan_key_found_in_another_partition_moves_and_signed_zeros_stay_apart(
     res = a.process(_rows(schema, (ODD_NAN, "b", 1), (0.0, "a", 2)),
                     _existing(schema, (NAN, "a", 0), (-0.0, "a", 0)))
     # NaN moves: -D in a/0, the row into b; 0.0 is a new key (it is not -0.0), -0.0 is untouched
-    assert _out(res) == [("0.0", "a", 2, 0, INSERT), ("nan", "a", 1, 0, DELETE), ("nan", "b", 1, 0, INSERT)]  # -D: the new row, old partition
+    # -D: the new row, old partition
+    assert _out(res) == [("0.0", "a", 2, 0, INSERT), ("nan", "a", 1, 0, DELETE), ("nan", "b", 1, 0, INSERT)]
     assert res.counts.as_dict() == dict(inserted=1, updated=0, moved=1, deleted=0, skipped=0)
 
 

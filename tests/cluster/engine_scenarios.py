@@ -65,7 +65,8 @@ def _refused(report: dict, name: str, call, table_path: str) -> None:
 SQL_STATEMENTS = (  # (table, statement)
     ("cross", "INSERT INTO db.cross VALUES (1, 'b', 11), (4, 'a', 40)"),
     ("cross", "UPDATE db.cross SET v = v + 100 WHERE dt = 'a'"),
-    ("cross", "MERGE INTO db.cross t USING (SELECT * FROM VALUES (3, 'b', 33), (5, 'b', 50), (2, 'a', 0) AS s(id, dt, v)) s "
+    ("cross", "MERGE INTO db.cross t USING (SELECT * FROM VALUES (3, 'b', 33), (5, 'b', 50), (2, 'a', 0) "
+              "AS s(id, dt, v)) s "
               "ON t.id = s.id WHEN MATCHED AND s.v = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET * "
               "WHEN NOT MATCHED THEN INSERT *"),
     ("cross", "DELETE FROM db.cross WHERE v > 130"),

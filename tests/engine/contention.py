@@ -38,7 +38,8 @@ class Tally:
                 else:
                     done = upsert(frame(spark, what), path, primary_keys="id", partition_keys="dt",
                                   settings=RunSettings(execution=kind))
-                    sid, extra, attempts, recommits = done.snapshot_id, done.extra_snapshots, done.attempts, done.recommits
+                    sid, extra, attempts, recommits = (done.snapshot_id, done.extra_snapshots, done.attempts,
+                                                       done.recommits)
             except Exception as e:  # noqa: BLE001 - a failed run is what the tests count
                 self.fail(f"{name} round {r} {kind}: {e}")
                 continue

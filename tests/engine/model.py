@@ -105,7 +105,7 @@ def random_batches(seed: int, batches: int, size: int, key_space: int, partition
     rnd = random.Random(seed)
     parts = list(partitions) + ([None] if with_null_partition else [])
     out = []
-    for b in range(batches):
+    for _ in range(batches):
         ids = rnd.sample(range(key_space), min(size, key_space))
         if duplicates:
             ids += rnd.choices(ids, k=max(1, size // 5))

@@ -25,7 +25,7 @@ from tests.java_paimon.javapaimon import JavaError, compile_java
 from tests.json_lines import ask
 
 CLASS = "OtherWriter"
-SOURCE = r"""
+SOURCE = (r"""
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.FileDescriptor;
@@ -87,7 +87,8 @@ public class OtherWriter {
         String db = path.getParentFile().getName();
         FileStoreTable table;
         try (Catalog catalog = CatalogFactory.createCatalog(CatalogContext.create(options))) {
-            table = (FileStoreTable) catalog.getTable(Identifier.create(db.substring(0, db.length() - 3), path.getName()));
+            table = (FileStoreTable) catalog.getTable("""
+          r"""Identifier.create(db.substring(0, db.length() - 3), path.getName()));
         }
         JsonNode dynamic = request.get("options");
         if (dynamic != null && !dynamic.isNull()) {
@@ -122,7 +123,7 @@ public class OtherWriter {
         }
     }
 }
-"""
+""")
 
 
 class JavaWriter:

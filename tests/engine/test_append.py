@@ -38,7 +38,8 @@ def test_append_and_overwrite_where_the_job_runs(spark, table_path, execution):
 def test_a_range_is_replaced_in_one_snapshot_whatever_partition_holds_it(spark, table_path):
     write(_frame(spark, [(1, "a", 1, 1), (2, "b", 2, 2), (3, "a", 3, 3), (4, "b", 4, 4)]), table_path,
           partition_keys="dt")
-    where = "ts >= CAST('2024-01-02 00:00:00+00:00' AS TIMESTAMP) AND ts < CAST('2024-01-04 00:00:00+00:00' AS TIMESTAMP)"
+    where = ("ts >= CAST('2024-01-02 00:00:00+00:00' AS TIMESTAMP) "
+             "AND ts < CAST('2024-01-04 00:00:00+00:00' AS TIMESTAMP)")
     result = write(_frame(spark, [(5, "a", 2, 5), (6, "c", 3, 6)]), table_path, mode="replace-where", where=where,
                    partition_keys="dt")
     table = FileStoreTable.open(table_path)

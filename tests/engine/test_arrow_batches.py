@@ -76,8 +76,10 @@ def test_wide_rows_upsert_through_batches_of_few_rows(spark, warehouse, session_
         return spark.range(lo, hi, numPartitions=2).select(
             F.col("id"), F.lit(dt).alias("dt"), F.repeat(F.lit(fill), 3000).alias("s"))
 
-    upsert(batch(0, 1500, "a", "x"), path, primary_keys="id", partition_keys="dt", settings=RunSettings(execution=execution))
-    result = upsert(batch(1000, 2500, "b", "y"), path, primary_keys="id", partition_keys="dt", settings=RunSettings(execution=execution))
+    upsert(batch(0, 1500, "a", "x"), path, primary_keys="id", partition_keys="dt",
+           settings=RunSettings(execution=execution))
+    result = upsert(batch(1000, 2500, "b", "y"), path, primary_keys="id", partition_keys="dt",
+                    settings=RunSettings(execution=execution))
     assert (result.inserted, result.moved) == (1000, 500)
     rows = spark_rows(spark, path)
     assert [r["id"] for r in rows] == list(range(2500))

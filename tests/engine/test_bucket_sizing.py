@@ -40,7 +40,8 @@ def test_no_bucket_exceeds_the_target_across_assigner_counts(spark, warehouse, k
         ids = range(run * 100, run * 100 + 23)
         rows = [{"id": Decimal(i) if wide else i, "dt": "a", "v": run} for i in ids]
         rows += [{"id": Decimal(i + 50) if wide else i + 50, "dt": "b", "v": run} for i in ids[:3]]
-        upsert(frame(spark, rows, schema), path, primary_keys=keys, partition_keys=["dt"], settings=RunSettings(execution=execution),
+        upsert(frame(spark, rows, schema), path, primary_keys=keys, partition_keys=["dt"],
+               settings=RunSettings(execution=execution),
                options={"bucket": "-1", "dynamic-bucket.target-row-num": str(TARGET),
                         "dynamic-bucket.assigner-parallelism": str(assigners)})
         expected.update({(r["id"], r["dt"]): r for r in rows})

@@ -119,7 +119,8 @@ def test_sql_merge_and_delete_on_an_append_table_that_lose_races_run_again(spark
     each runs again on the new one (the other writer's rows kept), up to commit.max-retries."""
     base = sql_tables(spark, warehouse)
     seen = _race_statements(spark, monkeypatch, "INSERT INTO db.logs VALUES (1{n}, 'c', 0)", losses=2)
-    spark.sql("MERGE INTO db.logs t USING (SELECT 2 AS id, 25 AS v) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v")
+    spark.sql("MERGE INTO db.logs t USING (SELECT 2 AS id, 25 AS v) s ON t.id = s.id "
+              "WHEN MATCHED THEN UPDATE SET v = s.v")
     assert seen == [1, 2, 3]
     assert _logs(spark) == [(1, "a", 10), (2, "a", 25), (3, "b", 30), (11, "c", 0), (12, "c", 0)]
     seen.clear()

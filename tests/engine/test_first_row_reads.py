@@ -94,9 +94,11 @@ def test_driver_local_upsert_compacts_without_a_spark_job(spark, warehouse, monk
         model = UpsertModel(["id"], ["dt"], engine="first-row")
         for i, batch in enumerate(random_batches(seed=33, batches=3, size=25, key_space=40)):
             model.apply(batch)
-            result, jobs[execution, i] = _jobs_after_commit(spark, monkeypatch, lambda: upsert(
-                frame(spark, batch), path, primary_keys="id", partition_keys="dt", options=OPTIONS,
-                settings=RunSettings(execution=execution)))
+            def run(b=batch, p=path, e=execution):
+                return upsert(frame(spark, b), p, primary_keys="id", partition_keys="dt", options=OPTIONS,
+                              settings=RunSettings(execution=e))
+
+            result, jobs[execution, i] = _jobs_after_commit(spark, monkeypatch, run)
             assert result.execution == execution
             (compact_id,) = result.extra_snapshots
             table = FileStoreTable.open(path)

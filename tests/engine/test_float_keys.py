@@ -69,7 +69,8 @@ def test_nan_and_signed_zero_keys_move_across_partitions(spark, warehouse, execu
     for i, batch in enumerate(batches(seed=11, count=4) + [batches(seed=12, count=1)[0]]):
         expected = model.apply(batch)
         df = spark.createDataFrame([(r["k"], r["dt"], r["v"]) for r in batch], SCHEMA)
-        result = upsert(df, path, primary_keys="k", partition_keys="dt", options=OPTIONS, settings=RunSettings(execution=execution))
+        result = upsert(df, path, primary_keys="k", partition_keys="dt", options=OPTIONS,
+                        settings=RunSettings(execution=execution))
         assert {k: getattr(result, k) for k in expected} == expected, f"batch {i}"
         if i:
             assert result.moved > 0

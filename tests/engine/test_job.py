@@ -99,8 +99,10 @@ def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        first = upsert(batch(0), path, primary_keys="id", partition_keys="dt", settings=RunSettings(execution="distributed"))
-        second = upsert(batch(1), path, primary_keys="id", partition_keys="dt", settings=RunSettings(execution="distributed"))
+        first = upsert(batch(0), path, primary_keys="id", partition_keys="dt",
+                       settings=RunSettings(execution="distributed"))
+        second = upsert(batch(1), path, primary_keys="id", partition_keys="dt",
+                        settings=RunSettings(execution="distributed"))
     finally:
         stop.set()
         sampler.join()
@@ -127,7 +129,8 @@ def test_auto_runs_jobs_that_fit_in_the_driver_there_and_others_on_spark(spark, 
     assert big.execution == "distributed" and "Exchange hashpartitioning" in big.plan
     assert big.moved == 1
     with pytest.raises(ValueError, match="execution must be one of auto, local, distributed"):
-        upsert(frame(spark, [ROW]), path, primary_keys="id", partition_keys="dt", settings=RunSettings(execution="fast"))
+        upsert(frame(spark, [ROW]), path, primary_keys="id", partition_keys="dt",
+               settings=RunSettings(execution="fast"))
     assert FileStoreTable.open(path).latest_snapshot().id == 2
 
 
@@ -143,11 +146,13 @@ def test_the_job_cuts_a_large_batch_into_tasks_by_its_size(spark, warehouse, mon
                                           F.lit("x").alias("s"), F.lit(1).alias("amount"),
                                           F.lit(True).alias("flag"), F.lit(0).cast("long").alias("seq"))
 
-    upsert(batch(0, 40, "a"), path, primary_keys="id", partition_keys="dt", settings=RunSettings(execution="distributed"))
+    upsert(batch(0, 40, "a"), path, primary_keys="id", partition_keys="dt",
+           settings=RunSettings(execution="distributed"))
     size = local.estimated_bytes(batch(20, 60, "b"))
     assert not local.unknown(size)
     monkeypatch.setattr(distributed, "TASK_BYTES", max(1, size // 9))
-    result = upsert(batch(20, 60, "b"), path, primary_keys="id", partition_keys="dt", settings=RunSettings(execution="distributed"))
+    result = upsert(batch(20, 60, "b"), path, primary_keys="id", partition_keys="dt",
+                    settings=RunSettings(execution="distributed"))
     wanted = -(-size // max(1, size // 9))
     assert wanted > 2 * spark.sparkContext.defaultParallelism
     plan = result.plan.split("== Initial Plan ==")[-1]
@@ -169,9 +174,11 @@ def test_cross_partition_assigners_write_their_rows_unless_sink_parallelism_asks
     path = f"{warehouse}/db.db/writers_{sink}"
     opts = {"bucket": "-1", "dynamic-bucket.target-row-num": "5"}
     rows = [{**ROW, "id": i, "dt": "ab"[i % 2], "v": i} for i in range(60)]
-    upsert(frame(spark, rows), path, primary_keys="id", partition_keys="dt", options=opts, settings=RunSettings(execution="local"))
+    upsert(frame(spark, rows), path, primary_keys="id", partition_keys="dt", options=opts,
+           settings=RunSettings(execution="local"))
     moved = [{**r, "dt": "ab"[(r["id"] + 1) % 2], "v": -r["id"]} for r in rows[:20]]
-    changed = [{**r, "v": 1000 + r["id"]} for r in rows[20:]] + [{**ROW, "id": 100 + i, "dt": "c", "v": i} for i in range(10)]
+    changed = ([{**r, "v": 1000 + r["id"]} for r in rows[20:]]
+               + [{**ROW, "id": 100 + i, "dt": "c", "v": i} for i in range(10)])
     settings = {"dynamic-bucket.assigner-parallelism": "2", **({"sink.parallelism": str(sink)} if sink else {})}
     result = upsert(frame(spark, moved + changed), path, primary_keys="id", partition_keys="dt",
                     options={**opts, **settings}, settings=RunSettings(execution="distributed"))

@@ -186,7 +186,8 @@ def test_a_damaged_index_is_rebuilt_and_the_upsert_is_right(spark, table_path, d
     if damage == "no pointer":
         os.remove(os.path.join(d, ki.LATEST))
     elif damage == "garbage manifest":
-        name = next(n for n in os.listdir(d) if n.startswith("manifest-") and n in open(os.path.join(d, ki.LATEST)).read())
+        name = next(n for n in os.listdir(d)
+                    if n.startswith("manifest-") and n in open(os.path.join(d, ki.LATEST)).read())
         with open(os.path.join(d, name), "w") as f:
             f.write("{not json")
     elif damage == "missing run":
@@ -503,7 +504,8 @@ def test_a_lookup_finds_every_entry_of_its_hashes_from_the_fences(spark, table_p
     # few distinct hashes, some repeated hundreds of times (more than a fence, more than a batch)
     hashes = np.sort(np.concatenate([rng.integers(-50, 50, n - 400), np.full(400, 7)]).astype(np.int32))
     entries = pa.table({ki.H: hashes, "id": np.arange(n, dtype=np.int64), "dt": ["2024-01-01"] * n,
-                        ki.P: [binary_row.serialize(["2024-01-01"], table.schema.partition_types)] * n, ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32),
+                        ki.P: [binary_row.serialize(["2024-01-01"], table.schema.partition_types)] * n,
+                        ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32),
                         ki.LIVE: np.ones(n, bool)})
     _, name = index.files.write_run(None, entries, seq=5)
     if layout == "fixed-step":
@@ -528,7 +530,8 @@ def test_a_keys_window_of_hashes_is_one_page(spark, table_path):
     table = FileStoreTable.open(table_path)
     index = KeyIndex(table.io, table.path, table.schema, block_rows=40_000)
     n = 100_000
-    hashes = np.sort(np.random.default_rng(3).choice(np.arange(-2**31, 2**31 - 1, 9973), n, replace=False)).astype(np.int32)
+    hashes = np.sort(np.random.default_rng(3).choice(np.arange(-2**31, 2**31 - 1, 9973), n,
+                                                     replace=False)).astype(np.int32)
     entries = pa.table({ki.H: hashes, "id": np.arange(n, dtype=np.int64), "dt": ["2024-01-01"] * n,
                         ki.P: [binary_row.serialize(["2024-01-01"], table.schema.partition_types)] * n,
                         ki.BUCKET: np.zeros(n, np.int32), ki.GEN: np.ones(n, np.int32), ki.LIVE: np.ones(n, bool)})

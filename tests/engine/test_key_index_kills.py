@@ -120,7 +120,8 @@ def test_a_kill_at_every_file_operation_of_an_index_update_leaves_a_usable_state
             # the kill left a version the next refresh catches up, not one it must rebuild
             table = FileStoreTable.open(table_path)
             state = ki.KeyIndex(table.io, table.path, table.schema, **TUNING).refresh(table.plan())
-            assert state.stats["built"] is False, f"a kill before file operation {stop_at} of {operations} forced a rebuild"
+            assert state.stats["built"] is False, (f"a kill before file operation {stop_at} of {operations} "
+                                                   "forced a rebuild")
             # the next upsert, through whatever the kill left, is right and so is the index
             _upsert(spark, table_path, _rows(rng, rng.sample(range(60), 10), tag=f"n{kills}"))
             assert_index_right(table_path, range(60))

@@ -20,7 +20,7 @@ def _write(directory, names: list[str], counts: list[int], same_content: bool) -
     size (a file whose size another has already is written again with a longer pad)."""
     os.makedirs(directory, exist_ok=True)
     paths, sizes = {}, set()
-    for i, (name, count) in enumerate(zip(names, counts)):
+    for name, count in zip(names, counts):
         paths[name] = os.path.join(directory, name)
         for pad in range(100):
             pq.write_table(pa.table({"v": np.arange(count, dtype=np.int64),

@@ -43,7 +43,8 @@ def test_the_batchs_partitions_are_replaced(spark, table_path, execution, option
 def test_a_range_is_replaced_whatever_partition_holds_it(spark, table_path):
     keys = dict(primary_keys=["id", "dt"], partition_keys="dt", options={"bucket": "2"})
     upsert(_frame(spark, [(1, "a", 1, "x"), (2, "b", 2, "x"), (3, "a", 3, "x"), (4, "b", 2, "x")]), table_path, **keys)
-    where = "ts >= CAST('2024-01-02 00:00:00+00:00' AS TIMESTAMP) AND ts < CAST('2024-01-03 00:00:00+00:00' AS TIMESTAMP)"
+    where = ("ts >= CAST('2024-01-02 00:00:00+00:00' AS TIMESTAMP) "
+             "AND ts < CAST('2024-01-03 00:00:00+00:00' AS TIMESTAMP)")
     result = upsert(_frame(spark, [(4, "b", 2, "y")]), table_path, **keys, replace=Replace(where=where))
     assert result.deleted == 1  # id 2 (day 2, not in the batch); id 4 is upserted
     assert _rows(table_path) == [(1, "a", "x"), (3, "a", "x"), (4, "b", "y")]
@@ -69,7 +70,8 @@ def test_a_cross_partition_tables_partitions_are_replaced(spark, table_path, exe
 def test_a_cross_partition_tables_range_is_replaced(spark, table_path):
     keys = dict(primary_keys="id", partition_keys="dt")
     upsert(_frame(spark, [(1, "a", 1, "x"), (2, "b", 2, "x"), (3, "a", 2, "x")]), table_path, **keys)
-    where = "ts >= CAST('2024-01-02 00:00:00+00:00' AS TIMESTAMP) AND ts < CAST('2024-01-03 00:00:00+00:00' AS TIMESTAMP)"
+    where = ("ts >= CAST('2024-01-02 00:00:00+00:00' AS TIMESTAMP) "
+             "AND ts < CAST('2024-01-03 00:00:00+00:00' AS TIMESTAMP)")
     result = upsert(_frame(spark, [(3, "b", 2, "y")]), table_path, **keys, replace=Replace(where=where))
     assert (result.moved, result.deleted) == (1, 1)  # 3 moves to "b"; 2 (day 2, not in the batch) goes
     assert _rows(table_path) == [(1, "a", "x"), (3, "b", "y")]

@@ -87,7 +87,8 @@ def test_every_statement_on_a_dynamic_bucket_key_table_keeps_its_hash_index(spar
            options={"bucket": "-1", "dynamic-bucket.target-row-num": "1"}, settings=RunSettings(execution="local"))
     catalog.sync(spark, os.path.dirname(tables))
     for statement, rows in (
-        ("INSERT INTO db.dyn VALUES (2, 'a', 21), (4, 'a', 40)", [(1, "a", 10), (2, "a", 21), (3, "b", 30), (4, "a", 40)]),
+        ("INSERT INTO db.dyn VALUES (2, 'a', 21), (4, 'a', 40)",
+         [(1, "a", 10), (2, "a", 21), (3, "b", 30), (4, "a", 40)]),
         ("UPDATE db.dyn SET v = v + 1 WHERE id >= 3", [(1, "a", 10), (2, "a", 21), (3, "b", 31), (4, "a", 41)]),
         ("MERGE INTO db.dyn t USING (SELECT * FROM VALUES (1, 'a', 0), (5, 'b', 50) AS s(id, dt, v)) s "
          "ON t.id = s.id AND t.dt = s.dt WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *",

@@ -37,7 +37,8 @@ def test_the_sessions_workers_fork_from_the_daemon_with_the_engine_imported(spar
 
 
 def test_only_a_local_master_running_this_interpreter_gets_it():
-    assert local_session.daemon_settings("local[2]", sys.executable) == {local_session.DAEMON_SETTING: local_session.DAEMON_MODULE}
+    assert local_session.daemon_settings("local[2]", sys.executable) == {
+        local_session.DAEMON_SETTING: local_session.DAEMON_MODULE}
     assert local_session.daemon_settings("local", sys.executable)
     assert local_session.daemon_settings("spark://host:7077", sys.executable) == {}
     assert local_session.daemon_settings(None, sys.executable) == {}
@@ -74,7 +75,8 @@ def test_a_local_masters_session_hands_task_results_over_directly(spark):
     (local-cluster[...] is one) gets neither. The tests' session starts with them, as the adapter's."""
     assert local_session.session_settings("local[2]", sys.executable) == {
         local_session.DAEMON_SETTING: local_session.DAEMON_MODULE, "spark.task.maxDirectResultSize": str(128 << 20)}
-    assert local_session.session_settings("local", "/no/such/python") == {"spark.task.maxDirectResultSize": str(128 << 20)}
+    assert local_session.session_settings("local", "/no/such/python") == {
+        "spark.task.maxDirectResultSize": str(128 << 20)}
     for cluster in ("spark://host:7077", "local-cluster[2,1,1024]", "yarn", None):
         assert local_session.session_settings(cluster, sys.executable) == {}
     assert spark.sparkContext.getConf().get("spark.task.maxDirectResultSize") == str(128 << 20)

@@ -1,4 +1,5 @@
-"""Java Paimon (the release pinned in reference.py) as an oracle: compile JavaPaimon.java once, run batches of read/write requests in one JVM.
+"""Java Paimon (the release pinned in reference.py) as an oracle: compile JavaPaimon.java once, run
+batches of read/write requests in one JVM.
 
 A JVM start costs 1-2 s of CPU, so one JVM serves the test session (started at the first request,
 stopped by close()), and a test gathers its requests into batches. Rows cross as JSON lines typed by

@@ -131,7 +131,8 @@ def _check(kind: str, producer: str, path: str, made: list[list[int]], java_chan
     # follows it (lookup); no other snapshot has any
     carrying = []
     for snapshots, changes in zip(made, stream):
-        with_changelog = [table.snapshots.snapshot(s) for s in snapshots if table.snapshots.snapshot(s).changelog_manifest_list]
+        with_changelog = [table.snapshots.snapshot(s) for s in snapshots
+                          if table.snapshots.snapshot(s).changelog_manifest_list]
         assert [s.commit_kind for s in with_changelog] == ["APPEND" if producer == "input" else "COMPACT"], snapshots
         assert with_changelog[0].changelog_record_count == len(changes)
         carrying.append(with_changelog[0].id)

@@ -17,7 +17,8 @@ ROW = {"id": 1, "v": 5, "ts": None}
 KEYED = {"bucket": "1"}
 TABLES = {  # name: (primary key, options, the option named, refused on read too)
     "agg_remove": (["id"], {**KEYED, "merge-engine": "aggregation", "fields.v.aggregate-function": "sum",
-                            "aggregation.remove-record-on-delete": "true"}, "aggregation.remove-record-on-delete", True),
+                            "aggregation.remove-record-on-delete": "true"},
+                   "aggregation.remove-record-on-delete", True),
     "expiring": (["id"], {**KEYED, "record-level.expire-time": "1 d", "record-level.time-field": "ts"},
                  "record-level.expire-time", False),
     "tracked": ([], {"row-tracking.enabled": "true"}, "row-tracking.enabled", False),

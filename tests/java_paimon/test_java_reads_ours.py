@@ -1,5 +1,6 @@
-"""Java Paimon (the reference release, reference.py) reads the tables we write and gets what our reader, the model and pypaimon get:
-every bucket mode and merge engine, after compaction, expiration and schema evolution, by tag.
+"""Java Paimon (the reference release, reference.py) reads the tables we write and gets what our
+reader, the model and pypaimon get: every bucket mode and merge engine, after compaction,
+expiration and schema evolution, by tag.
 
 Each fixture builds its tables, then runs all their Java reads in one JVM (a JVM start costs 1-2 s).
 Where Java cannot read what we write, the test asserts the failure it shows (docs/java-paimon-oracle.md).

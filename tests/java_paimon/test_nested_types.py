@@ -311,7 +311,8 @@ def test_spark_sql_reads_nested_tables_through_the_catalog(spark, java, warehous
     upsert(spark.sql("SELECT 1L AS id, named_struct('first name', 'ann', 'a:b', 1) AS who"),
            f"{warehouse}/db.db/odd_names", primary_keys="id", settings=RunSettings(execution="local"))
     register(spark, warehouse=warehouse)
-    got = [r.asDict(recursive=True) for r in spark.sql("SELECT k, scores, ids, meta FROM db.java_catalog ORDER BY k").collect()]
+    got = [r.asDict(recursive=True)
+           for r in spark.sql("SELECT k, scores, ids, meta FROM db.java_catalog ORDER BY k").collect()]
     assert [(r["k"], r["scores"], r["meta"]) for r in got] == [(r["k"], r["scores"], r["meta"]) for r in rows_]
     assert [r["ids"] for r in got] == [None if r["ids"] is None else dict(r["ids"]) for r in rows_]
     odd = spark.sql("SELECT who.`first name` AS n, who.`a:b` AS ab FROM db.odd_names").collect()
@@ -333,6 +334,7 @@ def test_a_model_upserts_into_java_struct_fields_that_are_not_null(spark, java, 
     # to a struct type makes every field nullable
     model = spark.sql("SELECT 2L AS id, named_struct('x', 2, 'y', 'b') AS pt, array(named_struct('z', 5L)) AS xs")
     upsert(model, path, primary_keys="id", settings=RunSettings(execution=execution))
-    expected = [{"id": 1, "pt": {"x": 1, "y": "a"}, "xs": [{"z": 1}]}, {"id": 2, "pt": {"x": 2, "y": "b"}, "xs": [{"z": 5}]}]
+    expected = [{"id": 1, "pt": {"x": 1, "y": "a"}, "xs": [{"z": 1}]},
+                {"id": 2, "pt": {"x": 2, "y": "b"}, "xs": [{"z": 5}]}]
     read, = java.run([Read(path)])
     assert_same(read, FileStoreTable.open(path).to_arrow(), ["id"], expected)

@@ -66,7 +66,8 @@ def test_we_write_a_java_postpone_table_into_real_buckets_and_every_reader_agree
     table = FileStoreTable.open(path)
     plan = table.plan()
     assert _counts(table) == {"a": {3}, "b": {2}}
-    assert {(s.partition_values[0], s.bucket) for s in plan.splits} <= {("a", b) for b in range(3)} | {("b", 0), ("b", 1)}
+    assert ({(s.partition_values[0], s.bucket) for s in plan.splits}
+            <= {("a", b) for b in range(3)} | {("b", 0), ("b", 1)})
     assert {f.level for s in plan.splits for f in s.files} == {0}  # write-only: no compaction
     assert plan.postponed == 1  # Java's rows still wait in bucket -2, untouched
     assert table.snapshots.earliest_id() == 1  # no snapshot expiration on a postpone table, as in Paimon
@@ -150,7 +151,8 @@ def test_an_upsert_that_raced_a_writer_of_another_count_runs_again(spark, wareho
         assert (result.attempts, result.recommits) == (2, 0) and _counts(table) == {"a": {1}, "n": {4}}
     else:
         assert (result.attempts, result.recommits) == (2, 1) and _counts(table) == {"a": {1}, "n": {1}, "m": {4}}
-    model = {("a", 1): "a1", **{("n", k): f"n{k}" for k in range(8)}, **{(racer_partition, k): "r" for k in (50, 51, 52)}}
+    model = {("a", 1): "a1", **{("n", k): f"n{k}" for k in range(8)},
+             **{(racer_partition, k): "r" for k in (50, 51, 52)}}
     assert rows(table.to_arrow(), KEY) == _want(model) == rows(pypaimon_read(path), KEY)
 
 
@@ -183,7 +185,8 @@ def test_rows_a_streaming_writer_parks_meanwhile_do_not_rerun_our_job(spark, jav
     from dbt_paimon.store.clone import clone_table
     clone_table(table.io, path, f"{warehouse}/db.db/streamed_clone")
     parked_dir = f"{path}/dt=a/bucket-postpone"
-    assert sorted(os.listdir(parked_dir)) == sorted(os.listdir(f"{warehouse}/db.db/streamed_clone/dt=a/bucket-postpone"))
+    assert sorted(os.listdir(parked_dir)) == sorted(
+        os.listdir(f"{warehouse}/db.db/streamed_clone/dt=a/bucket-postpone"))
     table.new_commit().overwrite([], {table.partition_bytes(["a"])})
     table.expire_snapshots(retain_max=1, retain_min=1)
     assert not os.listdir(parked_dir) and table.to_arrow().num_rows == 0
@@ -261,7 +264,8 @@ def test_compaction_moves_the_rows_java_parked_into_their_buckets(spark, java, w
     sid = compact(spark, path, execution=execution)
     table = FileStoreTable.open(path)
     plan = table.plan()
-    assert plan.postponed == 0 and table.latest_snapshot().id == sid and table.latest_snapshot().commit_kind == "COMPACT"
+    assert (plan.postponed == 0 and table.latest_snapshot().id == sid
+            and table.latest_snapshot().commit_kind == "COMPACT")
     assert _counts(table) == {"a": {3}, "c": {2}}
     assert {f.level for s in plan.splits for f in s.files} == {5}
     want = _want(model)

@@ -33,9 +33,9 @@ def _history(rng: random.Random, version: int, kinds: bool) -> list[dict]:
     out = []
     for k in rng.sample(range(25), 12):
         kind = rng.choice(["+I", "+I", "+U", "-U", "-D"]) if kinds else "+I"
-        out.append({"k": k, "a": maybe(f"a{version}-{k}"), "b": maybe(rng.randrange(100)), "g1": maybe(rng.randrange(4)),
-                    "c": maybe(f"c{version}-{k}"), "g2": maybe(rng.randrange(3)), "g3": maybe(rng.randrange(3)),
-                    "d": maybe(f"d{version}-{k}", 0.4), "_kind": kind})
+        out.append({"k": k, "a": maybe(f"a{version}-{k}"), "b": maybe(rng.randrange(100)),
+                    "g1": maybe(rng.randrange(4)), "c": maybe(f"c{version}-{k}"), "g2": maybe(rng.randrange(3)),
+                    "g3": maybe(rng.randrange(3)), "d": maybe(f"d{version}-{k}", 0.4), "_kind": kind})
     return out
 
 
@@ -101,7 +101,8 @@ def test_what_groups_cannot_merge_is_refused(java, warehouse):
         FileStoreTable.create(f"{warehouse}/db.db/g_crossed", ARROW, ["k"], [],
                               {**pu, "fields.g1.sequence-group": "a,g2", "fields.g2.sequence-group": "c"})
     with pytest.raises(SchemaError, match="names column ' b'"):  # split on commas as written, as Paimon does
-        FileStoreTable.create(f"{warehouse}/db.db/g_space", ARROW, ["k"], [], {**pu, "fields.g1.sequence-group": "a, b"})
+        FileStoreTable.create(f"{warehouse}/db.db/g_space", ARROW, ["k"], [],
+                              {**pu, "fields.g1.sequence-group": "a, b"})
     # Paimon gives group fields an aggregator even when it is last_non_null_value: not merged here
     with pytest.raises(SchemaError, match="does not merge aggregate functions"):
         FileStoreTable.create(f"{warehouse}/db.db/g_lnn", ARROW, ["k"], [],

@@ -9,8 +9,9 @@ over PATH, with the catalog options given, such as an object store's settings) i
 registered on first use and made the current catalog, so the statement names tables as `db.t`
 and one session serves the warehouses of many tests. The answer is one JSON line:
 `{"columns": [...], "rows": [[...], ...], "seconds": S}` or `{"error": TEXT}`. With `"parquet": DIR` in the
-request the statement's rows go to Parquet files in DIR instead (`"rows": []`), for results too big for JSON. Values: numbers, strings,
-booleans, null; DECIMAL as a string, DATE and TIMESTAMP as ISO-8601 text, BINARY as base64.
+request the statement's rows go to Parquet files in DIR instead (`"rows": []`), for results too big for
+JSON. Values: numbers, strings, booleans, null; DECIMAL as a string, DATE and TIMESTAMP as ISO-8601
+text, BINARY as base64.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def main() -> None:
             else:
                 rows = [[_json(v) for v in row] for row in frame.collect()]
             answer = {"columns": frame.columns, "rows": rows, "seconds": time.perf_counter() - start}
-        except Exception as e:  # the test asserts on Paimon's message
+        except Exception as e:  # noqa: BLE001 - the test asserts on Paimon's message
             answer = {"error": f"{type(e).__name__}: {e}"}
         out.write(json.dumps(answer) + "\n")
         out.flush()

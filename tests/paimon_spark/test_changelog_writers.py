@@ -56,7 +56,8 @@ def test_ours_and_paimons_writer_both_feed_the_change_stream(spark, paimon_spark
         derived = dict(live)
 
     table = FileStoreTable.open(path)
-    carrying = [s for s in range(1, table.latest_snapshot().id + 1) if table.snapshots.snapshot(s).changelog_manifest_list]
+    carrying = [s for s in range(1, table.latest_snapshot().id + 1)
+                if table.snapshots.snapshot(s).changelog_manifest_list]
     changes, = java.run([Changes(path)])
     got: dict[int, list[tuple]] = {}
     for c in changes:

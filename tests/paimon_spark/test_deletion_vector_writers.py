@@ -35,9 +35,11 @@ def test_ours_and_paimons_writer_keep_one_dv_table(spark, paimon_spark, java, wa
         if writer == "ours":
             upsert(spark.createDataFrame(list(batch.items()), SPARK), path, primary_keys="id", options=OPTIONS)
         else:
-            paimon_spark.sql(wh, f"INSERT INTO {name} VALUES " + sql_values([{"id": k, "v": v} for k, v in batch.items()]))
-        expected.append(sorted([("-U", k, live[k]) for k in batch if k in live] + [("+U", k, v) for k, v in batch.items()
-                                if k in live] + [("+I", k, v) for k, v in batch.items() if k not in live]))
+            paimon_spark.sql(wh, f"INSERT INTO {name} VALUES "
+                             + sql_values([{"id": k, "v": v} for k, v in batch.items()]))
+        expected.append(sorted([("-U", k, live[k]) for k in batch if k in live]
+                               + [("+U", k, v) for k, v in batch.items() if k in live]
+                               + [("+I", k, v) for k, v in batch.items() if k not in live]))
         live.update(batch)
         table = FileStoreTable.open(path)
         assert all(f.level > 0 for s in table.plan().splits for f in s.files), writer

@@ -56,7 +56,8 @@ def test_multi_field_row_with_variable_part_matches_pypaimon():
 
 def test_documented_partition_example():
     # ../shared/paimon-format.md: partition ('d1',) = 00000001 00*8 'd1' 00*5 82
-    assert binary_row.serialize(["d1"], [parse_type("STRING")]) == bytes.fromhex("00000001" + "00" * 8) + b"d1" + bytes(5) + b"\x82"
+    assert (binary_row.serialize(["d1"], [parse_type("STRING")])
+            == bytes.fromhex("00000001" + "00" * 8) + b"d1" + bytes(5) + b"\x82")
 
 
 def test_epoch_nanos_keep_sub_microsecond_precision():

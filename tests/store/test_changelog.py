@@ -1,6 +1,7 @@
 """Changelog producers in the store: which tables may have one; what a commit writes for 'input', and
 what an overwrite, a failed commit, a rollback and an expiration do with a snapshot's changelog files;
-what a compaction derives for 'lookup' (deduplicate, first-row; a file moved up without a rewrite). (Paimon's streaming read of our changelog: tests/java_paimon/test_changelog.py.)"""
+what a compaction derives for 'lookup' (deduplicate, first-row; a file moved up without a rewrite).
+(Paimon's streaming read of our changelog: tests/java_paimon/test_changelog.py.)"""
 
 import dataclasses
 import json
@@ -44,7 +45,8 @@ def _changelog(table: FileStoreTable, snapshot_id: int) -> list[tuple]:
 @pytest.mark.parametrize("options, message", [
     ({"changelog-producer": "full-compaction", "deletion-vectors.enabled": "true"}, "only supports 'none', 'input'"),
     ({"changelog-producer": "lookup", "full-compaction.delta-commits": "2"}, "incompatible with 'changelog-producer'"),
-    ({"changelog-producer": "lookup", "merge-engine": "aggregation"}, "'lookup' on a aggregation table is not supported"),
+    ({"changelog-producer": "lookup", "merge-engine": "aggregation"},
+     "'lookup' on a aggregation table is not supported"),
     ({"changelog-producer": "inpt"}, "must be one of none, input, lookup, full-compaction, got 'inpt'"),
     ({"changelog-producer": "input", "merge-engine": "first-row"}, "only supports 'none' and 'lookup'"),
     ({"changelog.num-retained.max": "20", "snapshot.num-retained.max": "10"}, "decoupled changelog"),

@@ -19,7 +19,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def _table(path, n=20, start=0, v="a"):
-    t = FileStoreTable.create(path, SCHEMA, ["id", "dt"], ["dt"]) if not FileStoreTable.exists(path) else FileStoreTable.open(path)
+    if FileStoreTable.exists(path):
+        t = FileStoreTable.open(path)
+    else:
+        t = FileStoreTable.create(path, SCHEMA, ["id", "dt"], ["dt"])
     w = t.new_write()
     ids = list(range(start, start + n))
     w.write(pa.table({"id": ids, "dt": [f"d{i % 2}" for i in ids], "v": [v] * n}), buckets=[i % 2 for i in ids])
@@ -82,7 +85,7 @@ def test_two_writers_racing_for_the_same_snapshot(table_path):
                     barrier.wait(timeout=30)
             commit.before_snapshot = both_ready
             results[name] = commit.commit(w.prepare_commit())
-        except Exception as e:  # surfaced below
+        except Exception as e:  # noqa: BLE001 - surfaced below
             errors.append(e)
 
     threads = [threading.Thread(target=writer, args=(n, s)) for n, s in (("x", 100), ("y", 200))]
@@ -158,7 +161,8 @@ def test_a_manifest_is_decoded_once_per_process(table_path, monkeypatch):
     _table(table_path)
     decoded = []
     real = manifest.read_avro
-    monkeypatch.setattr(manifest, "read_avro", lambda io_, path: decoded.append(os.path.basename(path)) or real(io_, path))
+    monkeypatch.setattr(manifest, "read_avro",
+                        lambda io_, path: decoded.append(os.path.basename(path)) or real(io_, path))
     t = FileStoreTable.open(table_path)
     first = t.plan()
     assert any(not n.startswith("manifest-list-") for n in decoded)

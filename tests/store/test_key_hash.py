@@ -50,7 +50,8 @@ def test_every_fixed_type_and_nulls():
         pa.array([dt.date(2024, 1, 1), None, dt.date(1960, 1, 1)]),
         pa.array([dt.datetime(2024, 1, 1, 1, 1, 1, 123000), None, dt.datetime(1969, 1, 1)], pa.timestamp("ms")),
     ]
-    _check(arrays, ["BOOLEAN", "TINYINT", "SMALLINT", "INT", "FLOAT", "DOUBLE", "DECIMAL(10, 2)", "DATE", "TIMESTAMP(3)"])
+    _check(arrays, ["BOOLEAN", "TINYINT", "SMALLINT", "INT", "FLOAT", "DOUBLE", "DECIMAL(10, 2)", "DATE",
+                    "TIMESTAMP(3)"])
 
 
 def test_variable_part_types():

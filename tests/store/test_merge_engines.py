@@ -538,7 +538,8 @@ def test_count_marker_and_type_checks(warehouse):
     with pytest.raises(SchemaError, match="column 'b' is STRING: aggregate function 'sum' needs a numeric type"):
         new_table(warehouse, "bad", PU_SCHEMA, {"merge-engine": "aggregation", "fields.b.aggregate-function": "sum"})
     with pytest.raises(SchemaError, match="'bool_or' needs BOOLEAN"):
-        new_table(warehouse, "bad2", PU_SCHEMA, {"merge-engine": "aggregation", "fields.a.aggregate-function": "bool_or"})
+        new_table(warehouse, "bad2", PU_SCHEMA,
+                  {"merge-engine": "aggregation", "fields.a.aggregate-function": "bool_or"})
 
 
 # ---- properties -----------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from dbt_paimon.store.fileio import FileIO
 from dbt_paimon.store.object_store import ObjectStoreError, UnsafeCommitError
 from tests.oracle import pypaimon_read
 
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("dt", pa.string()), pa.field("v", pa.string())])
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("dt", pa.string()),
+                    pa.field("v", pa.string())])
 
 
 def _rows(n, tag="a"):

@@ -31,7 +31,7 @@ def _age(path: str, millis: int) -> None:
 
 def age_everything(root: str, millis: int = 2 * DAY_MS) -> None:
     """Files first, then directories deepest first (touching a file leaves its directory's mtime)."""
-    for folder, dirs, files in os.walk(root):
+    for folder, _dirs, files in os.walk(root):
         for f in files:
             _age(os.path.join(folder, f), millis)
     for folder, _, _ in sorted(os.walk(root), key=lambda w: -w[0].count(os.sep)):

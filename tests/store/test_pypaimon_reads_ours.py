@@ -23,11 +23,14 @@ ALL_TYPES = pa.schema([
 def _value_row(rng: random.Random, key: int, version: int) -> dict:
     maybe = lambda v: None if rng.random() < 0.15 else v  # noqa: E731
     return {
-        "id": key, "dt": f"2024-01-{key % 7 + 1:02d}", "b": maybe(rng.random() < 0.5), "i8": maybe(rng.randint(-128, 127)),
+        "id": key, "dt": f"2024-01-{key % 7 + 1:02d}", "b": maybe(rng.random() < 0.5),
+        "i8": maybe(rng.randint(-128, 127)),
         "i16": maybe(rng.randint(-30000, 30000)), "i32": maybe(rng.randint(-2**31, 2**31 - 1)),
         "f32": maybe(float(rng.randint(-1000, 1000)) / 4), "f64": maybe(rng.uniform(-1e6, 1e6)),
-        "dec": maybe(Decimal(rng.randint(-10**9, 10**9)) / 100), "bigdec": maybe(Decimal(rng.randint(-10**20, 10**20)) / 10000),
-        "s": maybe(f"v{version}-" + "x" * rng.randint(0, 20)), "bin": maybe(bytes(rng.randint(0, 255) for _ in range(rng.randint(0, 12)))),
+        "dec": maybe(Decimal(rng.randint(-10**9, 10**9)) / 100),
+        "bigdec": maybe(Decimal(rng.randint(-10**20, 10**20)) / 10000),
+        "s": maybe(f"v{version}-" + "x" * rng.randint(0, 20)),
+        "bin": maybe(bytes(rng.randint(0, 255) for _ in range(rng.randint(0, 12)))),
         "day": maybe(dt.date(2000, 1, 1) + dt.timedelta(days=rng.randint(0, 9000))),
         "ts3": maybe(dt.datetime(2020, 1, 1) + dt.timedelta(milliseconds=rng.randint(0, 10**11))),
         "ts6": maybe(dt.datetime(2020, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10**14))),
@@ -75,7 +78,8 @@ def test_lone_file_with_delete_rows_in_a_bucket(table_path):
     schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
     t = FileStoreTable.create(table_path, schema, ["id"], [], {"bucket": "-1"})
     w = t.new_write()
-    w.write(pa.table({"id": [1, 2, 3, 4], "v": ["a", "b", "c", "d"]}), buckets=0, row_kinds=[INSERT, DELETE, INSERT, DELETE])
+    w.write(pa.table({"id": [1, 2, 3, 4], "v": ["a", "b", "c", "d"]}), buckets=0,
+            row_kinds=[INSERT, DELETE, INSERT, DELETE])
     w.write(pa.table({"id": [10, 11], "v": ["x", "y"]}), buckets=1, row_kinds=[DELETE, DELETE])
     w.commit()
     files = {s.bucket: s.files for s in t.plan().splits}
@@ -110,7 +114,8 @@ def test_partition_values_of_every_type_including_null(warehouse, ptype, values)
     w.write(pa.Table.from_pylist(data, schema), buckets=[i % 2 for i in range(len(data))])
     w.commit()
     dirs = sorted(d for d in os.listdir(path) if d.startswith("p="))
-    assert len(dirs) == len({str(v) for v in values if v not in (None, "")}) + (1 if None in values or "" in values else 0)
+    assert len(dirs) == (len({str(v) for v in values if v not in (None, "")})
+                         + (1 if None in values or "" in values else 0))
     if None in values:
         assert "p=__DEFAULT_PARTITION__" in dirs
     expected = {r["id"]: r for r in pa.Table.from_pylist(data, schema).to_pylist()}  # float32-rounded

@@ -57,7 +57,8 @@ def test_bucket_modes_follow_paimon_rules(warehouse):
     (["id"], ["dt"], {"sequence.field": "ts"}, "'sequence.field' is not allowed on a cross-partition table"),
     (["id"], [], {"sequence.field": "ghost"}, "names column(s) ['ghost']"),
     (["id"], [], {"sequence.field": "amount,amount"}, "names ['amount'] more than once"),
-    (["id"], [], {"sequence.field": "amount", "merge-engine": "first-row"}, "cannot be used with merge-engine 'first-row'"),
+    (["id"], [], {"sequence.field": "amount", "merge-engine": "first-row"},
+     "cannot be used with merge-engine 'first-row'"),
     (["id"], [], {"sequence.field": "amount", "merge-engine": "aggregation", "fields.amount.aggregate-function": "sum"},
      "sequence field(s) ['amount'] must not have an aggregate function"),
     (["id"], [], {"sequence.field": "amount", "sequence.field.sort-order": "newest"},
@@ -81,7 +82,8 @@ def test_reserved_and_unsupported_columns(table_path):
         FileStoreTable.create(table_path, pa.schema([("id", pa.int64()), ("at", pa.time64("us"))]), ["id"])
     with pytest.raises(SchemaError, match=r"column 'tags element' has Arrow type dictionary"):
         FileStoreTable.create(table_path, pa.schema([("id", pa.int64()),
-                                                     ("tags", pa.list_(pa.dictionary(pa.int8(), pa.string())))]), ["id"])
+                                                     ("tags", pa.list_(pa.dictionary(pa.int8(), pa.string())))]),
+                              ["id"])
     with pytest.raises(SchemaError, match="partition column 'b' is BYTES"):
         FileStoreTable.create(table_path, pa.schema([("id", pa.int64()), ("b", pa.binary())]), ["id"], ["b"])
     assert not os.path.exists(table_path)

@@ -38,7 +38,8 @@ def _batches(seed: int) -> list[pa.Table]:
         keys = rng.sample(range(500), 150)
         out.append(pa.Table.from_pylist([{
             "id": k, "dt": f"2024-0{k % 3 + 1}", "name": None if rng.random() < 0.1 else f"n{version}-{k}",
-            "amount": Decimal(rng.randint(0, 10**6)) / 100, "ts": dt.datetime(2024, 1, 1) + dt.timedelta(seconds=k * version),
+            "amount": Decimal(rng.randint(0, 10**6)) / 100,
+            "ts": dt.datetime(2024, 1, 1) + dt.timedelta(seconds=k * version),
             "day": dt.date(2024, 1, 1) + dt.timedelta(days=version), "score": rng.random(),
         } for k in keys], SCHEMA))
     return out

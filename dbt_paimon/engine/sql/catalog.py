@@ -63,7 +63,8 @@ def provider_name(schema: str, table: str, path: str, table_schema: TableSchema)
     """A name that changes whenever the catalog entry must: another path, or another Paimon schema
     (columns, types, comments; a rebuilt table's schema-0 differs by its creation time)."""
     clean = re.sub(r"[^a-z0-9_]", "_", f"{schema}__{table}".lower())
-    digest = hashlib.sha1(f"{path if fileio.scheme_of(path) else os.path.abspath(path)}|{table_schema.to_json()}".encode()).hexdigest()[:12]
+    digest = hashlib.sha1(f"{path if fileio.scheme_of(path) else os.path.abspath(path)}|"
+                          f"{table_schema.to_json()}".encode()).hexdigest()[:12]
     return f"{PROVIDER_PREFIX}{clean}__{digest}"
 
 
@@ -265,7 +266,8 @@ def catalog_entries(spark: SparkSession, schema: str) -> dict[str, CatalogEntry]
     names = scala_list(spark, ext.listTables(schema))
     if not names:
         return {}
-    entries = [_entry_of(schema, t) for t in scala_list(spark, ext.getTablesByName(schema, spark._jvm.PythonUtils.toSeq(names)))]
+    entries = [_entry_of(schema, t)
+               for t in scala_list(spark, ext.getTablesByName(schema, spark._jvm.PythonUtils.toSeq(names)))]
     return {e.name: e for e in entries}
 
 
@@ -340,7 +342,7 @@ def alter_entry(spark: SparkSession, schema: str, name: str, **fields) -> bool:
         spark._jsparkSession.sessionState().catalog().invalidateCachedTable(
             jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(name, jvm.scala.Some.apply(schema)))
         return True
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - the entry is a convenience: Paimon's table holds the change
         log.debug(f"{schema}.{name}: could not change {', '.join(fields)} of the catalog entry: {e}")
         return False
 
@@ -357,7 +359,8 @@ def _inside(path: str, warehouse: str) -> bool:
     return os.path.abspath(path).startswith(os.path.abspath(warehouse).rstrip(os.sep) + os.sep)
 
 
-def sync(spark: SparkSession, warehouse: str, schemas: Iterable[str] = (), only: Optional[str] = None) -> dict[str, int]:
+def sync(spark: SparkSession, warehouse: str, schemas: Iterable[str] = (),
+         only: Optional[str] = None) -> dict[str, int]:
     """Bring Spark's catalog in line with the warehouse (or one schema of it): every Paimon table
     readable as `schema.table`, no entry left for a table that is gone. Returns counts for the log."""
     counts = {"tables": 0, "created": 0, "dropped": 0, "conflicts": 0}
