@@ -27,7 +27,3 @@ def named(df: DataFrame, name: Name) -> DataFrame:
     plan = jvm.org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias(identifier, df._jdf.logicalPlan())
     return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan), spark)
 
-
-def last(name: Name) -> str:
-    """The part a column is qualified with in the statement's own text at least (`t`, or the alias)."""
-    return name if isinstance(name, str) else list(name)[-1]

@@ -161,8 +161,7 @@ def _plan(spark: SparkSession, table: FileStoreTable, schema: TableSchema, snaps
     native = [s for s in plan.splits if splits.native(s)]
     parts = []
     if native:
-        key = (table.path, _identity(plan.snapshot), schema.id, schema.time_millis)
-        parts = _native_parts(spark, schema, splits, native, _deleted(key, table, schema, splits, native))
+        parts = _native_parts(spark, schema, splits, native, _deleted(table, schema, splits, native))
     if len(native) < len(plan.splits) or not parts:
         reader = spark.read.format("paimon").options(**(source_options or {}))
         if plan.snapshot is not None:
@@ -176,18 +175,12 @@ def _plan(spark: SparkSession, table: FileStoreTable, schema: TableSchema, snaps
     return out.select(*[F.col(f"`{f.name}`") for f in columns.fields])
 
 
-# (table path, snapshot, schema) -> the files that lose rows, in groups (lost_rows.py): a snapshot never
-# changes, and a dbt run reads the same snapshot in many queries (models, tests)
-_LOST: dict[tuple, list[LostRows]] = {}
 _lock = threading.Lock()
 
 
-def _deleted(key: tuple, table: FileStoreTable, schema: TableSchema, splits: "Splits",
-             native: list[DataSplit]) -> list[LostRows]:
-    """The files of `native` that lose rows, with the positions they lose."""
-    with _lock:
-        if key in _LOST:
-            return _LOST[key]
+def _deleted(table: FileStoreTable, schema: TableSchema, splits: "Splits", native: list[DataSplit]) -> list[LostRows]:
+    """The files of `native` that lose rows, with the positions they lose (once per snapshot and
+    session: frame() keeps the DataFrame made of them)."""
     gone = deletions.of_splits(table.io, table.path, schema, native, lambda split: not splits.raw(split))
     rows, sizes = {}, {}
     for split in native:
@@ -195,10 +188,7 @@ def _deleted(key: tuple, table: FileStoreTable, schema: TableSchema, splits: "Sp
             if f.file_name in gone:
                 rows[f.file_name] = f.row_count
                 sizes[f.file_name] = os.path.getsize(fileio.local_path(data_file_path(split.bucket_path, f)))
-    out = [LostRows({name: rows[name] for name in group}, gone, sizes) for group in groups_of(rows)]
-    with _lock:
-        _LOST[key] = out
-    return out
+    return [LostRows({name: rows[name] for name in group}, gone, sizes) for group in groups_of(rows)]
 
 
 def _native_parts(spark: SparkSession, schema: TableSchema, splits: "Splits", native: list[DataSplit],

@@ -38,7 +38,7 @@ from ...store.scan import next_sequences
 from ...store.snapshot import APPEND
 from ...store.schema import TableSchema, resolve_columns
 from ...store.table import FileStoreTable
-from ..qualified import last, named
+from ..qualified import named
 from .catalog import quote
 from .statement import Statement, option, scala_list
 from .target import Target, names
@@ -127,7 +127,7 @@ def _joined(spark: SparkSession, table: FileStoreTable, plan, source: DataFrame,
     id); read once (a checkpoint) so the checks and the writes see the same rows. An append table's
     rows without an action stay: their file may be written again."""
     schema = table.schema
-    name = last(qualified)
+    name = qualified[-1]  # the table's own name, or the alias
     if schema.is_append:  # the rows with the file holding them, and an id of each (no key to tell them apart)
         rows = file_rows(spark, table, plan.splits).withColumn(_ROW, F.monotonically_increasing_id())
         identity = [_ROW]
