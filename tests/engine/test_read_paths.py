@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 
 from dbt_paimon.engine import RunSettings, compact, delete, read, register, upsert, write
 from dbt_paimon.store import FileStoreTable
@@ -183,3 +184,37 @@ def test_a_table_made_anew_at_the_same_path_is_read_anew(spark, tmp_path):
         upsert(spark.createDataFrame(rows, SCHEMA), path, primary_keys=["id"], partition_keys=["dt"], settings=LOCAL)
         assert FileStoreTable.open(path).snapshots.latest_id() == 1
         assert _rows(read(spark, path)) == sorted(rows)
+
+
+def _scan_text(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+@pytest.mark.parametrize("case", ["strings", "ints", "legacy-date", "null-partition"])
+def test_a_partition_filter_leaves_out_whole_directories_where_spark_reads_them(spark, tmp_path, case):
+    """Where each partition directory's name reads in Spark as the value Paimon holds, Spark takes the
+    partition fields from the directories and prunes them when it plans a query (PartitionFilters);
+    a legacy DATE (days since epoch) or a null (the default partition's name) would read otherwise,
+    so those tables read the values the files hold. The answers are the same either way."""
+    import datetime as dt
+    path = str(tmp_path / "db.db" / "parts")
+    values = {"strings": ["a/b", "x=y", "50%", "%41", "sp ace", "ü#{}"], "ints": [-3, 0, 7, 12],
+              "legacy-date": [dt.date(2024, 1, d) for d in (1, 2, 3)], "null-partition": ["a", None, "b"]}[case]
+    kind = {"strings": "string", "ints": "int", "legacy-date": "date", "null-partition": "string"}[case]
+    schema = f"id bigint, p {kind}, v string"
+    rows = [(k, values[k % len(values)], f"v{k}") for k in range(30)]
+    upsert(spark.createDataFrame(rows[:20], schema), path, primary_keys=["id"], partition_keys=["p"],
+           options={"bucket": "2", "write-only": "true"}, settings=LOCAL)
+    upsert(spark.createDataFrame(rows[10:], schema).withColumn("v", F.lit("w")), path,
+           primary_keys=["id"], partition_keys=["p"], options={"bucket": "2", "write-only": "true"}, settings=LOCAL)
+    model = {r[0]: r for r in rows[:10]}
+    model.update({r[0]: (r[0], r[1], "w") for r in rows[10:]})
+    df = read(spark, path)
+    assert _rows(df) == sorted(model.values())
+    for value in values:
+        chosen = df.where(df.p.isNull()) if value is None else df.where(df.p == value)
+        assert _rows(chosen) == sorted(r for r in model.values() if r[1] == value), value
+        text = _scan_text(chosen)
+        assert "FileScan parquet" in text and "(Python)" not in text, text
+        pruned = "PartitionFilters: [isnotnull(p" in text or "PartitionFilters: [isnull(p" in text
+        assert pruned == (case in ("strings", "ints")), text

@@ -17,11 +17,18 @@ schema it was written with: each file schema is read by its names and types, ren
 table's (matched by field id), and a field added since reads as null; a file whose field changed
 type is left to the Python source. Rows are left out by position: each row of a file that loses
 rows is tested against a bitmap of the rows lost (lost_rows.py).
+
+Where every partition directory's name reads in Spark as the partition's value (strings, integers,
+ISO dates: not Paimon's legacy day numbers or its default-partition name), Spark is told the
+partition fields come from the `k=v` directories: a query's filter on them then leaves out whole
+directories when Spark plans it, instead of opening every file of the snapshot.
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import os
+import re
 import threading
 from collections import OrderedDict, defaultdict
 from typing import Optional
@@ -31,7 +38,7 @@ from pyspark.sql import functions as F
 
 from ...store import fileio
 from ...store.errors import PaimonError
-from ...store.paths import data_file_path
+from ...store.paths import data_file_path, partition_value_string
 from ...store.read import raw_convertible
 from ...store.scan import DataSplit, batch_scan_skip_level0
 from ...store.schema import SchemaManager, TableSchema
@@ -161,7 +168,8 @@ def _plan(spark: SparkSession, table: FileStoreTable, schema: TableSchema, snaps
     native = [s for s in plan.splits if splits.native(s)]
     parts = []
     if native:
-        parts = _native_parts(spark, schema, splits, native, _deleted(table, schema, splits, native))
+        base = table.path if partitions_read_by_spark(table.path, schema, native) else None
+        parts = _native_parts(spark, schema, splits, native, _deleted(table, schema, splits, native), base)
     if len(native) < len(plan.splits) or not parts:
         reader = spark.read.format("paimon").options(**(source_options or {}))
         if plan.snapshot is not None:
@@ -191,10 +199,55 @@ def _deleted(table: FileStoreTable, schema: TableSchema, splits: "Splits", nativ
     return [LostRows({name: rows[name] for name in group}, gone, sizes) for group in groups_of(rows)]
 
 
+# the partition types whose directory text Spark reads back as the value itself (checked per value)
+_SPARK_PARTITION_ROOTS = {"STRING", "TINYINT", "SMALLINT", "INT", "BIGINT", "DATE"}
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _unescaped(text: str) -> str:
+    """A directory name as Spark reads it (ExternalCatalogUtils.unescapePathName: each %XX one char)."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+def _spark_text(value, t) -> Optional[str]:
+    """The directory text Spark reads as `value` of Paimon type `t` (None: no such text here)."""
+    if value is None:
+        return None
+    if t.root == "DATE":
+        return value.isoformat() if isinstance(value, dt.date) else None
+    return partition_value_string(value, t)
+
+
+def partitions_read_by_spark(table_path: str, schema: TableSchema, splits: list[DataSplit]) -> bool:
+    """Whether Spark's partition discovery, given the table's directory as its base, reads every
+    split's partition values from its directories exactly as Paimon holds them: the field names in
+    order, each value's text its own (a null, a legacy DATE's day number or a type Spark spells
+    otherwise would read differently: those tables keep the values the files hold)."""
+    keys = schema.partition_keys
+    if not keys:
+        return False
+    types = [schema.field(k).type for k in keys]
+    if any(t.root not in _SPARK_PARTITION_ROOTS for t in types):
+        return False
+    prefix = table_path.rstrip("/") + "/"
+    for split in splits:
+        if not split.bucket_path.startswith(prefix):
+            return False
+        dirs = split.bucket_path[len(prefix):].split("/")[:-1]
+        if len(dirs) != len(keys):
+            return False
+        for text, key, value, t in zip(dirs, keys, split.partition_values, types):
+            name, eq, raw = text.partition("=")
+            if not eq or _unescaped(name) != key or _unescaped(raw) != _spark_text(value, t):
+                return False
+    return True
+
+
 def _native_parts(spark: SparkSession, schema: TableSchema, splits: "Splits", native: list[DataSplit],
-                  deleted: list[LostRows]) -> list[DataFrame]:
+                  deleted: list[LostRows], base: Optional[str]) -> list[DataFrame]:
     """One Parquet scan per file schema of the files read whole, and per file schema and group of
-    those that lose rows, each row tested against the group's lost rows."""
+    those that lose rows, each row tested against the group's lost rows; `base`: the table's
+    directory, where Spark reads the partition fields from the directories below it."""
     group_of = {name: i for i, lost in enumerate(deleted) for name in lost.names}
     whole: dict[int, list[str]] = defaultdict(list)
     partial: dict[tuple[int, int], list[str]] = defaultdict(list)
@@ -205,7 +258,7 @@ def _native_parts(spark: SparkSession, schema: TableSchema, splits: "Splits", na
                 partial[(group_of[f.file_name], f.schema_id)].append(where)
             else:
                 whole[f.schema_id].append(where)
-    parts = [_renamed(schema, splits.file_schema(sid), _read(spark, splits.file_schema(sid), schema, paths))
+    parts = [_renamed(schema, splits.file_schema(sid), _read(spark, splits.file_schema(sid), schema, paths, base))
              for sid, paths in sorted(whole.items())]
     bits = {}
     for (group, sid), paths in sorted(partial.items()):
@@ -213,18 +266,22 @@ def _native_parts(spark: SparkSession, schema: TableSchema, splits: "Splits", na
         if group not in bits:
             bits[group] = lost.relation(spark).scalar()
         file_schema = splits.file_schema(sid)
-        rows = _read(spark, file_schema, schema, paths).where(lost.kept(bits[group]))
+        rows = _read(spark, file_schema, schema, paths, base).where(lost.kept(bits[group]))
         parts.append(_renamed(schema, file_schema, rows))
     return parts
 
 
-def _read(spark: SparkSession, file_schema: TableSchema, schema: TableSchema, paths: list[str]) -> DataFrame:
-    """The files' columns of the table's fields, by the names and types they were written with.
-    recursiveFileLookup: no partition inference from the `k=v` directories (the files hold the
-    partition fields themselves)."""
+def _read(spark: SparkSession, file_schema: TableSchema, schema: TableSchema, paths: list[str],
+          base: Optional[str]) -> DataFrame:
+    """The files' columns of the table's fields, by the names and types they were written with;
+    the partition fields from the `k=v` directories below `base`, or (no `base`) from the files
+    themselves, recursiveFileLookup turning Spark's partition discovery off."""
     ids = {f.id for f in schema.fields}
     present = [f.name for f in file_schema.fields if f.id in ids]
-    return spark.read.schema(spark_schema(file_schema, present)).option("recursiveFileLookup", "true").parquet(*paths)
+    reader = spark.read.schema(spark_schema(file_schema, present))
+    if base is None:
+        return reader.option("recursiveFileLookup", "true").parquet(*paths)
+    return reader.option("basePath", fileio.local_path(base)).parquet(*paths)
 
 
 def _renamed(schema: TableSchema, file_schema: TableSchema, df: DataFrame) -> DataFrame:
