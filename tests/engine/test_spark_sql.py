@@ -150,6 +150,26 @@ def test_update_key_and_append_tables(spark, tables):
     assert {name: _snapshot(f"{tables}/{name}") for name in snapshots} == {n: i + 1 for n, i in snapshots.items()}
 
 
+def test_conditions_and_values_are_read_as_written_whatever_their_predicate(spark, tables):
+    """Spark records a predicate's place in the text from its keyword on (`IN (1, 2)` of `id IN (1,
+    2)`) and drops parentheses from the tree: each condition and value is the statement's own text
+    only where that parses back to the same expression (a predicate once read as `IN (1, 2)` matched
+    no row: the statement did nothing and said nothing)."""
+    spark.sql("UPDATE db.keyed SET v = v + 1 WHERE id IN (1, 2)")
+    spark.sql("UPDATE db.cross SET v = (v + 1) * 2 WHERE (v + 1) IN (11, 31) AND dt NOT LIKE 'x(%'")
+    spark.sql("UPDATE db.logs SET v = v * 10 WHERE id BETWEEN 2 AND 3 AND dt IS NOT NULL")
+    assert _paimon_rows(f"{tables}/keyed") == [(1, "a", 11), (2, "a", 21), (3, "b", 30)]
+    assert _paimon_rows(f"{tables}/cross") == [(1, "a", 22), (2, "a", 20), (3, "b", 62)]
+    assert _paimon_rows(f"{tables}/logs") == [(1, "a", 10), (2, "a", 200), (3, "b", 300)]
+    spark.sql("DELETE FROM db.keyed WHERE id NOT IN (2)")
+    spark.sql("DELETE FROM db.logs WHERE dt LIKE 'b%' OR v IS NULL")
+    spark.sql("MERGE INTO db.cross t USING (SELECT 2 AS id, 'a' AS dt, 5 AS v) s ON t.id = s.id AND s.id IN (2) "
+              "WHEN MATCHED AND t.v BETWEEN 0 AND 100 THEN UPDATE SET v = s.v + t.v")
+    assert _paimon_rows(f"{tables}/keyed") == [(2, "a", 21)]
+    assert _paimon_rows(f"{tables}/logs") == [(1, "a", 10), (2, "a", 200)]
+    assert _paimon_rows(f"{tables}/cross") == [(1, "a", 22), (2, "a", 25), (3, "b", 62)]
+
+
 def test_merge_into_key_tables(spark, tables):
     spark.createDataFrame([(1, "a", 0, "del"), (2, "a", 22, "upd"), (5, "b", 50, "new"), (6, "b", 60, "skip")],
                           SCHEMA + ", op string").createOrReplaceTempView("changes")

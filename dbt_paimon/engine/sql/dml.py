@@ -137,7 +137,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> None:
     for assignment in scala_list(spark, plan.assignments()):
         parts = [str(p) for p in scala_list(spark, assignment.key().nameParts())]
         name = resolve_columns("column", [parts[-1]], schema.field_names)[0]
-        assigned[name] = statement.source_text(assignment.value()) or assignment.value().sql()
+        assigned[name] = statement.source_text(assignment.value())
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
     name = names(statement, target)
     if schema.is_append:

@@ -73,7 +73,7 @@ def _actions(spark: SparkSession, statement: Statement, schema: TableSchema) -> 
                 for assignment in scala_list(spark, action.assignments()):
                     parts = [str(p) for p in scala_list(spark, assignment.key().nameParts())]
                     column = resolve_columns("column", [parts[-1]], schema.field_names)[0]
-                    assignments[column] = statement.source_text(assignment.value()) or assignment.value().sql()
+                    assignments[column] = statement.source_text(assignment.value())
             out.append(Action(when, kind, statement.source_text(condition) if condition is not None else None,
                               assignments))
     return out

@@ -14,12 +14,13 @@ which reports the error in its words.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from ...store.errors import SchemaError
 from .catalog import scala_list
 
 # Spark's logical plan (class simple name) -> what the statement does to its table
@@ -49,20 +50,64 @@ class Statement:
     target: list[str]  # the table's name as written, in parts (catalog, schema, table)
     plan: Any  # Spark's parsed (unresolved) logical plan, a py4j object
     text: str  # the statement as given
+    spark: Any = field(default=None, compare=False, repr=False)  # the session whose parser read it
 
     @property
     def written_name(self) -> str:
         """The table's name as the statement writes it, for messages."""
         return ".".join(self.target)
 
-    def source_text(self, node) -> Optional[str]:
-        """The statement's own text of a parsed node (an expression, a query): Spark records where
-        each node starts and stops in the statement."""
-        origin = node.origin()
-        start, stop = origin.startIndex(), origin.stopIndex()
-        if not start.isDefined() or not stop.isDefined():
+    def source_text(self, node) -> str:
+        """The statement's own text of a parsed expression (a condition, an assigned value). Spark
+        records where each node starts and stops, but a predicate's span starts at its keyword
+        (`IN (1, 2)` of `id IN (1, 2)`, so too BETWEEN, LIKE, IS NULL) and parentheses leave the
+        tree: the node's span, its subtree's, that one with its parentheses balanced, and last
+        Spark's own SQL of the node are tried in turn, and the first that parses back to the same
+        expression is the one."""
+        parser = self.spark._jsparkSession.sessionState().sqlParser()
+        for text in self._spans(node) + [str(node.sql())]:
+            try:
+                if parser.parseExpression(text).equals(node):
+                    return text
+            except Exception:  # noqa: BLE001 - a span that does not parse is not the expression's text
+                continue
+        raise SchemaError(f"{self.kind.upper()} on {self.written_name}: could not read the expression "
+                          f"{node.sql()} of the statement back as written; write it another way")
+
+    def _spans(self, node) -> list[str]:
+        """Candidate texts of `node`: its own span, then its subtree's (the leftmost descendants
+        start it, the rightmost stop it: no walk of a long IN list), then that one widened to
+        balanced parentheses."""
+        def span(n) -> Optional[tuple[int, int]]:
+            origin = n.origin()
+            if origin.startIndex().isDefined() and origin.stopIndex().isDefined():
+                return origin.startIndex().get(), origin.stopIndex().get()
             return None
-        return self.text[start.get():stop.get() + 1]
+
+        def edge(n, last: bool) -> list[tuple[int, int]]:
+            found = []
+            while n is not None:
+                found += [x for x in [span(n)] if x is not None]
+                children = scala_list(self.spark, n.children())
+                n = (children[-1] if last else children[0]) if children else None
+            return found
+        own = span(node)
+        spans = [own] if own is not None else []
+        starts, stops = edge(node, False), edge(node, True)
+        if starts and stops:
+            start, stop = min(a for a, _ in starts), max(b for _, b in stops)
+            spans.append((start, stop))
+            text = self.text
+            # parentheses around a child that the tree dropped: widen to the enclosing ones
+            opened = text[start:stop + 1].count("(") - text[start:stop + 1].count(")")
+            while opened < 0 and start > 0:
+                start -= 1
+                opened += {"(": 1, ")": -1}.get(text[start], 0)
+            while opened > 0 and stop + 1 < len(text):
+                stop += 1
+                opened -= {")": 1, "(": -1}.get(text[stop], 0)
+            spans.append((start, stop))
+        return [self.text[a:b + 1] for a, b in dict.fromkeys(spans)]
 
 
 def read(spark: SparkSession, text: str) -> Optional[Statement]:
@@ -78,7 +123,7 @@ def read(spark: SparkSession, text: str) -> Optional[Statement]:
     target = _identifier(spark, node)
     if target is None:
         return None
-    return Statement(kind, target, plan, text)
+    return Statement(kind, target, plan, text, spark)
 
 
 def _identifier(spark: SparkSession, node) -> Optional[list[str]]:
