@@ -11,8 +11,6 @@ and concurrent appends never conflict: a lost race for snapshot-N is retried by 
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import time
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -24,16 +22,14 @@ from ..assign.rows import PAYLOAD
 from ..store import options as opts
 from ..store.option_validation import validate as validate_options
 from ..store.append import AppendWrite
-from ..store.commit import FileStoreCommit
-from ..store.errors import CommitConflictError, SchemaError
+from ..store.errors import SchemaError
 from ..store.fileio import FileIO
 from ..store.manifest import ManifestEntry
 from ..store.scan import next_sequences
-from ..store.schema import SchemaManager, TableSchema, build_schema, check_writable, resolve_columns
-from ..store.retry import after_conflict
+from ..store.schema import SchemaManager, build_schema, check_writable, resolve_columns
 from ..store.snapshot import APPEND, OVERWRITE
 from ..store.table import FileStoreTable
-from . import deploy, jobs, local
+from . import commit_loop, deploy, jobs, local
 from .append_files import append_task
 from .post_commit import after_commit
 from .rewrite import rewrite_where
@@ -41,7 +37,6 @@ from .settings import Execution, RunSettings
 from .spark_types import arrow_schema_of, struct_of
 from .upsert import as_list, check_table, prepare_input
 
-log = logging.getLogger(__name__)
 
 APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE = "append", "overwrite-partitions", "overwrite-table"
 REPLACE_WHERE = "replace-where"  # the rows where a predicate holds are replaced by the batch (rewrite.py)
@@ -141,29 +136,27 @@ def _where(spark, batch: DataFrame, execution: Execution) -> tuple[Execution, pa
 
 def _commit(spark, table: FileStoreTable, exists: bool, mode: str, entries: list[ManifestEntry],
             execution: Execution, settings: RunSettings, started: float) -> WriteResult:
-    io, path, schema = table.io, table.path, table.schema
-    commit = FileStoreCommit(io, path, schema if settings.commit_max_retries is None else _with_retries(
-        schema, settings.commit_max_retries))
-    try:
+    """The batch's files as one APPEND snapshot, or an OVERWRITE of the partitions they write (the
+    table); appends never conflict, so the loop's one attempt commits (a lost race for the
+    snapshot id is retried inside the commit)."""
+    path = table.path
+    partitions = ({e.partition for e in entries} if mode == OVERWRITE_PARTITIONS and table.schema.partition_keys
+                  else None)
+
+    def attempt(at: commit_loop.Attempt):
         if not exists:
-            SchemaManager(io, path).create(schema)
+            SchemaManager(table.io, path).create(table.schema)
         if mode == APPEND_MODE:
-            result = commit.commit(entries, APPEND)
-            partitions = None
-        else:
-            partitions = ({e.partition for e in entries} if mode == OVERWRITE_PARTITIONS and schema.partition_keys
-                          else None)
-            # an empty batch replaces no partition: nothing to commit
-            result = commit.overwrite(entries, partitions) if partitions != set() else None
-    except BaseException:
-        commit.abort(entries)
-        raise
-    extra = after_commit(spark, path, io, execution) if result is not None else []
+            return at.commit(entries, APPEND)
+        # an empty batch replaces no partition: nothing to commit
+        return at.overwrite(entries, partitions) if partitions != set() else None
+    result = _loop(table, exists, settings, "write", attempt, entries)
+    extra = after_commit(spark, path, table.io, execution) if result is not None else []
     written = sum(e.file.row_count for e in entries)
     replaced = (written - result.snapshot.delta_record_count) if result is not None and mode != APPEND_MODE else 0
     return WriteResult(table_path=path, mode=mode, snapshot_id=result.snapshot.id if result else None,
-                       rows_written=written, partitions_replaced=None if partitions is None else len(partitions),
-                       rows_replaced=replaced, attempts=result.attempts if result else 1,
+                       rows_written=written, partitions_replaced=None if mode == APPEND_MODE or partitions is None
+                       else len(partitions), rows_replaced=replaced, attempts=result.attempts if result else 1,
                        execution=execution.value, extra_snapshots=extra, seconds=time.time() - started)
 
 
@@ -171,37 +164,31 @@ def _replace(spark, table: FileStoreTable, exists: bool, entries: list[ManifestE
              execution: Execution, settings: RunSettings, started: float) -> WriteResult:
     """The batch's files and the rewrite of the files holding rows where `where` holds, as one
     OVERWRITE snapshot. A commit that removed one of the rewritten files first makes the rewrite
-    run again on the new snapshot (commit.max-retries)."""
-    io, path, schema = table.io, table.path, table.schema
-    retry_schema = schema if settings.commit_max_retries is None else _with_retries(schema, settings.commit_max_retries)
-    commit = FileStoreCommit(io, path, retry_schema)
-    attempt = 0
-    try:
-        if not exists:
-            SchemaManager(io, path).create(schema)
-        while True:
-            attempt += 1
-            plan = table.plan()
-            rewrite = rewrite_where(spark, table, plan, where, "the replaced range", next_sequences(plan.splits))
-            try:
-                result = commit.commit(entries + rewrite.entries, OVERWRITE)
-            except CommitConflictError as e:
-                commit.abort(rewrite.adds)
-                after_conflict(retry_schema.core, attempt, e, "replace", path, log)
-                continue
-            except BaseException:
-                commit.abort(rewrite.adds)
-                raise
-            break
-    except BaseException:
-        commit.abort(entries)
-        raise
-    extra = after_commit(spark, path, io, execution) if result is not None else []
+    run again on the new snapshot (commit.max-retries); the batch's files are written once."""
+    path = table.path
+
+    def attempt(at: commit_loop.Attempt):
+        if not exists and at.number == 1:
+            SchemaManager(table.io, path).create(table.schema)
+        plan = at.table.plan()
+        rewrite = rewrite_where(spark, at.table, plan, where, "the replaced range", next_sequences(plan.splits))
+        commit = at.table.new_commit()
+        result = at.commit(entries + rewrite.entries, OVERWRITE, abort=lambda: commit.abort(rewrite.adds))
+        return at.number, result, rewrite.removed_rows
+    attempts, result, replaced = _loop(table, exists, settings, "replace", attempt, entries)
+    extra = after_commit(spark, path, table.io, execution) if result is not None else []
     written = sum(e.file.row_count for e in entries)
     return WriteResult(table_path=path, mode=REPLACE_WHERE, snapshot_id=result.snapshot.id if result else None,
-                       rows_written=written, rows_replaced=rewrite.removed_rows, attempts=attempt,
+                       rows_written=written, rows_replaced=replaced, attempts=attempts,
                        execution=execution.value, extra_snapshots=extra, seconds=time.time() - started)
 
 
-def _with_retries(schema: TableSchema, retries: int) -> TableSchema:
-    return dataclasses.replace(schema, options={**schema.options, "commit.max-retries": str(retries)})
+def _loop(table: FileStoreTable, exists: bool, settings: RunSettings, what: str, attempt, entries: list[ManifestEntry]):
+    """commit_loop.run on the table as this write checked it (it may not exist yet); the batch's
+    files deleted when no attempt commits them."""
+    try:
+        return commit_loop.run(table.path, table.io, what, attempt, retries=settings.commit_max_retries,
+                               open_table=lambda: table)
+    except BaseException:
+        table.new_commit().abort(entries)
+        raise

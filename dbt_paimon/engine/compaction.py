@@ -28,14 +28,12 @@ from ..store import append, foreign_options, postpone_compact
 from ..store.compact import abort_compaction, compact_bucket, compact_bucket_dv, max_level
 from ..store.deletion_vectors import DeletionVectorsIndexFile, ranges
 from ..store.compact_strategy import UniversalCompaction
-from ..store.errors import CommitConflictError
 from ..store.fileio import FileIO
 from ..store.options import BucketMode
-from ..store.retry import after_conflict
 from ..store.scan import DataSplit
 from ..store.snapshot import COMPACT, OVERWRITE
 from ..store.table import FileStoreTable
-from . import deploy, jobs
+from . import commit_loop, deploy, jobs
 from .executor import driver_threads
 from .settings import Execution
 from .spark_types import struct_of
@@ -119,7 +117,7 @@ EXECUTIONS: dict[Execution, Callable[[SparkSession, FileStoreTable, list[Rewrite
 
 
 def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
-                 execution: str | Execution = Execution.DISTRIBUTED) -> int | None:
+                 execution: str | Execution = Execution.DISTRIBUTED, retry: bool = True) -> int | None:
     """After a commit, what Paimon's writers compact: per bucket, the sorted runs universal
     compaction picks (store/compact_strategy.py; first-row tables: every level-0 file up, since
     Paimon's batch readers skip them), or every bucket fully when full-compaction.delta-commits
@@ -127,32 +125,36 @@ def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
     writes into them are write-only: store/postpone.py). A small upsert into a big bucket thus
     rewrites the bucket's small runs, not the bucket (the first rule here rewrote the whole bucket
     once it held num-sorted-run.compaction-trigger runs: 31 s every fifth 10K upsert into 100M rows).
-    execution: where the buckets are rewritten, as in compact()."""
-    table = FileStoreTable.open(path, io)
-    core = table.schema.core
-    if core.write_only or table.schema.bucket_mode == BucketMode.POSTPONE_MODE:
-        return None
-    if table.schema.is_append:  # small files merged, per bucket (store/append.py pick_bins)
-        rewrites = [Rewrite(s, 0, False) for s in table.plan().splits if append.pick_bins(table.schema, s.files)]
-        return _rewrite_and_commit(spark, table, rewrites, execution)
-    delta_commits = core.get("full-compaction.delta-commits")
-    if delta_commits and _appends_since_compaction(table) >= int(delta_commits):
-        # every bucket, as Paimon's full-compaction.delta-commits does
-        return compact(spark, path, io=io, execution=execution)
-    # every level-0 file up after each write: first-row and deletion vectors (Paimon's batch readers
-    # skip level 0) and changelog-producer lookup (its changelog is derived when level 0 is compacted)
-    strategy = UniversalCompaction.of(core, force_up_level0=core.force_up_level0)
-    # a lookup table's changelog says nothing of what an OVERWRITE wrote (Paimon compacts those
-    # files within the overwrite's commit, whose changelog it drops)
-    plan = table.plan()
-    derive = plan.snapshot is None or plan.snapshot.commit_kind != OVERWRITE
-    rewrites = []
-    for split in plan.splits:
-        unit = strategy.pick(split.files)
-        if unit is not None:
-            rewrites.append(Rewrite(dataclasses.replace(split, files=list(unit.files)), unit.output_level,
-                                    unit.drop_deletes, bucket_files=tuple(split.files), derive_changelog=derive))
-    return _rewrite_and_commit(spark, table, rewrites, execution)
+    execution: where the buckets are rewritten, as in compact(). retry: a conflict plans again on
+    the new snapshot (commit.max-retries); else it is raised at once (the next commit compacts)."""
+    def attempt(at: commit_loop.Attempt) -> int | None:
+        table = at.table
+        core = table.schema.core
+        if core.write_only or table.schema.bucket_mode == BucketMode.POSTPONE_MODE:
+            return None
+        if table.schema.is_append:  # small files merged, per bucket (store/append.py pick_bins)
+            rewrites = [Rewrite(s, 0, False) for s in table.plan().splits if append.pick_bins(table.schema, s.files)]
+            return _rewrite_and_commit(spark, at, rewrites, [], execution)
+        delta_commits = core.get("full-compaction.delta-commits")
+        if delta_commits and _appends_since_compaction(table) >= int(delta_commits):
+            # every bucket, as Paimon's full-compaction.delta-commits does
+            return _rewrite_and_commit(spark, at, *_full(table, None), execution)
+        # every level-0 file up after each write: first-row and deletion vectors (Paimon's batch readers
+        # skip level 0) and changelog-producer lookup (its changelog is derived when level 0 is compacted)
+        strategy = UniversalCompaction.of(core, force_up_level0=core.force_up_level0)
+        # a lookup table's changelog says nothing of what an OVERWRITE wrote (Paimon compacts those
+        # files within the overwrite's commit, whose changelog it drops)
+        plan = table.plan()
+        derive = plan.snapshot is None or plan.snapshot.commit_kind != OVERWRITE
+        rewrites = []
+        for split in plan.splits:
+            unit = strategy.pick(split.files)
+            if unit is not None:
+                rewrites.append(Rewrite(dataclasses.replace(split, files=list(unit.files)), unit.output_level,
+                                        unit.drop_deletes, bucket_files=tuple(split.files), derive_changelog=derive))
+        return _rewrite_and_commit(spark, at, rewrites, [], execution)
+    io = io or FileIO.get(path)
+    return commit_loop.run(path, io, "compaction", attempt, rerun=retry)
 
 
 def _appends_since_compaction(table: FileStoreTable) -> int:
@@ -174,62 +176,60 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
     """Fully compact the given (partition bytes, bucket)s (all when None: then rows other writers
     parked in bucket -2 of a postpone-bucket table are moved into their buckets in the same
     snapshot, store/postpone_compact.py); returns the COMPACT snapshot id, or None when nothing
-    needed rewriting. A commit that raced it and removed one of
-    its input files makes its commit fail cleanly and its outputs deleted; it then plans and rewrites
-    again on the new snapshot, up to the table's commit.max-retries times, waiting between attempts as
-    Paimon does (store/retry.py), and raises CommitConflictError after the last.
+    needed rewriting. A commit that raced it and removed one of its input files makes its commit
+    fail cleanly and its outputs deleted; it then plans and rewrites again on the new snapshot, up
+    to the table's commit.max-retries times (engine/commit_loop.py).
     storage_options: the object store's settings (Paimon's names: s3.endpoint, ...).
     execution: "distributed" rewrites each bucket in a Spark task; "local" in a driver thread
     (what an upsert that ran in the driver uses: no Spark job)."""
     io = io or FileIO.get(path, storage_options)
     wanted = None if buckets is None else set(buckets)
-    attempt = 0
-    while True:
-        attempt += 1
-        table = FileStoreTable.open(path, io)
-        foreign_options.check_writable(table.schema.options, path)  # before anything is rewritten
-        plan = table.plan()
-        moving, parked = {}, []
-        if plan.parked and wanted is None:  # rows parked in bucket -2 go into their buckets
-            postpone_compact.check_movable(table.schema, path)
-            moving, parked = postpone_compact.moved(table, plan)
-        level = max_level(table.schema)
-        if table.schema.is_append:  # every file under target-file-size (store/append.py pick_bins)
-            rewrites = [Rewrite(s, 0, False, full=True) for s in plan.splits
-                        if (wanted is None or (s.partition, s.bucket) in wanted)
-                        and append.pick_bins(table.schema, s.files, full=True)]
-        else:  # a bucket that is one file at the top level is done, unless rows of it are deleted
-            rewrites = [Rewrite(s, level, True) for s in plan.splits
-                        if (wanted is None or (s.partition, s.bucket) in wanted)
-                        and (s.partition, s.bucket) not in moving
-                        and not (len(s.files) == 1 and s.files[0].level == level
-                                 and s.files[0].file_name not in _with_vectors(s))]
-            rewrites += [Rewrite(split, level, True, moved=rows) for split, rows in moving.values()]
-        try:
-            return _rewrite_and_commit(spark, table, rewrites, execution, parked)
-        except CommitConflictError as e:
-            after_conflict(table.schema.core, attempt, e, "compaction", path, log)
+
+    def attempt(at: commit_loop.Attempt) -> int | None:
+        foreign_options.check_writable(at.table.schema.options, path)  # before anything is rewritten
+        return _rewrite_and_commit(spark, at, *_full(at.table, wanted), execution)
+    return commit_loop.run(path, io, "compaction", attempt)
 
 
-def _rewrite_and_commit(spark: SparkSession, table: FileStoreTable, rewrites: list[Rewrite],
-                        execution: str | Execution, removed: list = ()) -> int | None:
+def _full(table: FileStoreTable, wanted: set | None) -> tuple[list[Rewrite], list]:
+    """A full compaction's rewrites of the `wanted` (partition, bucket)s (None: all, rows parked
+    in bucket -2 moved into their buckets) and the parked files' DELETE entries."""
+    plan = table.plan()
+    moving, parked = {}, []
+    if plan.parked and wanted is None:  # rows parked in bucket -2 go into their buckets
+        postpone_compact.check_movable(table.schema, table.path)
+        moving, parked = postpone_compact.moved(table, plan)
+    level = max_level(table.schema)
+    if table.schema.is_append:  # every file under target-file-size (store/append.py pick_bins)
+        rewrites = [Rewrite(s, 0, False, full=True) for s in plan.splits
+                    if (wanted is None or (s.partition, s.bucket) in wanted)
+                    and append.pick_bins(table.schema, s.files, full=True)]
+    else:  # a bucket that is one file at the top level is done, unless rows of it are deleted
+        rewrites = [Rewrite(s, level, True) for s in plan.splits
+                    if (wanted is None or (s.partition, s.bucket) in wanted)
+                    and (s.partition, s.bucket) not in moving
+                    and not (len(s.files) == 1 and s.files[0].level == level
+                             and s.files[0].file_name not in _with_vectors(s))]
+        rewrites += [Rewrite(split, level, True, moved=rows) for split, rows in moving.values()]
+    return rewrites, parked
+
+
+def _rewrite_and_commit(spark: SparkSession, at: commit_loop.Attempt, rewrites: list[Rewrite],
+                        removed: list, execution: str | Execution = Execution.DISTRIBUTED) -> int | None:
     """The rewrites run where `execution` says, then one COMPACT commit (with `removed`: the
-    DELETE entries of parked files whose rows the rewrites moved); on a lost race every file
-    written is deleted and CommitConflictError raised."""
+    DELETE entries of parked files whose rows the rewrites moved); on any error every file
+    written is deleted (a lost race: CommitConflictError, for the loop to plan again)."""
     if execution not in EXECUTIONS:
         raise ValueError(f"execution must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
     if not rewrites and not removed:
         return None
+    table = at.table
     done = EXECUTIONS[execution](spark, table, rewrites) if rewrites else []
     entries = [e for _, es, _ in done for e in es] + list(removed)
     vectors = [v for _, _, vs in done for v in vs]
     if not entries and not vectors:
         return None
-    try:
-        result = table.new_commit().commit(entries, COMPACT, vectors=vectors)
-    except CommitConflictError:
-        _abort(table, done)
-        raise
+    result = at.commit(entries, COMPACT, abort=lambda: _abort(table, done), vectors=vectors)
     return result.snapshot.id if result else None
 
 

@@ -12,7 +12,6 @@ from ..store.fileio import FileIO
 from ..store.options import BucketMode
 from ..store.partition_expire import expire_partitions
 from ..store.tag_creation import create_batch_tag, create_process_time_tags
-from ..store.retry import after_conflict
 from ..store.table import FileStoreTable
 from .compaction import auto_compact
 from .settings import Execution
@@ -29,22 +28,16 @@ def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Executio
     at once (commit.max-retries).
     execution: where the job that committed ran, and so where compaction runs: LOCAL in driver
     threads (no Spark job), DISTRIBUTED as a Spark job (compaction.py)."""
-    extra, attempt = [], 0
-    while True:
-        attempt += 1
-        try:
-            sid = auto_compact(spark, path, io, execution=execution)
-            extra = [sid] if sid else []
-            break
-        except CommitConflictError as e:
-            core = FileStoreTable.open(path, io).schema.core
-            # where batch readers skip level 0 the rows just written stay invisible until compacted
-            # up: try again on the new snapshot, as for any commit (commit.max-retries)
-            if not core.force_up_level0 or attempt > core.commit_max_retries:
-                log.warning("compaction of %s lost a race with another commit and will run after the next one: %s",
-                            path, e)
-                break
-            after_conflict(core, attempt, e, "compaction", path, log)
+    extra = []
+    # where batch readers skip level 0 the rows just written stay invisible until compacted up:
+    # a conflict plans again on the new snapshot, as for any commit (commit.max-retries); else
+    # the next commit's compaction picks the runs up
+    retry = FileStoreTable.open(path, io).schema.core.force_up_level0
+    try:
+        sid = auto_compact(spark, path, io, execution=execution, retry=retry)
+        extra = [sid] if sid else []
+    except CommitConflictError as e:
+        log.warning("compaction of %s lost a race with another commit and will run after the next one: %s", path, e)
     # then as Paimon's commit maintenance: partitions, tags, snapshots; a batch tag last (Spark's
     # writer creates it once its commit is done)
     # The write is committed: what follows is maintenance, which a concurrent writer may race (two

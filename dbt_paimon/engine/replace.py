@@ -79,14 +79,15 @@ def check(schema: TableSchema, replace: Replace, path: str) -> None:
                           f"rows it replaces, so they cannot be overwritten (use the merge strategy)")
 
 
-def overwrite(table: FileStoreTable, job, replace: Replace):
-    """The job's files (written as into a new table) committed as an OVERWRITE of the partitions
-    they are in (whole table without batch_partitions): CommitResult, or None when a batch
-    without rows replaces no partition."""
+def overwrite(at, job, replace: Replace):
+    """The job's files (written as into a new table) committed by the attempt (commit_loop.Attempt)
+    as an OVERWRITE of the partitions they are in (whole table without batch_partitions):
+    CommitResult, or None when a batch without rows replaces no partition. On an error the job's
+    files are the loop's to delete (the attempt kept them)."""
     partitions = {e.partition for e in job.entries} if replace.batch_partitions else None
     if partitions is not None and not partitions:
         return None
-    return table.new_commit().overwrite(job.entries, partitions, job.index_changes)
+    return at.overwrite(job.entries, partitions, abort=lambda: None, index_files=job.index_changes)
 
 
 def retractions(spark: SparkSession, table: FileStoreTable, plan, replace: Replace, batch: DataFrame) -> list:

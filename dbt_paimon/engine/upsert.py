@@ -28,17 +28,16 @@ from ..assign.rows import StageRows
 from .. import key_index
 from ..store import options as opts
 from ..store.option_validation import validate as validate_options
-from ..store.errors import CommitConflictError, SchemaError
+from ..store.errors import SchemaError
 from ..store.fileio import FileIO
 from ..store.index import HashIndexFile, IndexManifestFile
 from ..store.manifest import data_entries
 from ..store.options import BucketMode
-from ..store.retry import after_conflict
 from ..store.postpone import PartitionBuckets
 from ..store.schema import SchemaManager, TableSchema, build_schema, check_writable, resolve_columns
 from ..store.snapshot import APPEND
 from ..store.table import FileStoreTable
-from . import key_lookup, local, recommit
+from . import commit_loop, key_lookup, local, recommit
 from .distributed import DistributedExecutor
 from .executor import Executor
 from .local import LocalExecutor
@@ -49,10 +48,6 @@ from .settings import RUN_OPTIONS, Execution, RunSettings
 from .spark_types import arrow_schema_of, fits, spark_ddl, to_spark
 
 log = logging.getLogger(__name__)
-
-# Test hook: called with the attempt number between the job and its commit (to land a racing commit).
-_before_commit = None
-
 
 @dataclass
 class UpsertResult(AssignCounts):
@@ -288,116 +283,106 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             # the replaced rows' -D records, on the job's base, against the batch as Spark holds it
             retract = functools.partial(retractions, spark, replace=replace, batch=batch)
         return _attempts(spark, executor, io, path, schema, exists, stage, started, phases,
-                         _retry_options(schema, settings), retract, overwriting)
+                         settings.commit_max_retries, retract, overwriting)
     finally:
         if cached:
             batch.unpersist()
 
 
-def _retry_options(schema: TableSchema, settings: RunSettings) -> opts.CoreOptions:
-    """The table's options with the run's commit.max-retries, when the run gives one."""
-    if settings.commit_max_retries is None:
-        return schema.core
-    return opts.CoreOptions({**schema.options, "commit.max-retries": str(settings.commit_max_retries)})
-
-
 def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSchema, exists: bool,
-              stage: StageRows, started: float, phases: dict, retry: opts.CoreOptions,
+              stage: StageRows, started: float, phases: dict, retries: int | None,
               retract=None, overwriting: Replace | None = None) -> UpsertResult:
-    """Plan, run the job on the executor, commit. A commit conflict (another writer committed after
-    the job's snapshot) is one attempt of commit.max-retries (`retry`: the options that say it),
-    waited for as Paimon's writers do (store/retry.py); then the job's files are committed on the
-    new snapshot as they are when the commits between changed nothing the job read or wrote
-    (recommit.py), else the job runs again on it. phases: the seconds spent so far by phase.
+    """Plan, run the job on the executor, commit, in the engine's commit loop (commit_loop.py). A
+    commit conflict (another writer committed after the job's snapshot) is one attempt of
+    commit.max-retries (`retries`: the run's, None: the table's), waited for as Paimon's writers do;
+    the next attempt commits the job's files on the new snapshot as they are when the commits
+    between changed nothing the job read or wrote (recommit.py), else runs the job again on it.
+    phases: the seconds spent so far by phase.
     retract(table, plan): the -D records of the rows the run replaces (replace.py), committed with
     the job's files; they were found on the job's base, so a conflict always runs the job again.
     overwriting: the job is written as into a new table and overwrites what `overwriting` replaces
     (replace.py), as Paimon's overwrite does: whatever another writer committed there meanwhile."""
     clock = _PhaseClock(phases)
-    attempt, recommits = 1, 0  # attempt: the commit attempt, one more after each conflict
-    while True:  # a run of the job
-        table = FileStoreTable(path, schema, io)
-        plan = table.plan() if exists else None
+    made = {"exists": exists, "recommits": 0}
+
+    def attempt(at: commit_loop.Attempt) -> UpsertResult:
+        table = at.table
+        job = base = None
+        if at.carried is not None:  # the job of the attempt that conflicted: commit it again?
+            job, base = at.carried.value
+            latest, why = _recheck(table, base, job, retract, executor, schema)
+            clock.lap("commit")
+            if why is None:  # committed again as it is, and kept again should this commit conflict too
+                made["recommits"] += 1
+                base = latest
+                at.carried.value = (job, base)
+                at.keep(at.carried)
+            else:
+                log.info("%s: running the upsert job again on snapshot %s: %s", path,
+                         latest.id if latest else None, why)
+                at.carried.discard()
+                job = None
+        if job is None:
+            job, base = _run_job(table, at)
+        if overwriting is not None:
+            result = replacing.overwrite(at, job, overwriting)
+        else:
+            result = _commit(at, job, base)
+        clock.lap("commit")
+        return _finished(spark, executor, io, path, job, result, base,
+                         result.attempts if overwriting is not None and result else at.number,
+                         made["recommits"], started, phases, clock)
+
+    def _run_job(table: FileStoreTable, at: commit_loop.Attempt):
+        plan = table.plan() if made["exists"] else None
         base = plan.snapshot if plan else None
         clock.lap("plan")
         planned = None if overwriting is not None else plan
         job = executor.run_job(table, planned, stage.with_buckets(PartitionBuckets.of_plan(schema, planned)))
+        # from here the job's files are the loop's to delete, should no attempt commit them
+        at.keep((job, base), lambda: _abandon(io, path, table, job))
         retracted = retract(table, plan) if retract is not None and plan is not None else []
         if retracted:
             counts = AssignCounts(**job.counts.as_dict())
             counts.deleted += sum(e.file.row_count for e in data_entries(retracted))
             job = dataclasses.replace(job, entries=job.entries + retracted, counts=counts)
+            at.keep((job, base), lambda: _abandon(io, path, table, job))
         clock.lap("job")
         for name, seconds in job.phases.items():
             phases[name] = phases.get(name, 0.0) + seconds
-        if not exists:
-            try:
-                SchemaManager(io, path).create(schema)
-            except SchemaError:
-                _abandon(io, path, table, job)
-                raise
-            exists = True
-        if overwriting is not None:
-            try:
-                result = replacing.overwrite(table, job, overwriting)
-            except BaseException:
-                _abandon(io, path, table, job)
-                raise
-            clock.lap("commit")
-            return _finished(spark, executor, io, path, job, result, base, result.attempts if result else 1, 0,
-                             started, phases, clock)
-        while True:  # its commit, on `base`, then on each newer snapshot it stays right on
-            if _before_commit is not None:
-                _before_commit(attempt)
-            try:
-                result = _commit(io, path, table, job, base)
-            except CommitConflictError as e:
-                clock.lap("commit")
-                try:
-                    after_conflict(retry, attempt, e, "upsert job", path, log)
-                except CommitConflictError:
-                    _abandon(io, path, table, job)
-                    raise
-                attempt += 1
-                try:
-                    if retract is not None:
-                        latest, why = (table.snapshots.latest(),
-                                       "the rows it replaces are found again on the new snapshot")
-                    else:
-                        latest, why = recommit.newest_right(table, base, job, lambda h: executor.holds_any(schema, h))
-                except Exception as check_error:  # noqa: BLE001 - what cannot be checked is run again
-                    latest, why = table.snapshots.latest(), f"the commits between could not be checked ({check_error})"
-                clock.lap("commit")
-                if why is None:
-                    recommits += 1
-                    base = latest
-                    continue
-                log.info("%s: running the upsert job again on snapshot %s: %s", path,
-                         latest.id if latest else None, why)
-                _abandon(io, path, table, job)
-                break
-            except BaseException:
-                _abandon(io, path, table, job)
-                raise
-            clock.lap("commit")
-            return _finished(spark, executor, io, path, job, result, base, attempt, recommits, started, phases,
-                             clock)
+        if not made["exists"]:
+            SchemaManager(io, path).create(schema)
+            made["exists"] = True
+        return job, base
+
+    return commit_loop.run(path, io, "upsert job", attempt, retries=retries,
+                           open_table=lambda: FileStoreTable(path, schema, io))
 
 
-def _commit(io: FileIO, path: str, table: FileStoreTable, job, base):
+def _recheck(table: FileStoreTable, base, job, retract, executor: Executor, schema: TableSchema):
+    """(the latest snapshot, why the job must run again on it: None when its files stay right)."""
+    try:
+        if retract is not None:
+            return table.snapshots.latest(), "the rows it replaces are found again on the new snapshot"
+        return recommit.newest_right(table, base, job, lambda h: executor.holds_any(schema, h))
+    except Exception as check_error:  # noqa: BLE001 - what cannot be checked is run again
+        return table.snapshots.latest(), f"the commits between could not be checked ({check_error})"
+
+
+def _commit(at: commit_loop.Attempt, job, base):
     """The job's files and HASH index changes as one APPEND snapshot on `base` (CommitConflictError
-    when the latest snapshot is another by then)."""
+    when the latest snapshot is another by then; the job's files then stay, kept for the next
+    attempt: Attempt.keep)."""
+    io, path = at.table.io, at.table.path
     index_manifest, written = ..., None
     if job.index_changes:
         index_manifest = IndexManifestFile(io, path).combine(base.index_manifest if base else None, job.index_changes)
         written = f"{path}/manifest/{index_manifest}"
-    try:
-        return table.new_commit().commit(job.entries, APPEND, expected_latest=base,
-                                         index_manifest=index_manifest)
-    except BaseException:
+
+    def abort() -> None:
         if written is not None:  # built on `base`: the next attempt builds its own
             io.delete(written)
-        raise
+    return at.commit(job.entries, APPEND, expected_latest=base, abort=abort, index_manifest=index_manifest)
 
 
 def _abandon(io: FileIO, path: str, table: FileStoreTable, job) -> None:

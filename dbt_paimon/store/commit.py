@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Mapping, Sequence
 
 from .deletion_vectors import VectorsChange, bucket_indexes
-from .errors import CommitConflictError
+from .errors import CommitConflictError, CommitRetriesExhaustedError
 from .fileio import FileIO
 from .index import DELETION_VECTORS_INDEX, HASH_INDEX, IndexFileMeta, IndexManifestFile
 from .manifest import (ADD, DELETE, ManifestEntry, ManifestFile, ManifestFileMeta, ManifestList, data_entries,
@@ -122,7 +122,7 @@ class FileStoreCommit:
                 self.io.delete(f"{self.manifest_lists.dir}/{attempt_index}")
             if attempt > max_retries:
                 self._discard([delta_meta, changelog_meta])
-                raise CommitConflictError(
+                raise CommitRetriesExhaustedError(
                     f"gave up committing to {self.table_path} after {attempt} attempts: other writers kept "
                     f"committing first ({give_up_hint(self.schema.core)})")
             wait_before_retry(self.schema.core, attempt)
@@ -157,7 +157,7 @@ class FileStoreCommit:
                 self.io.delete(f"{self.manifest_lists.dir}/{index_manifest}")
             self._discard([delta_meta])
             if attempt > self.schema.core.commit_max_retries:
-                raise CommitConflictError(
+                raise CommitRetriesExhaustedError(
                     f"gave up overwriting {self.table_path} after {attempt} attempts: other writers kept "
                     f"committing first ({give_up_hint(self.schema.core)})")
             wait_before_retry(self.schema.core, attempt)

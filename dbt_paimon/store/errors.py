@@ -21,6 +21,11 @@ class CommitConflictError(PaimonError):
     """A commit that cannot apply on top of the latest snapshot."""
 
 
+class CommitRetriesExhaustedError(CommitConflictError):
+    """A commit that lost the race for the next snapshot commit.max-retries times: its retries are
+    spent (a job that runs in a commit loop does not try again)."""
+
+
 class DataError(PaimonError):
     """Input rows that cannot be written: null keys, duplicate keys, wrong types."""
 

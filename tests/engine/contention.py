@@ -14,7 +14,8 @@ class Tally:
     """Every job's commit (snapshot id -> (kind, rows or keys)), conflicts, commits without a re-run
     and failed runs, of writers in several threads."""
 
-    def __init__(self):
+    def __init__(self, spark=None):
+        self.spark = spark
         self.lock = threading.Lock()
         self.committed: dict[int, tuple] = {}
         self.conflicts = self.recommits = 0
@@ -50,6 +51,20 @@ class Tally:
                     self.committed[sid] = (kind, what)
                 for s in extra:
                     self.committed[s] = ("compact", None)
+
+    def calls(self, name: str, rounds: list, barrier: threading.Barrier) -> None:
+        """Writer `name`'s calls, one a round (a Spark SQL statement's text, or a function of none:
+        one of our writes, whose result's attempts and recommits are tallied)."""
+        for r, call in enumerate(rounds):
+            barrier.wait()
+            try:
+                done = self.spark.sql(call) if isinstance(call, str) else call()
+            except Exception as e:  # noqa: BLE001 - a failed run is what the tests count
+                self.fail(f"{name} round {r}: {e}")
+                continue
+            with self.lock:
+                self.conflicts += getattr(done, "attempts", 1) - 1
+                self.recommits += getattr(done, "recommits", 0)
 
     def run(self, threads: list[threading.Thread], title: str) -> dict[int, tuple]:
         """Run the writers to the end; no run may fail. The commits by snapshot id."""

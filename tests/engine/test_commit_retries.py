@@ -6,6 +6,7 @@ import importlib
 import random
 import time
 
+import pyarrow
 import pytest
 
 from dbt_paimon.engine import RunSettings, upsert
@@ -33,10 +34,12 @@ def test_the_wait_between_attempts_is_paimons():
 def _racing(spark, monkeypatch, path, losses: int):
     """Land another writer's commit (a key moved to partition c) between the job and its commit, on each of
     its first `losses` attempts."""
-    mod = importlib.import_module("dbt_paimon.engine.upsert")
+    mod = importlib.import_module("dbt_paimon.engine.commit_loop")
     landed = []
 
-    def racing_writer(attempt):
+    def racing_writer(attempt, what):
+        if what == "compaction":  # the post-commit compaction is not raced
+            return
         if attempt <= losses:
             monkeypatch.setattr(mod, "_before_commit", None)  # the racing upsert itself is not raced
             key = 100 + attempt
@@ -92,7 +95,9 @@ def _race_statements(spark, monkeypatch, statement: str, losses: int) -> list[in
 
     seen = []
 
-    def racing_writer(attempt):
+    def racing_writer(attempt, what):
+        if what == "compaction":  # the post-commit compaction is not raced
+            return
         seen.append(attempt)
         if attempt <= losses:
             monkeypatch.setattr(commit_loop, "_before_commit", None)  # the racing statement is not raced
@@ -141,3 +146,38 @@ def test_a_statement_that_loses_every_race_names_the_option_and_leaves_nothing(s
     assert seen == [1, 2]
     assert _logs(spark) == [(1, "a", 10), (2, "a", 20), (3, "b", 30), (11, "c", 0), (12, "c", 0)]
     assert data_files(f"{base}/logs") == _ever_live(f"{base}/logs")
+
+
+def test_a_commit_that_spent_its_retries_racing_for_the_snapshot_is_not_run_again(spark, warehouse, monkeypatch):
+    """One commit.max-retries for both kinds of lost race: a compaction whose commit lost the race for
+    the next snapshot id on every one of the store's attempts (another writer's commit landed first
+    each time) gives up with them, rather than planning and rewriting again for another round of
+    them (engine/commit_loop.py)."""
+    from dbt_paimon.engine import compact
+    from dbt_paimon.store.commit import FileStoreCommit
+    from dbt_paimon.store.errors import CommitRetriesExhaustedError
+
+    path = f"{warehouse}/db.db/spent"
+    options = {"commit.max-retries": "2", "commit.min-retry-wait": "1 ms", "commit.max-retry-wait": "2 ms",
+               "bucket": "1", "write-only": "true"}
+    for v in (1, 2):  # two level-0 files in bucket 0 of partition a: something to compact
+        upsert(frame(spark, [{**ROW, "id": i, "v": v} for i in range(5)]), path, primary_keys="id",
+               partition_keys="dt", options=options)
+    table = FileStoreTable.open(path)
+    arrow = table.schema.arrow_schema()
+    real, racing = FileStoreCommit._publish, []
+
+    def publish(self, latest, snapshot):
+        if snapshot.commit_kind == "COMPACT":  # another writer's append takes snapshot-N first
+            write = FileStoreTable.open(path).new_write()
+            write.write(pyarrow.Table.from_pylist([{**ROW, "id": 100 + len(racing), "dt": "z"}]).cast(arrow))
+            write.commit()
+            racing.append(snapshot.id)
+        return real(self, latest, snapshot)
+
+    monkeypatch.setattr(FileStoreCommit, "_publish", publish)
+    with pytest.raises(CommitRetriesExhaustedError, match="gave up committing"):
+        compact(spark, path, execution="local")
+    assert len(racing) == 3  # the store's three attempts (1 + commit.max-retries), and no more
+    assert data_files(path) == {f"{s.bucket_path}/{f.file_name}" for s in FileStoreTable.open(path).plan().splits
+                                for f in s.files}  # the compaction's files deleted

@@ -67,18 +67,20 @@ def _jobs_after_commit(spark, monkeypatch, run):
     group = f"post-commit-{uuid.uuid4().hex}"
     ungrouped = set()
 
-    def at_commit(attempt):
+    def at_commit(attempt, what):
+        if what == "compaction":  # the upsert's own commit marks where its post-commit work starts
+            return
         sc._jsc.sc().listenerBus().waitUntilEmpty()
         ungrouped.update(tracker.getJobIdsForGroup(None))
         sc.setJobGroup(group, "the upsert's post-commit work")
 
-    monkeypatch.setattr(sys.modules["dbt_paimon.engine.upsert"], "_before_commit", at_commit)
+    monkeypatch.setattr(sys.modules["dbt_paimon.engine.commit_loop"], "_before_commit", at_commit)
     try:
         result = run()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
         sc.setLocalProperty("spark.job.description", None)
-        monkeypatch.setattr(sys.modules["dbt_paimon.engine.upsert"], "_before_commit", None)
+        monkeypatch.setattr(sys.modules["dbt_paimon.engine.commit_loop"], "_before_commit", None)
     sc._jsc.sc().listenerBus().waitUntilEmpty()  # the status tracker hears of jobs asynchronously
     return result, len(tracker.getJobIdsForGroup(group)) + len(set(tracker.getJobIdsForGroup(None)) - ungrouped)
 

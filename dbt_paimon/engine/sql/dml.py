@@ -25,6 +25,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from .. import commit_loop
 from ..append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
 from ..append import write as append_write
 from ..delete import delete, update_append
@@ -178,4 +179,5 @@ def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:
                              for k, v in wanted.items())}
         if not partitions:
             return
-    table.new_commit().overwrite([], partitions)
+    commit_loop.run(table.path, table.io, f"TRUNCATE TABLE {statement.written_name}",
+                    lambda at: at.overwrite([], partitions))
