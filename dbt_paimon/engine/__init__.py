@@ -7,6 +7,8 @@
 - delete(spark, path, where): -D records for every live row matching a Spark SQL predicate (an
   append table: its files holding such rows written again without them).
 - compact(spark, path[, buckets]): full compaction of buckets into one COMPACT snapshot.
+Every write takes `settings=RunSettings(...)`: where it runs, its parallelism and commit retries,
+the object store's settings.
 - read(spark, path[, snapshot_id=..., tag=...]): the table as a DataFrame, the files that need no
   merge read by Spark's own Parquet reader (read/native.py), the rest merged by the `paimon` source.
 - register(spark[, warehouse=...]): the `paimon` data source for spark.read.format("paimon"),

@@ -18,7 +18,7 @@ import logging
 import pickle
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -35,7 +35,7 @@ from ..store.snapshot import COMPACT, OVERWRITE
 from ..store.table import FileStoreTable
 from . import commit_loop, deploy, jobs
 from .executor import driver_threads
-from .settings import Execution
+from .settings import Execution, RunSettings
 from .spark_types import struct_of
 
 log = logging.getLogger(__name__)
@@ -171,24 +171,25 @@ def _appends_since_compaction(table: FileStoreTable) -> int:
 
 
 def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]] | None = None,
-            io: FileIO | None = None, storage_options: Mapping[str, object] | None = None,
-            execution: str | Execution = Execution.DISTRIBUTED) -> int | None:
+            settings: RunSettings | None = None, io: FileIO | None = None) -> int | None:
     """Fully compact the given (partition bytes, bucket)s (all when None: then rows other writers
     parked in bucket -2 of a postpone-bucket table are moved into their buckets in the same
     snapshot, store/postpone_compact.py); returns the COMPACT snapshot id, or None when nothing
     needed rewriting. A commit that raced it and removed one of its input files makes its commit
     fail cleanly and its outputs deleted; it then plans and rewrites again on the new snapshot, up
-    to the table's commit.max-retries times (engine/commit_loop.py).
-    storage_options: the object store's settings (Paimon's names: s3.endpoint, ...).
-    execution: "distributed" rewrites each bucket in a Spark task; "local" in a driver thread
-    (what an upsert that ran in the driver uses: no Spark job)."""
-    io = io or FileIO.get(path, storage_options)
+    to commit.max-retries times (engine/commit_loop.py).
+    settings: how it runs: `execution` "local" rewrites each bucket in a driver thread (what an
+    upsert that ran in the driver uses: no Spark job), "distributed" (and auto) in a Spark task;
+    the object store's settings; commit.max-retries. io: the table's (else made from settings)."""
+    settings = settings or RunSettings()
+    io = io or FileIO.get(path, settings.storage_options)
+    execution = Execution.DISTRIBUTED if settings.execution == Execution.AUTO else settings.execution
     wanted = None if buckets is None else set(buckets)
 
     def attempt(at: commit_loop.Attempt) -> int | None:
         foreign_options.check_writable(at.table.schema.options, path)  # before anything is rewritten
         return _rewrite_and_commit(spark, at, *_full(at.table, wanted), execution)
-    return commit_loop.run(path, io, "compaction", attempt)
+    return commit_loop.run(path, io, "compaction", attempt, retries=settings.commit_max_retries)
 
 
 def _full(table: FileStoreTable, wanted: set | None) -> tuple[list[Rewrite], list]:

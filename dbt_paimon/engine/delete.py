@@ -34,7 +34,7 @@ from . import commit_loop, deploy, jobs, tasks
 from .post_commit import after_commit
 from .qualified import Name, named
 from .rewrite import rewrite_where
-from .settings import Execution
+from .settings import Execution, RunSettings
 from .spark_types import struct_of
 
 
@@ -81,28 +81,30 @@ def _check_engine(schema) -> None:
         raise SchemaError("the table sets 'ignore-delete' = 'true': deletes would be ignored")
 
 
-def delete(spark: SparkSession, path: str, where: str,
-           storage_options: Mapping[str, object] | None = None, alias: Name | None = None) -> DeleteResult:
+def delete(spark: SparkSession, path: str, where: str, settings: RunSettings | None = None,
+           alias: Name | None = None) -> DeleteResult:
     """Delete every live row of the table at path for which the Spark SQL predicate holds.
-    storage_options: the object store's settings (Paimon's names: s3.endpoint, ...); alias: a name
-    the predicate may qualify the table's columns with (`DELETE FROM t AS x WHERE x.id = 1`), or the
-    parts of the table's qualified name (`shop.t.id`: qualified.py)."""
+    settings: how it runs (the object store's settings, commit.max-retries; `execution` says where
+    the compaction after it runs: auto is a Spark job); alias: a name the predicate may qualify the
+    table's columns with (`DELETE FROM t AS x WHERE x.id = 1`), or the parts of the table's
+    qualified name (`shop.t.id`: qualified.py)."""
     if not where or not where.strip():
         raise SchemaError("delete needs a predicate (where); to empty a table, say so: where='true'")
-    return _rewrite_or_retract(spark, path, where, storage_options, alias, None)
+    return _rewrite_or_retract(spark, path, where, settings or RunSettings(), alias, None)
 
 
 def update_append(spark: SparkSession, path: str, where: str, assignments: Mapping[str, str],
-                  alias: Name | None = None) -> DeleteResult:
+                  alias: Name | None = None, settings: RunSettings | None = None) -> DeleteResult:
     """Set columns ({column: Spark SQL expression}) of the rows of an append table for which the
     predicate holds: the files holding them written again (copy-on-write), one commit, retried on
     a conflict as a delete is. The result counts no deleted rows."""
-    return _rewrite_or_retract(spark, path, where, None, alias, dict(assignments))
+    return _rewrite_or_retract(spark, path, where, settings or RunSettings(), alias, dict(assignments))
 
 
-def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_options, alias: Name | None,
+def _rewrite_or_retract(spark: SparkSession, path: str, where: str, settings: RunSettings, alias: Name | None,
                         update: dict | None) -> DeleteResult:
-    io = FileIO.get(path, storage_options)
+    io = FileIO.get(path, settings.storage_options)
+    after = Execution.DISTRIBUTED if settings.execution == Execution.AUTO else settings.execution
     started = time.time()
     what = "update" if update is not None else "delete"
     deploy.prepare(spark, path)  # a cluster's executors: ship the engine, check their Python
@@ -128,10 +130,10 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, storage_opti
         if not entries:
             return DeleteResult(table.path, plan.snapshot.id, 0, at.number, time.time() - started)
         result = at.commit(entries, APPEND, expected_latest=plan.snapshot.id)
-        extra = after_commit(spark, table.path, table.io, Execution.DISTRIBUTED)
+        extra = after_commit(spark, table.path, table.io, after)
         return DeleteResult(table.path, result.snapshot.id, deleted, at.number, time.time() - started, extra)
 
-    return commit_loop.run(path, io, f"{what} job", attempt)
+    return commit_loop.run(path, io, f"{what} job", attempt, retries=settings.commit_max_retries)
 
 
 def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str | None,

@@ -32,7 +32,8 @@ class Tally:
             barrier.wait()
             try:
                 if kind == "compact":
-                    sid, extra, attempts, recommits = compact(spark, path, execution="local"), [], 1, 0
+                    sid = compact(spark, path, settings=RunSettings(execution="local"))
+                    extra, attempts, recommits = [], 1, 0
                 elif kind == "delete":
                     done = delete(spark, path, f"id in ({', '.join(map(str, what))})")
                     sid, extra, attempts, recommits = done.snapshot_id, done.extra_snapshots or [], done.attempts, 0

@@ -177,7 +177,7 @@ def test_a_commit_that_spent_its_retries_racing_for_the_snapshot_is_not_run_agai
 
     monkeypatch.setattr(FileStoreCommit, "_publish", publish)
     with pytest.raises(CommitRetriesExhaustedError, match="gave up committing"):
-        compact(spark, path, execution="local")
+        compact(spark, path, settings=RunSettings(execution="local"))
     assert len(racing) == 3  # the store's three attempts (1 + commit.max-retries), and no more
     assert data_files(path) == {f"{s.bucket_path}/{f.file_name}" for s in FileStoreTable.open(path).plan().splits
                                 for f in s.files}  # the compaction's files deleted

@@ -159,7 +159,7 @@ def test_full_compaction_every_delta_commits(spark, warehouse, execution):
 
 
 def test_driver_local_compaction_failing_in_one_bucket_leaves_no_files(spark, warehouse, monkeypatch):
-    """compact(..., execution="local") rewrites buckets in driver threads: when one bucket fails,
+    """compact(..., settings=RunSettings(execution="local")) rewrites buckets in driver threads: when one bucket fails,
     the error propagates, nothing is committed and the buckets already rewritten leave no file."""
     path = f"{warehouse}/db.db/local_compact_fails"
     options = {"write-only": "true", "bucket": "4"}
@@ -179,11 +179,11 @@ def test_driver_local_compaction_failing_in_one_bucket_leaves_no_files(spark, wa
 
     monkeypatch.setattr(compaction, "compact_bucket", flaky)
     with pytest.raises(OSError, match="disk full"):
-        compact(spark, path, execution="local")
+        compact(spark, path, settings=RunSettings(execution="local"))
     assert data_files(path) == before
     assert FileStoreTable.open(path).latest_snapshot().id == latest
     monkeypatch.setattr(compaction, "compact_bucket", real)
-    assert compact(spark, path, execution="local") == latest + 1
+    assert compact(spark, path, settings=RunSettings(execution="local")) == latest + 1
     assert len(data_files(path)) == len(before) + 4
     assert pypaimon_rows(path) == spark_rows(spark, path)
     assert [r["v"] for r in pypaimon_rows(path)] == [1] * 40

@@ -41,7 +41,7 @@ def test_the_sequence_field_orders_versions_across_batches(spark, store_warehous
     # equal s (key 1: 10 and 10): the later write wins, as in Paimon
     assert _by_id(spark_rows(spark, path)) == EXPECTED
     assert _by_id(pypaimon_rows(path)) == EXPECTED
-    compact(spark, path, execution=execution)
+    compact(spark, path, settings=RunSettings(execution=execution))
     assert _by_id(FileStoreTable.open(path).to_arrow().to_pylist()) == EXPECTED
     assert _by_id(pypaimon_rows(path)) == EXPECTED
 

@@ -79,7 +79,7 @@ def _write(spark, path: str, kind: str, producer: str, execution: str, storage: 
     made = []
     for step in STEPS:
         if step == "delete 3":
-            result = delete(spark, path, "id = 3", storage_options=storage)
+            result = delete(spark, path, "id = 3", settings=RunSettings(storage_options=storage))
         else:
             result = upsert(spark.createDataFrame(step, SPARK), path, primary_keys=keys, partition_keys="dt",
                             options=options, settings=settings)

@@ -75,7 +75,7 @@ def _write(spark, path: str, kind: str, execution: str, storage: dict | None = N
     settings = RunSettings(execution=execution, storage_options=storage)
     for step in _steps(kind):
         if step == "delete 3":
-            delete(spark, path, "id = 3", storage_options=storage)
+            delete(spark, path, "id = 3", settings=RunSettings(storage_options=storage))
         else:
             upsert(spark.createDataFrame(step, SPARK), path, primary_keys=keys, partition_keys="dt",
                    options={**options, **DV}, settings=settings)
@@ -165,7 +165,7 @@ def test_a_table_whose_vectors_java_wrote_is_read_upserted_and_compacted_by_us(s
     delete(spark, path, "id = 4")
     del model[4]
     _check_merge_free(path)
-    compact(spark, path, execution="local")  # a full compaction leaves no vector behind
+    compact(spark, path, settings=RunSettings(execution="local"))  # a full compaction leaves no vector behind
     table = FileStoreTable.open(path)
     # (Java leaves an empty index file where a compaction of its deleted every vector of a bucket)
     assert not any(read_vectors(table.io, table.path, m)

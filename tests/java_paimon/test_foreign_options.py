@@ -43,10 +43,10 @@ def test_options_we_do_not_follow_are_refused_by_name(spark, java, warehouse, na
         w = table.new_write()
         w.write(pa.Table.from_pylist([{**ROW, "id": 2}], table.schema.arrow_schema()))
         w.commit()
-    from dbt_paimon.engine import compact, delete
+    from dbt_paimon.engine import RunSettings, compact, delete
     files_before = sorted(str(p) for p in __import__("pathlib").Path(path).rglob("data-*"))
     with pytest.raises(SchemaError, match=rf"{option}="):
-        compact(spark, path, execution="local")
+        compact(spark, path, settings=RunSettings(execution="local"))
     with pytest.raises(SchemaError, match=rf"{option}="):
         delete(spark, path, "id = 1")
     assert sorted(str(p) for p in __import__("pathlib").Path(path).rglob("data-*")) == files_before  # none written

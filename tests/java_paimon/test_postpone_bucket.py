@@ -265,7 +265,7 @@ def test_compaction_moves_the_rows_java_parked_into_their_buckets(spark, java, w
                 model.pop((r["dt"], r["id"]), None)
             else:
                 model[(r["dt"], r["id"])] = r["v"]
-    sid = compact(spark, path, execution=execution)
+    sid = compact(spark, path, settings=RunSettings(execution=execution))
     table = FileStoreTable.open(path)
     plan = table.plan()
     assert (plan.postponed == 0 and table.latest_snapshot().id == sid

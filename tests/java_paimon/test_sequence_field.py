@@ -116,7 +116,7 @@ def test_our_upserts_and_compaction_keep_javas_order(spark, java, written, execu
             # older than the stored one
             assert (result.inserted, result.updated, result.skipped) == (1, 1, 1), name
         java_before_compaction, = java.read(path)
-        compact(spark, path, execution=execution)
+        compact(spark, path, settings=RunSettings(execution=execution))
         java_after, = java.read(path)
         for label, got in (("java", java_before_compaction), ("java after compaction", java_after),
                            ("ours", FileStoreTable.open(path).to_arrow()), ("pypaimon", pypaimon_read(path))):

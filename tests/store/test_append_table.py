@@ -12,7 +12,7 @@ from dbt_paimon.store.append import pick_bins
 from dbt_paimon.store.key_hash import java_bucket, key_hashes
 from dbt_paimon.store.schema import build_schema
 from dbt_paimon.store.snapshot import COMPACT, OVERWRITE
-from dbt_paimon.engine.compaction import compact
+from dbt_paimon.engine import RunSettings, compact
 from tests.oracle import pypaimon_read, rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.float64())])
@@ -92,7 +92,7 @@ def test_compaction_and_overwrite_commit_what_paimon_commits(spark, table_path):
         append(t, batch(range(10 * i, 10 * i + 10), "a"))
     append(t, batch([100], "b"))
     before = rows(t.to_arrow(), ORDER)
-    sid = compact(spark, table_path, execution="local")
+    sid = compact(spark, table_path, settings=RunSettings(execution="local"))
     t = FileStoreTable.open(table_path)
     assert t.latest_snapshot().commit_kind == COMPACT and t.latest_snapshot().id == sid
     assert [len(s.files) for s in t.plan().splits] == [1, 1]
