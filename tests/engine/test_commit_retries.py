@@ -181,3 +181,16 @@ def test_a_commit_that_spent_its_retries_racing_for_the_snapshot_is_not_run_agai
     assert len(racing) == 3  # the store's three attempts (1 + commit.max-retries), and no more
     assert data_files(path) == {f"{s.bucket_path}/{f.file_name}" for s in FileStoreTable.open(path).plan().splits
                                 for f in s.files}  # the compaction's files deleted
+
+
+def test_a_delete_takes_commit_max_retries_from_its_run_settings(spark, warehouse, monkeypatch):
+    """The run's commit.max-retries (RunSettings) rules over the table's, for a delete as for an upsert."""
+    from dbt_paimon.engine import delete
+    base = sql_tables(spark, warehouse)
+    seen = _race_statements(spark, monkeypatch, "INSERT INTO db.logs VALUES (1{n}, 'c', 0)", losses=5)
+    with pytest.raises(CommitConflictError, match=r"gave up after 2 attempts of the delete job "
+                                                  r"\(commit.max-retries is 1: raise it"):
+        delete(spark, f"{base}/logs", "id = 3", settings=RunSettings(commit_max_retries=1))
+    assert seen == [1, 2]
+    assert _logs(spark) == [(1, "a", 10), (2, "a", 20), (3, "b", 30), (11, "c", 0), (12, "c", 0)]
+    assert data_files(f"{base}/logs") == _ever_live(f"{base}/logs")
