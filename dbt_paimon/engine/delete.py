@@ -47,9 +47,10 @@ class DeleteResult:
     attempts: int = 1
     seconds: float = 0.0
     extra_snapshots: list[int] | None = None
+    updated: int = 0  # an append table's UPDATE: the rows set
 
     def summary(self) -> str:
-        return f"DELETE {self.deleted}"
+        return f"UPDATE {self.updated}" if self.updated else f"DELETE {self.deleted}"
 
 
 def _rows_task(path: str, stage: StageRows, io: FileIO):
@@ -123,15 +124,16 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, settings: Ru
         if schema.is_append:  # no -D records there: the files holding the rows are written again
             rewrite = rewrite_where(spark, table, plan, where, f"{what} predicate", next_sequences(plan.splits),
                                     alias, update)
-            entries, deleted = rewrite.entries, rewrite.removed_rows
+            entries, deleted, updated = rewrite.entries, rewrite.removed_rows, rewrite.matched_rows if update else 0
         else:
             entries = delete_records(spark, table, plan, where, alias=alias)
-            deleted = sum(e.file.row_count for e in data_entries(entries))
+            deleted, updated = sum(e.file.row_count for e in data_entries(entries)), 0
         if not entries:
             return DeleteResult(table.path, plan.snapshot.id, 0, at.number, time.time() - started)
         result = at.commit(entries, APPEND, expected_latest=plan.snapshot.id)
         extra = after_commit(spark, table.path, table.io, after)
-        return DeleteResult(table.path, result.snapshot.id, deleted, at.number, time.time() - started, extra)
+        return DeleteResult(table.path, result.snapshot.id, deleted, at.number, time.time() - started, extra,
+                            updated)
 
     return commit_loop.run(path, io, f"{what} job", attempt, retries=settings.commit_max_retries)
 

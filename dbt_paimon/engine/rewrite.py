@@ -45,6 +45,7 @@ class Rewrite:
     deletes: list[ManifestEntry] = field(default_factory=list)
     adds: list[ManifestEntry] = field(default_factory=list)
     removed_rows: int = 0
+    matched_rows: int = 0  # rows the predicate held for (an update's updated rows)
 
     @property
     def entries(self) -> list[ManifestEntry]:
@@ -119,10 +120,11 @@ def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predic
     condition = matched(rows, predicate, what)
     with jobs.spark_conf(spark, jobs.JOB_SETTINGS):
         try:
-            hit = {r[0] for r in rows.filter(condition).select(FILE).distinct().collect()}
+            hits = {r[0]: r[1] for r in rows.filter(condition).groupBy(FILE).count().collect()}
         except Exception as e:  # noqa: BLE001 - translated when it is one of ours
             jobs.reraise_task_error(e)
             raise
+    hit = set(hits)
     if not hit:
         return Rewrite()
     affected = [DataSplit(s.snapshot_id, s.partition, s.partition_values, s.bucket, s.total_buckets, s.bucket_path,
@@ -147,4 +149,4 @@ def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predic
     adds = [e for p in payloads for e in p]
     deletes = [ManifestEntry(DELETE, s.partition, s.bucket, s.total_buckets, f) for s in affected for f in s.files]
     removed = 0 if update else sum(e.file.row_count for e in deletes) - sum(e.file.row_count for e in adds)
-    return Rewrite(deletes, adds, removed)
+    return Rewrite(deletes, adds, removed, sum(hits.values()))

@@ -121,17 +121,26 @@ def test_a_bad_insert_commits_nothing(spark, tables):
 
 # ---- DELETE, TRUNCATE, and what is refused --------------------------------------------------------
 
+def _answer(df) -> list[tuple]:
+    """What a statement answered: (column, value) pairs of its one row, or [] (no row)."""
+    rows = df.collect()
+    assert len(rows) <= 1
+    return list(rows[0].asDict().items()) if rows else []
+
+
 def test_delete_from_key_and_append_tables(spark, tables):
-    spark.sql("DELETE FROM db.keyed AS k WHERE k.v >= 20 AND dt = 'a'")
-    spark.sql("DELETE FROM db.cross WHERE cross.id = 3")
-    spark.sql("DELETE FROM db.logs WHERE v = 10")
+    """Each answers the rows it deleted, as Delta's DELETE does (num_affected_rows)."""
+    assert _answer(spark.sql("DELETE FROM db.keyed AS k WHERE k.v >= 20 AND dt = 'a'")) == [("num_affected_rows", 1)]
+    assert _answer(spark.sql("DELETE FROM db.cross WHERE cross.id = 3")) == [("num_affected_rows", 1)]
+    assert _answer(spark.sql("DELETE FROM db.logs WHERE v = 10")) == [("num_affected_rows", 1)]
+    assert _answer(spark.sql("DELETE FROM db.logs WHERE v = 99")) == [("num_affected_rows", 0)]
     assert _sql_rows(spark, "keyed") == [(1, "a", 10), (3, "b", 30)]
     assert _sql_rows(spark, "cross") == [(1, "a", 10), (2, "a", 20)]
     assert _paimon_rows(f"{tables}/logs") == [(2, "a", 20), (3, "b", 30)]
 
 
 def test_truncate_table_and_partition(spark, tables):
-    spark.sql("TRUNCATE TABLE db.keyed PARTITION (dt = 'a')")
+    assert _answer(spark.sql("TRUNCATE TABLE db.keyed PARTITION (dt = 'a')")) == []
     spark.sql("TRUNCATE TABLE db.logs")
     assert _sql_rows(spark, "keyed") == [(3, "b", 30)]
     assert _sql_rows(spark, "logs") == []
@@ -140,9 +149,10 @@ def test_truncate_table_and_partition(spark, tables):
 
 def test_update_key_and_append_tables(spark, tables):
     snapshots = {name: _snapshot(f"{tables}/{name}") for name in ("keyed", "cross", "logs")}
-    spark.sql("UPDATE db.keyed AS k SET v = k.v + 1 WHERE dt = 'a'")
-    spark.sql("UPDATE db.cross SET dt = 'c', v = 22 WHERE id = 2")  # a cross-partition table's row moves
-    spark.sql("UPDATE db.logs SET v = v * 10 WHERE id = 3")
+    assert _answer(spark.sql("UPDATE db.keyed AS k SET v = k.v + 1 WHERE dt = 'a'")) == [("num_affected_rows", 2)]
+    # a cross-partition table's row moves
+    assert _answer(spark.sql("UPDATE db.cross SET dt = 'c', v = 22 WHERE id = 2")) == [("num_affected_rows", 1)]
+    assert _answer(spark.sql("UPDATE db.logs SET v = v * 10 WHERE id = 3")) == [("num_affected_rows", 1)]
     assert _paimon_rows(f"{tables}/keyed") == [(1, "a", 11), (2, "a", 21), (3, "b", 30)]
     assert _paimon_rows(f"{tables}/cross") == [(1, "a", 10), (2, "c", 22), (3, "b", 30)]
     assert _paimon_rows(f"{tables}/logs") == [(1, "a", 10), (2, "a", 20), (3, "b", 300)]
@@ -174,11 +184,14 @@ def test_merge_into_key_tables(spark, tables):
     spark.createDataFrame([(1, "a", 0, "del"), (2, "a", 22, "upd"), (5, "b", 50, "new"), (6, "b", 60, "skip")],
                           SCHEMA + ", op string").createOrReplaceTempView("changes")
     before = _snapshot(f"{tables}/keyed")
-    spark.sql("""MERGE INTO db.keyed AS t USING changes AS s ON t.id = s.id AND t.dt = s.dt
+    answer = spark.sql("""MERGE INTO db.keyed AS t USING changes AS s ON t.id = s.id AND t.dt = s.dt
                  WHEN MATCHED AND s.op = 'del' THEN DELETE
                  WHEN MATCHED THEN UPDATE SET v = s.v + t.v
                  WHEN NOT MATCHED AND s.op = 'new' THEN INSERT *
                  WHEN NOT MATCHED BY SOURCE AND t.v >= 30 THEN UPDATE SET v = -1""")
+    # the rows by action, as Delta's MERGE answers them
+    assert _answer(answer) == [("num_affected_rows", 4), ("num_updated_rows", 2), ("num_deleted_rows", 1),
+                               ("num_inserted_rows", 1)]
     assert _paimon_rows(f"{tables}/keyed") == [(2, "a", 42), (3, "b", -1), (5, "b", 50)]
     assert _snapshot(f"{tables}/keyed") == before + 1
     # a cross-partition table: a matched row moves partition; UPDATE SET * of another key moves the key
@@ -192,10 +205,13 @@ def test_merge_into_key_tables(spark, tables):
 
 def test_merge_into_an_append_table_rewrites_the_files_it_touches(spark, tables):
     before = _snapshot(f"{tables}/logs")
-    spark.sql("""MERGE INTO db.logs t USING (SELECT 2 AS id, 25 AS v UNION ALL SELECT 9, 90) s ON t.id = s.id
+    answer = spark.sql("""MERGE INTO db.logs t USING (SELECT 2 AS id, 25 AS v UNION ALL SELECT 9, 90) s
+                 ON t.id = s.id
                  WHEN MATCHED THEN UPDATE SET v = s.v
                  WHEN NOT MATCHED THEN INSERT (id, dt, v) VALUES (s.id, 'c', s.v)
                  WHEN NOT MATCHED BY SOURCE AND t.v = 30 THEN DELETE""")
+    assert _answer(answer) == [("num_affected_rows", 3), ("num_updated_rows", 1), ("num_deleted_rows", 1),
+                               ("num_inserted_rows", 1)]
     assert _paimon_rows(f"{tables}/logs") == [(1, "a", 10), (2, "a", 25), (9, "c", 90)]
     assert _sql_rows(spark, "logs") == [(1, "a", 10), (2, "a", 25), (9, "c", 90)]
     assert _snapshot(f"{tables}/logs") == before + 1

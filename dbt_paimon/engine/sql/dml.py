@@ -22,6 +22,8 @@ partition columns, by the column list given, or BY NAME.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -46,17 +48,20 @@ from .target import Target, names
 KINDS = ("insert", "delete", "update", "truncate", "truncate partition")
 
 
-def run(spark: SparkSession, statement: Statement, target: Target) -> None:
-    """Carry out a statement (kind in KINDS) on the Paimon table `target`."""
+def run(spark: SparkSession, statement: Statement, target: Target) -> Optional[dict[str, int]]:
+    """Carry out a statement (kind in KINDS) on the Paimon table `target`; DELETE and UPDATE answer
+    the rows they changed, as Delta's commands do ({"num_affected_rows": n})."""
     if statement.kind == "insert":
         insert(spark, statement, target)
     elif statement.kind == "delete":
         condition = statement.source_text(statement.plan.condition()) if statement.plan.condition() else None
-        delete(spark, target.path, condition or "true", alias=names(statement, target))
+        done = delete(spark, target.path, condition or "true", alias=names(statement, target))
+        return {"num_affected_rows": done.deleted}
     elif statement.kind == "update":
-        update(spark, statement, target)
+        return {"num_affected_rows": update(spark, statement, target)}
     else:
         truncate(spark, statement, target)
+    return None
 
 
 def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static: dict) -> DataFrame:
@@ -130,7 +135,9 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
     upsert(rows, target.path, primary_keys=list(schema.primary_keys), replace=replace, **keys)
 
 
-def update(spark: SparkSession, statement: Statement, target: Target) -> None:
+def update(spark: SparkSession, statement: Statement, target: Target) -> int:
+    """The rows the statement set (an append table's files holding them written again; a key
+    table's rows upserted)."""
     schema = SchemaManager(FileIO.get(target.path), target.path).latest()
     plan = statement.plan
     words = f"UPDATE {statement.written_name}"
@@ -142,8 +149,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> None:
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
     name = names(statement, target)
     if schema.is_append:
-        update_append(spark, target.path, condition or "true", assigned, name)
-        return
+        return update_append(spark, target.path, condition or "true", assigned, name).updated
     if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
         raise SchemaError(f"{words}: the table merges rows ({schema.core.merge_engine}), so an updated row would "
                           f"merge with the stored one; write the rows with INSERT INTO instead")
@@ -157,7 +163,9 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> None:
     check_nested_values(rows, {n: F.expr(e) for n, e in assigned.items()}, schema, words)
     changed = rows.select(*[(F.expr(assigned[f.name]).cast(to_spark(f.type)) if f.name in assigned
                              else F.col(quote(f.name))).alias(f.name) for f in schema.fields])
-    upsert(changed, target.path, primary_keys=list(schema.primary_keys), partition_keys=list(schema.partition_keys))
+    done = upsert(changed, target.path, primary_keys=list(schema.primary_keys),
+                  partition_keys=list(schema.partition_keys))
+    return done.inserted + done.updated + done.moved
 
 
 def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:

@@ -79,7 +79,10 @@ def _actions(spark: SparkSession, statement: Statement, schema: TableSchema) -> 
     return out
 
 
-def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
+def merge(spark: SparkSession, statement: Statement, target: Target) -> dict[str, int]:
+    """Carry out MERGE INTO on the Paimon table `target`; the rows each kind of action changed, as
+    Delta's MERGE answers them (num_affected_rows, num_updated_rows, num_deleted_rows,
+    num_inserted_rows)."""
     words = f"MERGE INTO {statement.written_name}"
     table = FileStoreTable.open(target.path)
     schema = table.schema
@@ -102,13 +105,15 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
     on = statement.source_text(statement.plan.mergeCondition())
     writes = [i for i, a in enumerate(actions) if a.kind != "delete"]
     if schema.is_append:  # copy-on-write: on a lost race, the whole statement again on the new snapshot
-        def attempt(at: commit_loop.Attempt) -> None:
+        def attempt(at: commit_loop.Attempt) -> dict[str, int]:
             plan = at.table.plan()
-            _rewrite(spark, at, plan, _joined(spark, at.table, plan, source, on, actions, qualified, words), writes)
+            out = _joined(spark, at.table, plan, source, on, actions, qualified, words)
+            _rewrite(spark, at, plan, out, writes)
+            return _counts(out, actions)
 
-        commit_loop.run(target.path, table.io, words, attempt)
-        return
+        return commit_loop.run(target.path, table.io, words, attempt)
     out = _joined(spark, table, None, source, on, actions, qualified, words)
+    counts = _counts(out, actions)
     olds = [f"__old{i}" for i in range(len(keys))]
     written = out.filter(F.col(_CHOICE).isin(writes))
     same_key = F.expr(" AND ".join(f"{quote(k)} <=> {o}" for k, o in zip(keys, olds)))
@@ -117,6 +122,16 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> None:
         *[F.col(o).alias(k) for o, k in zip(olds, keys)])
     upsert(written.select(*[quote(f.name) for f in schema.fields]), target.path, primary_keys=keys,
            partition_keys=list(schema.partition_keys), replace=Replace(keys=gone, what=words))
+    return counts
+
+
+def _counts(out: DataFrame, actions: list[Action]) -> dict[str, int]:
+    """The joined rows by the kind of action they took (one pass over the checkpointed rows)."""
+    by_kind = {"update": 0, "delete": 0, "insert": 0}
+    for choice, n in out.filter(F.col(_CHOICE).isNotNull()).groupBy(_CHOICE).count().collect():
+        by_kind[actions[choice].kind.split()[0]] += n  # "update *" is an update
+    return {"num_affected_rows": sum(by_kind.values()), "num_updated_rows": by_kind["update"],
+            "num_deleted_rows": by_kind["delete"], "num_inserted_rows": by_kind["insert"]}
 
 
 def _joined(spark: SparkSession, table: FileStoreTable, plan, source: DataFrame, on: str, actions: list[Action],

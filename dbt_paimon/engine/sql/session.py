@@ -3,7 +3,8 @@
 `install(spark)` puts a `sql` of its own on the session object: a statement that writes a Paimon
 table of Spark's catalog (statement.py reads it with Spark's parser, target.py finds the table) is
 carried out on the table (ddl.py: ALTER TABLE; dml.py: INSERT, DELETE, UPDATE, TRUNCATE; merge.py:
-MERGE INTO) and answered with an empty DataFrame, as Spark answers such statements; a query on
+MERGE INTO) and answered as Spark and Delta answer such statements: DELETE, UPDATE and MERGE with
+one row of the rows they changed (`num_affected_rows`; MERGE by kind too), the rest with none; a query on
 Paimon tables reads them through Spark's own Parquet reader where no merge is needed (read/query.py);
 anything else goes to Spark unchanged. dbt's statements reach Spark through
 this same `spark.sql` (dbt-spark's session cursor), so dbt, hooks, `run_query` and a notebook on
@@ -58,7 +59,7 @@ def _first_word(text: str) -> int:
 
 
 def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
-    """Carry out `text` if it writes a Paimon table (an empty DataFrame), else None."""
+    """Carry out `text` if it writes a Paimon table (its answer: a DataFrame), else None."""
     if not _WRITE_WORD.match(text, _first_word(text)):
         return None
     statement = read(spark, text)
@@ -68,17 +69,20 @@ def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
     if target is None:
         return None
     log.info("%s %s: carried out on the Paimon table at %s", statement.kind, statement.written_name, target.path)
+    counts = None
     try:
         if statement.kind in ddl.KINDS:
             ddl.alter(spark, statement, target)
         elif statement.kind == "merge":
-            merge(spark, statement, target)
+            counts = merge(spark, statement, target)
         else:
-            dml.run(spark, statement, target)
+            counts = dml.run(spark, statement, target)
     except PaimonError as e:  # the engine's words name the table's path: say which statement on which name
         if e.args and isinstance(e.args[0], str) and statement.written_name not in e.args[0]:
             e.args = (f"{_verb(statement)} {statement.written_name}: {e.args[0]}",) + e.args[1:]
         raise
+    if counts:  # DELETE, UPDATE, MERGE: one row of the rows changed, as Delta's commands answer
+        return spark.createDataFrame([tuple(counts.values())], ", ".join(f"{k} bigint" for k in counts))
     return DataFrame(spark._jsparkSession.emptyDataFrame(), spark)
 
 
