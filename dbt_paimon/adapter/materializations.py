@@ -165,13 +165,18 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
             raise
         what = str(e) if isinstance(e, PaimonError) else error_message(e)
         raise DbtRuntimeError(f"{materialization} of {name} failed, nothing was written: {what}") from e
-    if target != path:
+    rebuilt = target != path
+    if rebuilt:
         staging.swap(target, path)
     tables.resync(relation, path)
+    # a `table` model, or --full-refresh, builds the table whole: say so, not "appended" / "inserted"
+    built = f"{'replaced' if rebuilt else 'created'} the table: "
+    message = result.summary() if not full_refresh else (
+        built + result.summary() if write.upsert else f"{built}{result.rows_written} rows")
     if not write.upsert:
         log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id})")
         return PaimonAdapterResponse(
-            _message=result.summary(), code=write.code, rows_affected=result.rows_written,
+            _message=message, code=write.code, rows_affected=result.rows_written,
             snapshot_id=result.snapshot_id, inserted=result.rows_written, deleted=result.rows_replaced,
             rows_written=result.rows_written, table_path=path, schema_id=schema_id(path),
             extra_snapshots=list(result.extra_snapshots) or None, execution=result.execution,
@@ -180,7 +185,7 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
     log.debug(f"{name}: {result.summary()} in {time.time() - t0:.1f}s (snapshot {result.snapshot_id}, "
               f"{result.attempts} attempt(s), {result.recommits} without a re-run; {phases})")
     return PaimonAdapterResponse(
-        _message=result.summary(), code=write.code, rows_affected=result.rows_affected,
+        _message=message, code=write.code, rows_affected=result.rows_affected,
         snapshot_id=result.snapshot_id, **result.as_dict(), rows_written=result.rows_written, table_path=path,
         schema_id=schema_id(path),
         extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,

@@ -165,7 +165,7 @@ class TestPaimonUpsertModel:
 
         # --full-refresh rebuilds the table from scratch: a new table whose first snapshot has batch 3
         rebuilt = self._run(project, 3, "--full-refresh")
-        assert rebuilt["message"] == "UPSERT 3: 2 inserted, 0 updated, 1 skipped"
+        assert rebuilt["message"] == "replaced the table: UPSERT 3: 2 inserted, 0 updated, 1 skipped"
         assert rebuilt["adapter_response"]["snapshot_id"] == 1
         assert [r[:2] for r in _rows(project, "customers")] == [(1, "a"), (5, "a")]
         # nothing of the refresh is left beside the table but the new table's key index, which
