@@ -88,20 +88,39 @@ class Attempt:
         default deleting the files the entries add."""
         commit = self._committer()
         try:
-            return commit.commit(list(entries), kind, expected_latest=expected_latest, **options)
+            result = commit.commit(list(entries), kind, expected_latest=expected_latest, **options)
         except BaseException:
-            abort() if abort is not None else commit.abort(list(entries))
+            self._failed(commit, entries, abort)
             raise
+        self._committed()
+        return result
 
     def overwrite(self, entries: Sequence[ManifestEntry], partitions: Optional[Collection[bytes]],
                   abort: Optional[Callable[[], None]] = None, **options):
         """Paimon's OVERWRITE of `partitions` (None: the table) by the entries (FileStoreCommit.overwrite)."""
         commit = self._committer()
         try:
-            return commit.overwrite(list(entries), partitions, **options)
+            result = commit.overwrite(list(entries), partitions, **options)
         except BaseException:
-            abort() if abort is not None else commit.abort(list(entries))
+            self._failed(commit, entries, abort)
             raise
+        self._committed()
+        return result
+
+    def _failed(self, commit: FileStoreCommit, entries, abort: Optional[Callable[[], None]]) -> None:
+        """A commit that raised: its files deleted, unless its snapshot was created before the error
+        (a hint's write that failed after: the snapshot holds them)."""
+        if commit.published is not None:
+            self._committed()
+        elif abort is not None:
+            abort()
+        else:
+            commit.abort(list(entries))
+
+    def _committed(self) -> None:
+        """The kept job is the table's now: nothing after the commit (post-commit work that fails)
+        may delete its files."""
+        self.kept = self.carried = None
 
 
 def with_retries(schema: TableSchema, retries: Optional[int]) -> TableSchema:

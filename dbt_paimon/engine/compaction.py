@@ -137,7 +137,8 @@ def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
             return _rewrite_and_commit(spark, at, rewrites, [], execution)
         delta_commits = core.get("full-compaction.delta-commits")
         if delta_commits and _appends_since_compaction(table) >= int(delta_commits):
-            # every bucket, as Paimon's full-compaction.delta-commits does
+            # every bucket, as Paimon's full-compaction.delta-commits does (as compact() checks it)
+            foreign_options.check_writable(table.schema.options, path)
             return _rewrite_and_commit(spark, at, *_full(table, None), execution)
         # every level-0 file up after each write: first-row and deletion vectors (Paimon's batch readers
         # skip level 0) and changelog-producer lookup (its changelog is derived when level 0 is compacted)

@@ -48,9 +48,10 @@ class DeleteResult:
     seconds: float = 0.0
     extra_snapshots: list[int] | None = None
     updated: int = 0  # an append table's UPDATE: the rows set
+    kind: str = "delete"  # or "update"
 
     def summary(self) -> str:
-        return f"UPDATE {self.updated}" if self.updated else f"DELETE {self.deleted}"
+        return f"UPDATE {self.updated}" if self.updated or self.kind == "update" else f"DELETE {self.deleted}"
 
 
 def _rows_task(path: str, stage: StageRows, io: FileIO):
@@ -120,7 +121,7 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, settings: Ru
             _check_engine(schema)
         plan = table.plan()
         if not plan.splits:
-            return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, at.number)
+            return DeleteResult(table.path, plan.snapshot.id if plan.snapshot else None, 0, at.number, kind=what)
         if schema.is_append:  # no -D records there: the files holding the rows are written again
             rewrite = rewrite_where(spark, table, plan, where, f"{what} predicate", next_sequences(plan.splits),
                                     alias, update)
@@ -129,11 +130,11 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, settings: Ru
             entries = delete_records(spark, table, plan, where, alias=alias)
             deleted, updated = sum(e.file.row_count for e in data_entries(entries)), 0
         if not entries:
-            return DeleteResult(table.path, plan.snapshot.id, 0, at.number, time.time() - started)
+            return DeleteResult(table.path, plan.snapshot.id, 0, at.number, time.time() - started, kind=what)
         result = at.commit(entries, APPEND, expected_latest=plan.snapshot.id)
         extra = after_commit(spark, table.path, table.io, after)
         return DeleteResult(table.path, result.snapshot.id, deleted, at.number, time.time() - started, extra,
-                            updated)
+                            updated, what)
 
     return commit_loop.run(path, io, f"{what} job", attempt, retries=settings.commit_max_retries)
 

@@ -44,6 +44,9 @@ class FileStoreCommit:
         self.manifest_lists = ManifestList(io, self.table_path)
         # Test hook: called after data and manifests are written, before the snapshot (to simulate a kill).
         self.before_snapshot: Callable[[], None] | None = None
+        # the snapshot this commit created, once created: from then on its files are the table's,
+        # whatever fails after (a hint's write): no caller may delete them
+        self.published: Snapshot | None = None
 
     def live_entries(self, snapshot: Snapshot | None) -> dict[tuple, ManifestEntry]:
         if snapshot is None:
@@ -198,6 +201,7 @@ class FileStoreCommit:
             self.before_snapshot()
         if not self.snapshots.try_commit(snapshot):
             return False
+        self.published = snapshot
         self.snapshots.commit_latest_hint(snapshot.id)
         if latest is None or not self.io.exists(f"{self.snapshots.dir}/EARLIEST"):
             self.snapshots.commit_earliest_hint(self.snapshots.earliest_id() or snapshot.id)
@@ -267,7 +271,8 @@ class FileStoreCommit:
         try:
             return self.commit(entries, kind)
         except Exception:
-            self.abort(entries)
+            if self.published is None:
+                self.abort(entries)
             raise
 
     def abort(self, entries: Sequence[ManifestEntry]) -> None:

@@ -194,3 +194,41 @@ def test_a_delete_takes_commit_max_retries_from_its_run_settings(spark, warehous
     assert seen == [1, 2]
     assert _logs(spark) == [(1, "a", 10), (2, "a", 20), (3, "b", 30), (11, "c", 0), (12, "c", 0)]
     assert data_files(f"{base}/logs") == _ever_live(f"{base}/logs")
+
+
+def test_work_that_fails_after_the_commit_never_deletes_what_the_commit_holds(spark, warehouse, monkeypatch):
+    """Once a snapshot is created its files are the table's: an upsert whose post-commit work fails
+    (a compaction job lost, an interrupt), or a compaction whose LATEST hint cannot be written after
+    its snapshot was, raises, and the table still reads every row of the committed snapshot."""
+    upsert_module = importlib.import_module("dbt_paimon.engine.upsert")
+    from dbt_paimon.engine import compact
+    from dbt_paimon.store.snapshot import SnapshotManager
+
+    path = f"{warehouse}/db.db/after_commit"
+    upsert(frame(spark, [{**ROW, "id": i} for i in range(5)]), path, primary_keys="id", partition_keys="dt",
+           options={"bucket": "1"})
+
+    def lost(*args, **kwargs):
+        raise RuntimeError("the post-commit compaction's job was lost")
+    monkeypatch.setattr(upsert_module, "after_commit", lost)
+    with pytest.raises(RuntimeError, match="job was lost"):
+        upsert(frame(spark, [{**ROW, "id": i, "v": 7} for i in range(3, 8)]), path, primary_keys="id",
+               partition_keys="dt", options={"bucket": "1"})
+    monkeypatch.undo()
+    table = FileStoreTable.open(path)
+    assert table.latest_snapshot().id == 2
+    rows = {r["id"]: r["v"] for r in table.to_arrow().to_pylist()}
+    assert rows == {0: 0, 1: 0, 2: 0, 3: 7, 4: 7, 5: 7, 6: 7, 7: 7}
+
+    real = SnapshotManager.commit_latest_hint
+
+    def hint_fails(self, snapshot_id):
+        monkeypatch.setattr(SnapshotManager, "commit_latest_hint", real)
+        raise OSError("the LATEST hint could not be written")
+    monkeypatch.setattr(SnapshotManager, "commit_latest_hint", hint_fails)
+    with pytest.raises(OSError, match="LATEST hint"):
+        compact(spark, path, settings=RunSettings(execution="local"))
+    table = FileStoreTable.open(path)
+    assert table.latest_snapshot().commit_kind == "COMPACT"
+    assert {r["id"]: r["v"] for r in table.to_arrow().to_pylist()} == rows
+    assert data_files(path) >= {f"{s.bucket_path}/{f.file_name}" for s in table.plan().splits for f in s.files}

@@ -11,6 +11,7 @@ import pytest
 from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.engine.sql import catalog
 from dbt_paimon.store import FileStoreTable, PaimonError
+from dbt_paimon.store.errors import SchemaError
 from tests.engine.helpers import SQL_SCHEMA as SCHEMA
 from tests.engine.helpers import live_places, sql_tables
 from tests.oracle import pypaimon_read
@@ -178,6 +179,25 @@ def test_conditions_and_values_are_read_as_written_whatever_their_predicate(spar
     assert _paimon_rows(f"{tables}/keyed") == [(2, "a", 21)]
     assert _paimon_rows(f"{tables}/logs") == [(1, "a", 10), (2, "a", 200)]
     assert _paimon_rows(f"{tables}/cross") == [(1, "a", 22), (2, "a", 25), (3, "b", 62)]
+
+
+def test_conditions_and_values_with_subqueries(spark, tables):
+    """A subquery gets a new id each time Spark parses it: a condition or value holding one is still
+    read as written (scalar and IN subqueries); EXISTS, whose place Spark does not record, is refused
+    by name and nothing is committed."""
+    spark.createDataFrame([(2,), (3,)], "k bigint").createOrReplaceTempView("ks")
+    assert _answer(spark.sql("UPDATE db.keyed SET v = v + 1 WHERE v > (SELECT min(v) FROM db.keyed)")) == \
+        [("num_affected_rows", 2)]
+    assert _answer(spark.sql("UPDATE db.logs SET v = (SELECT max(k) FROM ks) WHERE id = 1")) == \
+        [("num_affected_rows", 1)]
+    assert _answer(spark.sql("DELETE FROM db.cross WHERE id IN (SELECT k FROM ks)")) == [("num_affected_rows", 2)]
+    assert _paimon_rows(f"{tables}/keyed") == [(1, "a", 10), (2, "a", 21), (3, "b", 31)]
+    assert _paimon_rows(f"{tables}/logs") == [(1, "a", 3), (2, "a", 20), (3, "b", 30)]
+    assert _paimon_rows(f"{tables}/cross") == [(1, "a", 10)]
+    before = _snapshot(f"{tables}/logs")
+    with pytest.raises(SchemaError, match="could not read an expression of the statement back as written"):
+        spark.sql("DELETE FROM db.logs WHERE EXISTS (SELECT 1 FROM ks WHERE ks.k = logs.id)")
+    assert _snapshot(f"{tables}/logs") == before
 
 
 def test_merge_into_key_tables(spark, tables):

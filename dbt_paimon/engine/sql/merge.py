@@ -108,8 +108,9 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> dict[str
         def attempt(at: commit_loop.Attempt) -> dict[str, int]:
             plan = at.table.plan()
             out = _joined(spark, at.table, plan, source, on, actions, qualified, words)
+            counts = _counts(out, actions)  # before the commit: nothing may fail after it
             _rewrite(spark, at, plan, out, writes)
-            return _counts(out, actions)
+            return counts
 
         return commit_loop.run(target.path, table.io, words, attempt)
     out = _joined(spark, table, None, source, on, actions, qualified, words)

@@ -14,6 +14,7 @@ which reports the error in its words.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -65,14 +66,15 @@ class Statement:
         Spark's own SQL of the node are tried in turn, and the first that parses back to the same
         expression is the one."""
         parser = self.spark._jsparkSession.sessionState().sqlParser()
-        for text in self._spans(node) + [str(node.sql())]:
+        for text in self._spans(node) + [None]:
             try:
-                if parser.parseExpression(text).equals(node):
+                text = str(node.sql()) if text is None else text
+                if _same(self.spark, parser.parseExpression(text), node):
                     return text
             except Exception:  # noqa: BLE001 - a span that does not parse is not the expression's text
                 continue
-        raise SchemaError(f"{self.kind.upper()} on {self.written_name}: could not read the expression "
-                          f"{node.sql()} of the statement back as written; write it another way")
+        raise SchemaError(f"{self.kind.upper()} on {self.written_name}: could not read an expression of the "
+                          f"statement back as written ({node.toString()}); write it another way")
 
     def _spans(self, node) -> list[str]:
         """Candidate texts of `node`: its own span, then its subtree's (the leftmost descendants
@@ -124,6 +126,37 @@ def read(spark: SparkSession, text: str) -> Optional[Statement]:
     if target is None:
         return None
     return Statement(kind, target, plan, text, spark)
+
+
+_EXPR_ID = re.compile(r"#\d+")
+
+
+def _same(spark: SparkSession, parsed, node) -> bool:
+    """Whether two parses are one expression: equal trees, or (a subquery gets a new id at each
+    parse: ScalarSubquery, Exists, ListQuery) equal trees but for those ids, their plans included."""
+    if parsed.equals(node):
+        return True
+    text = _EXPR_ID.sub("#", str(parsed.treeString()))
+    if "#" not in text:
+        return False
+
+    def plans(expr) -> list[str]:
+        found = []
+
+        def walk(e) -> None:
+            if str(e.getClass().getSimpleName()) in _SUBQUERIES:
+                try:
+                    found.append(_EXPR_ID.sub("#", str(e.plan().treeString())))
+                except Exception:  # noqa: BLE001 - no plan to show (InSubquery: its ListQuery child has it)
+                    pass
+            for child in scala_list(spark, e.children()):
+                walk(child)
+        walk(expr)
+        return found
+    return text == _EXPR_ID.sub("#", str(node.treeString())) and plans(parsed) == plans(node)
+
+
+_SUBQUERIES = {"ScalarSubquery", "Exists", "ListQuery", "InSubquery", "LateralSubquery"}
 
 
 def _identifier(spark: SparkSession, node) -> Optional[list[str]]:
