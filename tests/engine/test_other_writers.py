@@ -236,7 +236,7 @@ class Run:
                        if any((s.partition_values[0], s.bucket) == (p, b) for s in chosen))
         execution = self.rnd.choice(self.executions)
         sid = compact(self.spark, self.path, None if chosen is None else [(s.partition, s.bucket) for s in chosen],
-                      execution=execution)
+                      settings=RunSettings(execution=execution))
         what = "all" if chosen is None else [(s.partition_values[0], s.bucket) for s in chosen]
         return f"compact ({execution}) {what} -> snapshot {sid}"
 
