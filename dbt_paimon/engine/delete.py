@@ -51,7 +51,7 @@ class DeleteResult:
     kind: str = "delete"  # or "update"
 
     def summary(self) -> str:
-        return f"UPDATE {self.updated}" if self.updated or self.kind == "update" else f"DELETE {self.deleted}"
+        return f"UPDATE {self.updated}" if self.kind == "update" else f"DELETE {self.deleted}"
 
 
 def _rows_task(path: str, stage: StageRows, io: FileIO):

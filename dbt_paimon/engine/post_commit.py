@@ -32,9 +32,9 @@ def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Executio
     # where batch readers skip level 0 the rows just written stay invisible until compacted up:
     # a conflict plans again on the new snapshot, as for any commit (commit.max-retries); else
     # the next commit's compaction picks the runs up
-    retry = FileStoreTable.open(path, io).schema.core.force_up_level0
+    table = FileStoreTable.open(path, io)  # its snapshots are read afresh at each use
     try:
-        sid = auto_compact(spark, path, io, execution=execution, retry=retry)
+        sid = auto_compact(spark, path, io, execution=execution, retry=table.schema.core.force_up_level0)
         extra = [sid] if sid else []
     except CommitConflictError as e:
         log.warning("compaction of %s lost a race with another commit and will run after the next one: %s", path, e)
@@ -43,7 +43,6 @@ def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Executio
     # The write is committed: what follows is maintenance, which a concurrent writer may race (two
     # batch tags of one day, an expiration that lost every retry); a failure is logged, as Paimon's
     # writers log theirs, and the next write tries again.
-    table = FileStoreTable.open(path, io)
     extra += _maintain(path, "process-time tags", lambda: create_process_time_tags(table) and [])
     extra += _maintain(path, "partition expiration", lambda: expire_partitions(table))
     if table.schema.core.get("tag.time-expire-enabled").lower() == "true":

@@ -124,11 +124,10 @@ def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predic
         except Exception as e:  # noqa: BLE001 - translated when it is one of ours
             jobs.reraise_task_error(e)
             raise
-    hit = set(hits)
-    if not hit:
+    if not hits:
         return Rewrite()
     affected = [DataSplit(s.snapshot_id, s.partition, s.partition_values, s.bucket, s.total_buckets, s.bucket_path,
-                          [f for f in s.files if f.file_name in hit]) for s in plan.splits]
+                          [f for f in s.files if f.file_name in hits]) for s in plan.splits]
     affected = [s for s in affected if s.files]
     kept = file_rows(spark, table, affected)
     kept = named(kept, alias) if alias else kept
