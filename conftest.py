@@ -46,8 +46,8 @@ def s3_warehouse(s3_server):
     process's configured ones while the test runs (as the dbt profile would set them)."""
     from pyspark.sql import SparkSession
 
-    from dbt_paimon.engine import register
-    from dbt_paimon.store import fileio
+    from dbt_paimon.sql import register
+    from dbt_paimon.store.common import fileio
 
     def configure(options):
         fileio.configure(options)

@@ -34,7 +34,7 @@ CHUNK = 5_000_000  # entries written per run while building (memory of the build
 
 def _schema():
     import pyarrow as pa
-    from dbt_paimon.store.schema import build_schema
+    from dbt_paimon.store.schema.schema import build_schema
     return build_schema(pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.string())]), ["id"], ["dt"],
                         {"bucket": "-1"})
 
@@ -45,8 +45,8 @@ def write_index(root: str, keys: int) -> float:
     import pyarrow as pa
     from dbt_paimon.key_index import BucketState, IndexState, KeyIndex
     from dbt_paimon.key_index.merge_policy import add_runs
-    from dbt_paimon.store import binary_row
-    from dbt_paimon.store.fileio import FileIO
+    from dbt_paimon.store.common import binary_row
+    from dbt_paimon.store.common.fileio import FileIO
 
     t0 = time.perf_counter()
     schema = _schema()
@@ -86,7 +86,7 @@ def lookup(root: str, keys: int, batch: int) -> dict:
     import numpy as np
     import pyarrow as pa
     from dbt_paimon.key_index import KeyIndex
-    from dbt_paimon.store.fileio import FileIO
+    from dbt_paimon.store.common.fileio import FileIO
 
     path = os.path.join(root, "db.db", "t")
     index = KeyIndex(FileIO.get(path), path, _schema())

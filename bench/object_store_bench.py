@@ -55,8 +55,11 @@ def main() -> None:
 
     from pyspark.sql import SparkSession
 
-    from dbt_paimon.engine import RunSettings, register, upsert
-    from dbt_paimon.store import FileStoreTable, fileio
+    from dbt_paimon.engine import RunSettings
+    from dbt_paimon.sql import register
+    from dbt_paimon.engine import upsert
+    from dbt_paimon.store import FileStoreTable
+    from dbt_paimon.store.common import fileio
     from tests.s3 import BUCKET, free_port, make_user, start_moto
 
     work = tempfile.mkdtemp(prefix="object-store-bench-")

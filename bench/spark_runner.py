@@ -57,7 +57,7 @@ class Runner:
         """dbt-paimon's `paimon` source (the part of a read that needs a merge in Python), registered
         as the adapter's session has it (once)."""
         if not self.registered:
-            from dbt_paimon.engine import register
+            from dbt_paimon.sql import register
             register(self.spark)
             self.registered = True
 

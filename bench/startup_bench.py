@@ -153,7 +153,7 @@ def _instrument(phases: dict) -> None:
     builder_cls.getOrCreate = get_or_create
     try:
         from dbt_paimon.adapter import session as adapter_session
-        from dbt_paimon.engine.sql import catalog
+        from dbt_paimon.sql import catalog
     except ImportError:
         return
     catalog.sync = _timed(phases, "catalog_sync", catalog.sync, once=False)

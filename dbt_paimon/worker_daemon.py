@@ -14,7 +14,7 @@ that forked. Both libraries handle that: they register fork handlers that leave 
 allocator and thread pool usable (jemalloc restarts no purger in the child; OpenBLAS shuts its pool
 down before the fork and starts it again on use). The daemon itself runs no work of its own.
 
-Which sessions start their workers from it: engine/local_session.py (`daemon_settings`). Why it is
+Which sessions start their workers from it: engine/runtime/local_session.py (`daemon_settings`). Why it is
 not a module of the engine package: importing any module under `dbt_paimon.engine` runs the
 package's `__init__`, which imports the whole engine and pyspark's SQL side; the daemon must start
 even when that fails, as Spark's own would, and only the preload is lost. So it imports nothing of
@@ -35,7 +35,8 @@ def _preload() -> None:
         import pyarrow as pa
         import pyspark.worker  # noqa: F401
 
-        from dbt_paimon.engine import key_lookup, source, tasks  # noqa: F401
+        from dbt_paimon.engine.runtime import key_lookup, tasks  # noqa: F401
+        from dbt_paimon.engine.read import source  # noqa: F401
         pa.array([0])
     except Exception as e:  # noqa: BLE001 - a worker imports what it needs itself
         print(f"dbt_paimon.worker_daemon: modules not preloaded ({e})", file=sys.stderr)

@@ -69,8 +69,8 @@ def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from dbt_paimon.engine import local_session
-    from dbt_paimon.engine import register
+    from dbt_paimon.engine.runtime import local_session
+    from dbt_paimon.sql import register
     from tests.spark_settings import INTERPRETED
 
     scratch = tmp_path_factory.mktemp("spark")
@@ -89,3 +89,16 @@ def spark(tmp_path_factory):
     register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(params=["distributed", "local"])
+def execution(request):
+    """The two ways the engine runs an upsert job: the Spark job, and its topology inside the
+    driver (engine/runtime/local.py); every result must be the same."""
+    return request.param
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_warehouse(request):
+    """A warehouse on the local disk, then one on the S3 server (the suite's core runs on both)."""
+    return request.getfixturevalue("warehouse" if request.param == "local" else "s3_warehouse")

@@ -9,7 +9,7 @@ def pypaimon_table(table_path: str):
     """pypaimon's view of a table at <warehouse>/<db>.db/<name>."""
     from pypaimon import CatalogFactory
 
-    from dbt_paimon.store import fileio
+    from dbt_paimon.store.common import fileio
 
     db_dir, name = table_path.rstrip("/").rsplit("/", 1)
     warehouse, db = db_dir.rsplit("/", 1)

@@ -17,7 +17,11 @@ FORBIDDEN = {
               "dbt_paimon.adapter"},
     "key_index": {"pyspark", "dbt", "dbt_common", "dbt_paimon.assign", "dbt_paimon.engine", "dbt_paimon.adapter"},
     "assign": {"pyspark", "dbt", "dbt_common", "dbt_paimon.engine", "dbt_paimon.adapter"},
-    "engine": {"dbt", "dbt_common", "dbt_paimon.adapter"},
+    "engine": {"dbt", "dbt_common", "dbt_paimon.sql", "dbt_paimon.adapter"},
+    # inside the engine: the job runtime knows no writer and no read path; a read knows no writer
+    "engine/runtime": {"dbt_paimon.engine.writes", "dbt_paimon.engine.read"},
+    "engine/read": {"dbt_paimon.engine.writes"},
+    "sql": {"dbt", "dbt_common", "dbt_paimon.adapter"},
 }
 
 
@@ -71,6 +75,56 @@ def test_the_check_sees_relative_and_nested_imports(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def g():\n    from ..engine import upsert\n    import pyspark.sql\n")
     assert _imports(str(f), "dbt_paimon.store") == [(2, "dbt_paimon.engine"), (3, "pyspark.sql")]
+
+
+# ---- the adapter uses the public faces only ----------------------------------------------------------
+
+# the packages whose face (`__init__.py`, its `__all__`) the adapter may import from
+FACES = ("dbt_paimon.engine", "dbt_paimon.sql", "dbt_paimon.store", "dbt_paimon.key_index")
+
+
+def _public_names(package: str) -> set[str]:
+    init = os.path.join(os.path.dirname(PACKAGE), *package.split("."), "__init__.py")
+    for node in _parse(init).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def _reaches_past_a_face(path: str, package: str) -> list[str]:
+    """The imports of one adapter module that name a dbt_paimon module behind a face, or a name the
+    face does not export."""
+    found = []
+    for node in ast.walk(_parse(path)):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if a.name.startswith("dbt_paimon.")]
+        elif isinstance(node, ast.ImportFrom):
+            module = _from_module(node, package)
+            if module.split(".")[0] != "dbt_paimon" or module.startswith(package):
+                continue
+            names = [f"{module}.{a.name}" if module == "dbt_paimon" else a.name for a in node.names]
+            if module == "dbt_paimon":
+                found += [f"{node.lineno}: {n}" for n in names if n not in FACES]
+            elif module not in FACES:
+                found.append(f"{node.lineno}: {module}")
+            else:
+                found += [f"{node.lineno}: {module}.{n}" for n in names if n not in _public_names(module)]
+    return found
+
+
+def test_the_adapter_imports_only_the_public_faces():
+    found = [f"{os.path.relpath(path, PACKAGE)}:{hit}" for path, package in _modules("adapter")
+             for hit in _reaches_past_a_face(path, package)]
+    assert not found, "the adapter reaches past a face (export it there, in __all__):\n" + "\n".join(found)
+
+
+def test_the_face_check_sees_what_it_must(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from ..engine import upsert, commit_loop\nfrom ..store.table import FileStoreTable\n"
+                 "from .. import key_index, assign\nfrom . import staging\nimport dbt_paimon.store\n")
+    assert _reaches_past_a_face(str(f), "dbt_paimon.adapter") == [
+        "1: dbt_paimon.engine.commit_loop", "2: dbt_paimon.store.table", "3: dbt_paimon.assign",
+        "5: import dbt_paimon.store"]
 
 
 # ---- no import circles in store/, key_index/ and assign/ ----------------------------------------------
@@ -178,13 +232,14 @@ def test_the_circle_checks_see_what_they_must(tmp_path):
     f.write_text("from typing import TYPE_CHECKING\n"
                  "from . import schema\n"
                  "if TYPE_CHECKING:\n    from .table import FileStoreTable\n"
-                 "def g():\n    from .tags import TagManager\n    import json\n"
-                 "class C:\n    def m(self):\n        from ..assign import bucket_assigner\n"
-                 "    from . import options as opts\n")
-    package = "dbt_paimon.store"
+                 "def g():\n    from ..snapshot.tags import TagManager\n    import json\n"
+                 "class C:\n    def m(self):\n        from ...assign import bucket_assigner\n"
+                 "    from ..common import options as opts\n")
+    package = "dbt_paimon.store.schema"
     assert _function_level_imports(str(f), package) == [
-        (6, "dbt_paimon.store.tags"), (10, "dbt_paimon.assign.bucket_assigner"), (11, "dbt_paimon.store.options")]
-    assert _module_level_imports(str(f), package) == {"dbt_paimon.store.schema"}
+        (6, "dbt_paimon.store.snapshot.tags"), (10, "dbt_paimon.assign.bucket_assigner"),
+        (11, "dbt_paimon.store.common.options")]
+    assert _module_level_imports(str(f), package) == {"dbt_paimon.store.schema.schema"}
 
 
 def test_every_broad_except_says_why():

@@ -51,7 +51,7 @@ def spark_session(event_dir: str | None = None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)             # workers use the bench venv
     # as the adapter's session has it (local_session.py): workers forked with the engine imported,
     # task results handed over directly
-    from dbt_paimon.engine import local_session
+    from dbt_paimon.engine.runtime import local_session
     conf = {**local_session.session_settings(conf["spark.master"], os.environ["PYSPARK_PYTHON"]), **conf}
     b = SparkSession.builder.appName("dbt-paimon-bench")
     for k, v in conf.items():

@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 from dbt.adapters.spark.impl import SparkConfig
 from dbt_common.exceptions import DbtRuntimeError
 
-from ..engine.settings import EXECUTIONS, Execution, RunSettings
-from ..store.options import did_you_mean
+from ..engine import EXECUTIONS, Execution, RunSettings
+from ..store import did_you_mean
 
 
 @dataclass

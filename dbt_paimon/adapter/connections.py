@@ -26,7 +26,7 @@ from dbt_common.exceptions import DbtRuntimeError
 from pyspark.sql import SparkSession
 from pyspark.sql.utils import AnalysisException
 
-from ..store.errors import PaimonError
+from ..store import PaimonError
 from . import statements
 from .credentials import PaimonCredentials
 from .locks import HeldLocks, lock_path
@@ -35,7 +35,7 @@ from .session import relation_store, spark_for, start_early, start_failure, sync
 log = AdapterLogger("Paimon")
 
 
-_OUR_ERROR = re.compile(r"dbt_paimon\.store\.errors\.(?:[A-Za-z]+Error): (.+)")
+_OUR_ERROR = re.compile(re.escape(PaimonError.__module__) + r"\.(?:[A-Za-z]+Error): (.+)")
 _PYTHON_ERROR = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 

@@ -30,8 +30,7 @@ from dbt.adapters.spark.connections import SparkConnectionMethod, SparkCredentia
 from dbt_common.exceptions import DbtRuntimeError
 
 from ..engine import local_session
-from ..store import fileio
-from ..store.options import did_you_mean
+from ..store import did_you_mean, fileio
 
 DEFAULT_WAREHOUSE = "paimon_warehouse"
 DEFAULT_MASTER = "local[*]"

@@ -1,5 +1,5 @@
 """dbt's on_schema_change on a Paimon table: how a model's columns differ from the table's, and the
-schema change (engine/schema_change.py) each mode makes of it, worded in dbt's config names."""
+schema change (engine/writes/schema_change.py) each mode makes of it, worded in dbt's config names."""
 
 from __future__ import annotations
 
@@ -12,12 +12,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..engine.schema_change import commit, evolve, spark_type, widened
-from ..engine.spark_types import fits
-from ..store import options as opts
-from ..store.errors import PaimonError
-from ..store.schema import TableSchema
-from ..store.types import DataType
+from ..engine import fits, schema_change
+from ..store import DataType, PaimonError, TableSchema, options as opts
 
 log = AdapterLogger("Paimon")
 
@@ -86,7 +82,7 @@ def apply_on_schema_change(name: str, path: str, schema: TableSchema, batch: Dat
             raise DbtRuntimeError(f"{name}: column(s) {bad} changed type ({change.describe()}); "
                                   f"on_schema_change='{mode}' does not change types")
         for col, old, new in change.retyped:
-            wider = widened(old, new)
+            wider = schema_change.widened(old, new)
             if wider is None:
                 raise DbtRuntimeError(
                     f"{name}: column {col!r} is {old.sql()} in the Paimon table and cannot become "
@@ -99,17 +95,17 @@ def apply_on_schema_change(name: str, path: str, schema: TableSchema, batch: Dat
     batch = batch.localCheckpoint(eager=True)
     new_options = {k: v for k, v in new_column_options(options, change.added).items()}
     try:
-        evolved = evolve(schema, add=change.added, drop=drop, retype=retype, options=new_options,
+        evolved = schema_change.evolve(schema, add=change.added, drop=drop, retype=retype, options=new_options,
                                    protected=sequence)
     except PaimonError as e:
         raise DbtRuntimeError(f"{name}: {e}") from e
-    commit(path, evolved)
+    schema_change.commit(path, evolved)
     log.info(f"{name}: Paimon schema {evolved.id} ({mode}): added {[f.name for f in change.added]}, "
              f"dropped {drop}, widened {list(retype)}")
     if mode == "append_new_columns":  # columns the model left out are written as null
         for col in change.removed:
             field = evolved.field(col)
-            batch = batch.withColumn(col, F.lit(None).cast(spark_type(field.type)))
+            batch = batch.withColumn(col, F.lit(None).cast(schema_change.spark_type(field.type)))
     return batch, evolved
 
 

@@ -25,11 +25,9 @@ from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.spark.impl import SparkAdapter
 from pyspark.sql import SparkSession
 
-from ..engine.spark_types import spark_schema
-from ..store.fileio import FileIO
-from ..store.schema import SchemaManager
-from ..store.table import FileStoreTable
-from ..engine.sql import catalog
+from ..engine import spark_schema
+from ..store import FileIO, FileStoreTable, SchemaManager
+from ..sql import catalog
 from . import incremental, maintenance, materializations, python_models, seeds, snapshots
 from .configs import PaimonConfig
 from .connections import PaimonConnectionManager

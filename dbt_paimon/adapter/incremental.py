@@ -11,9 +11,9 @@ Everything else is dbt-spark's, unchanged. The adapter's default file_format sta
 What a run on a Paimon table does (`choose`): a model with unique_key (or a contract's primary key)
 is a primary-key table whose rows are upserted (`merge`, the default; `paimon_upsert`; `delete+insert`,
 which on a deduplicate table is the same), or replace the rows of their partitions (`insert_overwrite`)
-or of their batch's time range (`microbatch`) in the upsert's snapshot (engine/replace.py: a table
+or of their batch's time range (`microbatch`) in the upsert's snapshot (engine/writes/replace.py: a table
 that merges rows has its partitions overwritten, and takes no time range); a model
-without is an append table (store/append.py) whose rows are appended (`append`, the default, and
+without is an append table (store/write/append.py) whose rows are appended (`append`, the default, and
 `delete+insert` without a key, as dbt has it), replace the partitions they fall in (`insert_overwrite`;
 without partition_by, the whole table) or their batch's time range (`microbatch`). A `table` model,
 or a full refresh, builds the table anew. Combinations that cannot work are refused
@@ -38,10 +38,8 @@ from dbt_common.exceptions import DbtRuntimeError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..engine.append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
-from ..engine.replace import Replace
-from ..store.errors import PaimonError
-from ..store.schema import resolve_columns
+from ..engine import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE, Replace
+from ..store import PaimonError, resolve_columns
 from .configs import column_list, quoted
 
 PAIMON = "paimon"
@@ -59,12 +57,12 @@ PAIMON_STRATEGIES = (None, MERGE, UPSERT, APPEND, INSERT_OVERWRITE, MICROBATCH, 
 @dataclass(frozen=True)
 class Write:
     """What a run does to its Paimon table: upsert on the key, or an append table's write in the
-    engine's `mode` (engine/append.py); `code`: the run result's code."""
+    engine's `mode` (engine/writes/append.py); `code`: the run result's code."""
     upsert: bool
     mode: str = APPEND_MODE
     code: str = "UPSERT"
     where: Optional[str] = None  # REPLACE_WHERE: the rows the run replaces (a microbatch's range)
-    replace: Optional[Replace] = None  # an upsert that replaces rows too (engine/replace.py)
+    replace: Optional[Replace] = None  # an upsert that replaces rows too (engine/writes/replace.py)
 
 
 def choose(name: str, materialization: str, config, keyed: bool, full_refresh: bool) -> Write:

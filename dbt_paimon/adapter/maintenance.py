@@ -20,11 +20,7 @@ from dbt.adapters.base.relation import BaseRelation
 from dbt_common.exceptions import DbtRuntimeError
 
 from ..engine import compact, delete
-from ..store.errors import PaimonError
-from ..store.options import parse_duration_ms
-from ..store.orphan_files import older_than_millis
-from ..store.system_tables import SYSTEM_TABLES
-from ..store.table import FileStoreTable
+from ..store import FileStoreTable, PaimonError, SYSTEM_TABLES, older_than_millis, parse_duration_ms
 from .connections import error_message
 from .tables import Tables
 

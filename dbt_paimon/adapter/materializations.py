@@ -17,15 +17,8 @@ from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 
-from ..engine import upsert
-from ..engine import write as append_write
-from ..engine.upsert import TableMismatchError, check_table
-from ..store.clone import clone_table
-from ..store.errors import PaimonError
-from ..store.fileio import FileIO
-from ..store.schema import SchemaManager, TableSchema, resolve_columns
-from ..store.table import FileStoreTable
-from ..engine import schema_change
+from ..engine import TableMismatchError, check_table, schema_change, upsert, write as append_write
+from ..store import FileIO, FileStoreTable, PaimonError, SchemaManager, TableSchema, clone_table, resolve_columns
 from . import constraints, evolution, incremental, staging
 from .configs import UpsertConfig, check_names
 from .connections import error_message
@@ -114,7 +107,7 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
                               f"got {on_schema_change!r}")
     try:
         # spark.sql reads the Paimon tables the query names through Spark's Parquet reader where
-        # no merge is needed (engine/read/query.py); a temporary view would resolve them to the source
+        # no merge is needed (sql/query.py); a temporary view would resolve them to the source
         batch = spark.sql(sql) if sql is not None else spark.table(source.render())
     except Exception as e:  # noqa: BLE001 - any failure of the model's SQL: an error naming the model
         raise DbtRuntimeError(f"{name}: the model's SQL failed: {error_message(e)}") from e

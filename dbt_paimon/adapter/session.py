@@ -29,9 +29,9 @@ from typing import Iterator, Optional
 from dbt.adapters.events.logging import AdapterLogger
 from pyspark.sql import SparkSession
 
-from ..engine import register, warm_up
+from ..sql import catalog, register
+from ..engine import warm_up
 from ..store import fileio
-from ..engine.sql import catalog
 from . import jvm_cache
 from .credentials import PaimonCredentials, quote_option
 from .locks import HeldLocks, lock_path
@@ -332,7 +332,7 @@ def spark_for(credentials: PaimonCredentials) -> SparkSession:
             _warn_on_static_mismatch(spark, settings)
         store = _store_for(spark, credentials)
         t = time.time()
-        register(spark)  # ships dbt_paimon to a cluster's executors first (engine/source.py)
+        register(spark)  # ships dbt_paimon to a cluster's executors first (engine/read/source.py)
         STARTUP["register"] = time.time() - t
         if not fileio.scheme_of(credentials.warehouse):
             os.makedirs(credentials.warehouse, exist_ok=True)

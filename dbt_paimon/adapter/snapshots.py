@@ -40,18 +40,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..engine import upsert
-from ..engine.settings import EXECUTIONS, RUN_OPTIONS, Execution, RunSettings
-from ..engine.spark_types import fits, from_spark, to_spark
-from ..engine.upsert import TableMismatchError, check_table
-from ..store import options as opts
-from ..store.option_validation import validate as validate_options
-from ..store.errors import PaimonError
-from ..store.fileio import FileIO
-from ..store.options import MergeEngine
-from ..store.schema import SchemaManager, TableSchema
-from ..store.table import FileStoreTable
-from ..engine import schema_change
+from ..engine import (EXECUTIONS, Execution, RUN_OPTIONS, RunSettings, TableMismatchError, check_table, fits,
+                      from_spark, schema_change, to_spark, upsert)
+from ..store import (FileIO, FileStoreTable, MergeEngine, PaimonError, SchemaManager, TableSchema, options as opts,
+                     validate_options)
 from .connections import error_message
 from .tables import Tables, schema_id
 from .configs import column_list, quoted

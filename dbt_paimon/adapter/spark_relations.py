@@ -44,7 +44,7 @@ from urllib.parse import unquote, urlparse
 from dbt.adapters.events.logging import AdapterLogger
 from pyspark.sql import SparkSession
 
-from ..engine.sql.catalog import PROVIDER_PREFIX, alter_entry, quote, scala_list, set_managed, sql_string
+from ..sql import catalog
 from .locks import name_of, safe_name
 from .statements import Statement, qualified_names
 
@@ -258,7 +258,7 @@ class RelationStore:
         try:
             if applied is not None and entry is not None and applied[1] == record.ddl and record.kind == "table":
                 # the same table, new files (an insert elsewhere): forget cached file listings
-                spark.sql(f"REFRESH TABLE {quote(key[0])}.{quote(key[1])}")
+                spark.sql(f"REFRESH TABLE {catalog.quote(key[0])}.{catalog.quote(key[1])}")
             else:
                 if entry is not None:
                     self._forget(spark, *key)
@@ -268,7 +268,7 @@ class RelationStore:
                 if record.kind == "table" and record.managed:
                     # declared over files that exist, which Spark's SQL allows only for an external table
                     fields["tableType"] = spark._jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType.MANAGED()
-                alter_entry(spark, key[0], key[1], **fields)
+                catalog.alter_entry(spark, key[0], key[1], **fields)
         except Exception as e:  # noqa: BLE001 - one bad record must not stop dbt from opening
             if raise_errors:
                 raise
@@ -286,18 +286,18 @@ class RelationStore:
         entry = _entry(spark, schema, name)
         if entry is None or entry["paimon"]:
             return
-        ident = f"{quote(schema)}.{quote(name)}"
+        ident = f"{catalog.quote(schema)}.{catalog.quote(name)}"
         if entry["kind"] == "VIEW":
             spark.sql(f"DROP VIEW IF EXISTS {ident}")
             return
-        if entry["kind"] == "MANAGED" and not set_managed(spark, schema, name, False):
+        if entry["kind"] == "MANAGED" and not catalog.set_managed(spark, schema, name, False):
             log.debug(f"{schema}.{name}: kept in this process's catalog (it cannot be made external to be forgotten)")
             return
         spark.sql(f"DROP TABLE IF EXISTS {ident}")
 
     def _ensure_schema(self, spark: SparkSession, schema: str) -> None:
         if not spark._jsparkSession.sessionState().catalog().externalCatalog().databaseExists(schema):
-            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
+            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {catalog.quote(schema)}")
 
     def _warn_once(self, key: tuple[str, str], fingerprint: Optional[tuple], message: str, debug: bool = False) -> None:
         marker = (key[0], key[1], fingerprint or ())
@@ -370,14 +370,14 @@ class RelationStore:
                 self._delete_files(previous)
             return
         if not entry["owner"]:  # catalog.OWNER_NOTE
-            alter_entry(spark, schema, name, owner=spark.sparkContext.sparkUser())
+            catalog.alter_entry(spark, schema, name, owner=spark.sparkContext.sparkUser())
         if data_only and key in self._applied:
             # the same DDL, new files: a new record version tells the other processes to refresh
             ddl = self._applied[key][1]
         else:
-            ddl = spark.sql(f"SHOW CREATE TABLE {quote(schema)}.{quote(name)}").first()[0]
+            ddl = spark.sql(f"SHOW CREATE TABLE {catalog.quote(schema)}.{catalog.quote(name)}").first()[0]
             if entry["kind"] == "MANAGED" and entry["location"]:
-                ddl = ddl.rstrip() + f"\nLOCATION {sql_string(entry['location'])}"
+                ddl = ddl.rstrip() + f"\nLOCATION {catalog.sql_string(entry['location'])}"
         record = Record(schema, name, "view" if entry["kind"] == "VIEW" else "table", ddl, entry["location"],
                         entry["kind"] == "MANAGED")
         self._applied[key] = (self._write(path, record.to_json()), ddl)
@@ -390,8 +390,8 @@ class RelationStore:
         recorded = {(s, name_of(n[: -len(RECORD_SUFFIX)])) for s in self._list_schemas()
                     for n in os.listdir(self.schema_dir(s)) if n.endswith(RECORD_SUFFIX) and not n.startswith(".")}
         current = set()
-        for schema in scala_list(spark, ext.listDatabases()):
-            for name in scala_list(spark, ext.listTables(schema)):
+        for schema in catalog.scala_list(spark, ext.listDatabases()):
+            for name in catalog.scala_list(spark, ext.listTables(schema)):
                 entry = _entry(spark, schema, name)
                 if entry is not None and not entry["paimon"]:
                     current.add((schema, name))
@@ -458,6 +458,6 @@ def _entry(spark: SparkSession, schema: str, name: str) -> Optional[dict[str, An
     provider = table.provider()
     location = table.storage().locationUri()
     return {"kind": table.tableType().name(),
-            "paimon": bool(provider.isDefined() and str(provider.get()).startswith(PROVIDER_PREFIX)),
+            "paimon": bool(provider.isDefined() and str(provider.get()).startswith(catalog.PROVIDER_PREFIX)),
             "location": str(location.get().toString()) if location.isDefined() else None,
             "owner": str(table.owner() or "")}

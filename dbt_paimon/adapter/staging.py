@@ -12,10 +12,7 @@ import uuid
 from dbt.adapters.events.logging import AdapterLogger
 
 from .. import key_index
-from ..store import fileio
-from ..store.fileio import FileIO
-from ..store.object_store import copy_tree
-from ..store.table import FileStoreTable
+from ..store import FileIO, FileStoreTable, copy_tree, fileio
 
 log = AdapterLogger("Paimon")
 

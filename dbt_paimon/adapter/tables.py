@@ -16,12 +16,8 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 from pyspark.sql import SparkSession
 
-from ..store.commit import FileStoreCommit
-from ..store.errors import PaimonError
-from ..store.fileio import FileIO
-from ..store.schema import SchemaManager, TableSchema
-from ..store.table import FileStoreTable
-from ..engine.sql import catalog
+from ..store import FileIO, FileStoreCommit, FileStoreTable, PaimonError, SchemaManager, TableSchema
+from ..sql import catalog
 from . import staging
 from .connections import error_message
 

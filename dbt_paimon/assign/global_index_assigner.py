@@ -31,17 +31,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..store import key_order
-from ..store.datafile import DELETE, INSERT
-from ..store.errors import DataError, SchemaError
-from ..store.key_hash import java_bucket, key_hashes
-from ..store.options import BucketMode, MergeEngine
-from ..store.postpone import PartitionBuckets
-from ..store.schema import TableSchema
+from ..store.common import key_order
+from ..store.format.datafile import DELETE, INSERT
+from ..store.common.errors import DataError, SchemaError
+from ..store.common.key_hash import java_bucket, key_hashes
+from ..store.common.options import BucketMode, MergeEngine
+from ..store.write.postpone import PartitionBuckets
+from ..store.schema.schema import TableSchema
 from .bucket_assigner import BucketAssigner
 from .delete_existing_processor import DeleteExistingProcessor
 from .existing_processor import ExistingProcessor, Moves
-from ..store.groups import group_codes, group_runs
+from ..store.common.groups import group_codes, group_runs
 from .partition_index import PartitionIndex
 from .rows import BUCKET, HASH, KIND, OLD_BUCKET, OLD_SEQUENCE, old_column
 from .skip_new_existing_processor import SkipNewExistingProcessor

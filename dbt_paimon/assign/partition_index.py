@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..store.schema import TableSchema
+from ..store.schema.schema import TableSchema
 from .bucket_assigner import BucketAssigner
-from ..store.groups import group_codes, group_runs
+from ..store.common.groups import group_codes, group_runs
 from .rows import HASH, OLD_BUCKET, old_column
 
 _ROW = "__row"

@@ -29,13 +29,13 @@ from typing import Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..store.options import BucketMode
-from ..store.postpone import PartitionBuckets
-from ..store.schema import TableSchema
-from ..store.types import DataType, cast_to
+from ..store.common.options import BucketMode
+from ..store.write.postpone import PartitionBuckets
+from ..store.schema.schema import TableSchema
+from ..store.common.types import DataType, cast_to
 
 BUCKET = "__bucket"  # the bucket a row is written to (assigned row) or lives in (live key, index entry)
-KIND = "__kind"      # the row kind written: INSERT or DELETE (store/datafile.py)
+KIND = "__kind"      # the row kind written: INSERT or DELETE (store/format/datafile.py)
 HASH = "__hash"      # Paimon's hash of the trimmed key (the dynamic-bucket HASH index), HASH_DYNAMIC only
 SOURCE = "__source"  # what a row routed to the assigners is (Source)
 COUNT = "__count"    # a bucket's live rows (bucket count); an assigner's count (assigned row, BUCKET = -1)
@@ -89,7 +89,7 @@ class StageRows:
         if sequence_by and sequence_by not in columns:
             columns.append(sequence_by)
         self.live_key_columns = columns  # the table's columns a live key carries
-        # POSTPONE_MODE: each partition's bucket count as of the job's plan (store/postpone.py)
+        # POSTPONE_MODE: each partition's bucket count as of the job's plan (store/write/postpone.py)
         self.buckets: PartitionBuckets | None = None
 
     def with_buckets(self, buckets: PartitionBuckets | None) -> "StageRows":

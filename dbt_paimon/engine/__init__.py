@@ -11,18 +11,30 @@ Every write takes `settings=RunSettings(...)`: where it runs, its parallelism an
 the object store's settings.
 - read(spark, path[, snapshot_id=..., tag=...]): the table as a DataFrame, the files that need no
   merge read by Spark's own Parquet reader (read/native.py), the rest merged by the `paimon` source.
-- register(spark[, warehouse=...]): the `paimon` data source for spark.read.format("paimon"),
-  Spark SQL statements that write a Paimon table carried out on it (engine/sql/), and with a
-  warehouse its tables in Spark's catalog.
+What else the adapter needs of the engine is here too, and nothing else of the engine is for
+outside use: a run's settings (`RunSettings`, `Execution`), the table checks of an upsert, the
+append modes, schema changes (`schema_change`), Spark <-> Paimon types, the session's warm-up and a
+local session's settings (`warm_up`, `local_session`).
+Spark SQL on Paimon tables (`register`) builds on this face: the package dbt_paimon.sql, above it.
 """
 
-from .append import WriteResult, write
-from .compaction import compact
-from .delete import DeleteResult, delete
-from .settings import Execution, RunSettings
-from .upsert import UpsertResult, upsert
+from . import warm_up
 from .read.native import frame as read
-from .sql.session import register  # last: the sql package builds on the modules above
+from .runtime import local_session
+from .settings import EXECUTIONS, RUN_OPTIONS, Execution, RunSettings
+from .spark_types import fits, from_spark, spark_schema, to_spark
+from .writes import schema_change
+from .writes.append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE, WriteResult, write
+from .writes.compaction import compact
+from .writes.delete import DeleteResult, delete
+from .writes.replace import Replace
+from .writes.upsert import TableMismatchError, UpsertResult, check_table, upsert
 
-__all__ = ["upsert", "write", "read", "delete", "compact", "register", "RunSettings", "Execution", "UpsertResult",
-           "WriteResult", "DeleteResult"]
+__all__ = [
+    "upsert", "write", "read", "delete", "compact", "RunSettings", "Execution", "UpsertResult", "WriteResult",
+    "DeleteResult",
+    # for the adapter
+    "EXECUTIONS", "RUN_OPTIONS", "TableMismatchError", "check_table", "APPEND_MODE", "OVERWRITE_PARTITIONS",
+    "OVERWRITE_TABLE", "REPLACE_WHERE", "Replace", "schema_change", "fits", "from_spark", "to_spark",
+    "spark_schema", "warm_up", "local_session",
+]

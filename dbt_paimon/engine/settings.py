@@ -1,10 +1,10 @@
 """The settings of one upsert run, apart from the table's options.
 
-A table's options (store/options.py CoreOptions) describe the table and must match the stored ones
+A table's options (store/common/options.py CoreOptions) describe the table and must match the stored ones
 on every run. A run's settings steer one job: where it runs (`execution`), how many assigners,
 writers and bootstrap tasks it uses, how often its commit is retried, and the object store's
 settings. Paimon users give the first four among the table options, by Paimon's names
-(RUN_KEYS), and the object store's settings too (store/fileio.py is_storage_option):
+(RUN_KEYS), and the object store's settings too (store/common/fileio.py is_storage_option):
 `RunSettings.from_options` takes them out, so they are never compared with the stored options, and
 store settings never reach the stored ones.
 """
@@ -14,15 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Mapping
 
-from ..store import options as opts
-from ..store.errors import SchemaError
-from ..store.fileio import is_storage_option
-from ..store.options import ValueEnum
+from ..store.common import options as opts
+from ..store.common.errors import SchemaError
+from ..store.common.fileio import is_storage_option
+from ..store.common.options import ValueEnum
 
 
 class Execution(ValueEnum):
     """Where an upsert job runs: "distributed" the Spark job; "local" its topology inside the driver
-    (engine/local.py); "auto" local on a local master when the batch and the table's keys fit."""
+    (engine/runtime/local.py); "auto" local on a local master when the batch and the table's keys fit."""
 
     AUTO = "auto"
     LOCAL = "local"

@@ -13,9 +13,9 @@ from pyspark.sql.pandas.types import from_arrow_type
 
 from ..assign.rows import conform, exchange_type
 
-from ..store.errors import SchemaError
-from ..store.schema import TableSchema
-from ..store.types import DataType, RowField, loose
+from ..store.common.errors import SchemaError
+from ..store.schema.schema import TableSchema
+from ..store.common.types import DataType, RowField, loose
 
 _TO_SPARK = {
     "BOOLEAN": T.BooleanType(), "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INT": T.IntegerType(),

@@ -64,7 +64,7 @@ class WarmUpSource(DataSource):
 
 def _import_reader(batches):
     """In the task's worker: what a read of a Paimon table imports, ahead of it."""
-    from . import source  # noqa: F401
+    from .read import source  # noqa: F401
     yield from batches
 
 
@@ -72,7 +72,8 @@ def _import_upserts(batches):
     """In the task's worker: what a read and an upsert's Spark stages import, ahead of them."""
     import pyarrow as pa
 
-    from . import key_lookup, source, tasks  # noqa: F401
+    from .runtime import key_lookup, tasks  # noqa: F401
+    from .read import source  # noqa: F401
     pa.array([0])  # pyarrow's first array of Python values imports pandas when installed: ~0.3 s
     yield from batches
 

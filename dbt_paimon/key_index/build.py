@@ -1,6 +1,6 @@
 """An index of the whole table, every live key read once: in this process (`build`), or by a Spark
 job whose tasks read the splits and write one run per shard (`new_build`, `split_entries`,
-`shard_runs`, then `adopt_build` in the driver; engine/index_build.py).
+`shard_runs`, then `adopt_build` in the driver; engine/runtime/index_build.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 
 import pyarrow as pa
 
-from ..store.scan import DataSplit, Plan
+from ..store.read.scan import DataSplit, Plan
 from .layout import BUCKET, P
 from .merge_policy import add_runs, merge_shard
 from .run_file import RunFiles

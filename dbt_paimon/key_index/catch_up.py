@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..store.read import TableRead
-from ..store.scan import DataSplit, Plan
+from ..store.read.read import TableRead
+from ..store.read.scan import DataSplit, Plan
 from .layout import BUCKET, P
 from .lookup import lookup
 from .merge_policy import add_runs

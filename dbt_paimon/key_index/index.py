@@ -14,12 +14,12 @@ from typing import Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..store import binary_row
-from ..store.fileio import FileIO
-from ..store.manifest import ManifestEntry
-from ..store.read import TableRead
-from ..store.scan import DataSplit, Plan
-from ..store.schema import TableSchema
+from ..store.common import binary_row
+from ..store.common.fileio import FileIO
+from ..store.manifest.manifest import ManifestEntry
+from ..store.read.read import TableRead
+from ..store.read.scan import DataSplit, Plan
+from ..store.schema.schema import TableSchema
 from . import build as builds  # `build`: KeyIndex.refresh's argument
 from . import lookup, merge_policy, record
 from .catch_up import catch_up

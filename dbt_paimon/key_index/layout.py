@@ -12,11 +12,11 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..store import binary_row
-from ..store.fileio import FileIO
-from ..store.key_hash import key_hashes
-from ..store.options import BucketMode
-from ..store.schema import TableSchema
+from ..store.common import binary_row
+from ..store.common.fileio import FileIO
+from ..store.common.key_hash import key_hashes
+from ..store.common.options import BucketMode
+from ..store.schema.schema import TableSchema
 
 FORMAT = 6  # 2: partition columns dictionary-encoded in runs; 3: runs carry fences; 4: one _loc column;
 #             5: fixed-width keys inside _loc; 6: fences on the page boundaries of the hashes

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..store.key_order import stable_argsort
+from ..store.common.key_order import stable_argsort
 from .layout import H, LIVE, SEQ, Layout
 from .run_file import RunFiles, fence_positions
 from .versions import IndexState, valid

@@ -14,8 +14,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..store.groups import group_codes
-from ..store.manifest import ADD, ManifestEntry
+from ..store.common.groups import group_codes
+from ..store.manifest.manifest import ADD, ManifestEntry
 from .layout import BUCKET, GEN, P, Layout
 from .merge_policy import merge_shard
 from .run_file import RunFiles

@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..store import binary_row
-from ..store.fileio import FileIO, local_path
-from ..store.groups import group_runs
-from ..store.key_order import stable_argsort
+from ..store.common import binary_row
+from ..store.common.fileio import FileIO, local_path
+from ..store.common.groups import group_runs
+from ..store.common.key_order import stable_argsort
 from .layout import BUCKET, GEN, H, LIVE, LOC, P, Layout, as_words, from_words
 from .versions import IndexState
 

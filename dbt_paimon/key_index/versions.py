@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..store.fileio import FileIO
+from ..store.common.fileio import FileIO
 from .layout import BUCKET, FORMAT, GEN, LATEST, P, READS_FORMATS, Layout
 
 log = logging.getLogger(__name__)

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import binary_row
-from .commit import FileStoreCommit
-from .errors import SchemaError
-from .fileio import FileIO
-from .index import HashIndexFile, IndexManifestFile
-from .schema import SchemaManager, check_index_layout
-from .snapshot import APPEND
+from .common import binary_row
+from .write.commit import FileStoreCommit
+from .common.errors import SchemaError
+from .common.fileio import FileIO
+from .index.index import HashIndexFile, IndexManifestFile
+from .schema.schema import SchemaManager, check_index_layout
+from .snapshot.snapshot import APPEND
 from .table import FileStoreTable
 
 

@@ -12,10 +12,10 @@ from typing import Callable
 
 import pyarrow as pa
 
-from .compact_strategy import sorted_run_count
-from .errors import PaimonError
-from .paths import data_file_path
-from .tags import TagManager
+from .compaction.compact_strategy import sorted_run_count
+from .common.errors import PaimonError
+from .common.paths import data_file_path
+from .snapshot.tags import TagManager
 
 SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags")
 

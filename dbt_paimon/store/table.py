@@ -11,29 +11,29 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import binary_row, key_order
-from . import options as opts
-from .option_validation import check_file_index, check_partition_expiration, validate as validate_options
-from .commit import CommitResult, FileStoreCommit
-from .append import AppendWrite
-from .datafile import (CHANGELOG_FILE_PREFIX, VALUE_KIND, KeyValueFileWriter, check_unique, conform,
-                       dictionary_columns, group_file_stats, int_array, kv_table)
-from .errors import SchemaError
-from .expire import ExpireConfig, ExpireResult, SnapshotExpiration, expire_tags
-from .file_deletion import FileDeletion
-from .fileio import FileIO
-from .key_hash import java_bucket, key_hashes
-from .manifest import ADD, ManifestEntry
-from .orphan_files import OrphanFilesClean, OrphanFilesResult, older_than_millis
-from .paths import bucket_dir, partition_path
-from .postpone import PartitionBuckets
-from .read import TableRead
-from .rollback import RollbackResult, rollback
-from .scan import FileStoreScan, next_sequences, PartitionFilter, Plan, batch_scan_skip_level0
-from .schema import SchemaManager, TableSchema, build_schema, check_append_options, check_writable, latest_schema
-from .snapshot import APPEND, Snapshot, SnapshotManager
-from .stats_collector import DataFileStatsCollector
-from .tags import Tag, TagManager
+from .common import binary_row, key_order
+from .common import options as opts
+from .schema.option_validation import check_file_index, check_partition_expiration, validate as validate_options
+from .write.commit import CommitResult, FileStoreCommit
+from .write.append import AppendWrite
+from .format.datafile import (CHANGELOG_FILE_PREFIX, VALUE_KIND, KeyValueFileWriter, check_unique, conform,
+                              dictionary_columns, group_file_stats, int_array, kv_table)
+from .common.errors import SchemaError
+from .maintenance.expire import ExpireConfig, ExpireResult, SnapshotExpiration, expire_tags
+from .maintenance.file_deletion import FileDeletion
+from .common.fileio import FileIO
+from .common.key_hash import java_bucket, key_hashes
+from .manifest.manifest import ADD, ManifestEntry
+from .maintenance.orphan_files import OrphanFilesClean, OrphanFilesResult, older_than_millis
+from .common.paths import bucket_dir, partition_path
+from .write.postpone import PartitionBuckets
+from .read.read import TableRead
+from .maintenance.rollback import RollbackResult, rollback
+from .read.scan import FileStoreScan, next_sequences, PartitionFilter, Plan, batch_scan_skip_level0
+from .schema.schema import SchemaManager, TableSchema, build_schema, check_append_options, check_writable, latest_schema
+from .snapshot.snapshot import APPEND, Snapshot, SnapshotManager
+from .format.stats_collector import DataFileStatsCollector
+from .snapshot.tags import Tag, TagManager
 
 _BUCKET_COL = "__paimon_bucket"
 

@@ -17,8 +17,8 @@ import os
 import posixpath
 import re
 
-from .errors import InvalidNameError
-from .fileio import local_path
+from .common.errors import InvalidNameError
+from .common.fileio import local_path
 
 DATABASE_SUFFIX = ".db"  # Paimon's Catalog.DB_SUFFIX
 SYSTEM_TABLE_SPLITTER = "$"  # Paimon's Catalog.SYSTEM_TABLE_SPLITTER

@@ -7,8 +7,8 @@ import shutil
 
 from pyspark.sql import types as T
 
-from dbt_paimon.engine import schema_change
-from dbt_paimon.engine.sql import catalog
+from dbt_paimon.engine.writes import schema_change
+from dbt_paimon.sql import catalog
 from dbt_paimon.engine import upsert
 from dbt_paimon.store import FileStoreTable
 

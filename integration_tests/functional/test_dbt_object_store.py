@@ -14,7 +14,7 @@ from dbt.tests.util import run_dbt_and_capture
 
 from tests.s3 import BUCKET
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.fileio import FileIO
+from dbt_paimon.store.common.fileio import FileIO
 from tests.oracle import pypaimon_read
 
 CUSTOMERS = """

@@ -436,9 +436,9 @@ class TestRefusals:
 
 from dbt.tests.adapter.simple_snapshot.new_record_check_mode import BaseSnapshotNewRecordCheckMode  # noqa: E402
 from dbt.tests.adapter.simple_snapshot.new_record_dbt_valid_to_current import (  # noqa: E402
-    BaseSnapshotNewRecordDbtValidToCurrent)
+                                                                               BaseSnapshotNewRecordDbtValidToCurrent)
 from dbt.tests.adapter.simple_snapshot.new_record_timestamp_mode import (  # noqa: E402
-    BaseSnapshotNewRecordTimestampMode)
+                                                                         BaseSnapshotNewRecordTimestampMode)
 from dbt.tests.adapter.simple_snapshot.test_snapshot import BaseSimpleSnapshot, BaseSnapshotCheck  # noqa: E402
 from dbt.tests.util import get_connection  # noqa: E402
 

@@ -8,13 +8,13 @@ from dbt_common.exceptions import DbtRuntimeError
 from pyspark.sql import types as T
 
 from dbt_paimon.adapter import evolution, macros_path
-from dbt_paimon.engine import schema_change
-from dbt_paimon.engine.sql.catalog import create_table_sql, load, provider_name, table_path
+from dbt_paimon.engine.writes import schema_change
+from dbt_paimon.sql.catalog import create_table_sql, load, provider_name, table_path
 from dbt_paimon.adapter.connections import error_message
 from dbt_paimon.adapter.credentials import PaimonCredentials
 from dbt_paimon.engine import UpsertResult
 from dbt_paimon.store import FileStoreTable, SchemaError
-from dbt_paimon.store.types import DataType
+from dbt_paimon.store.common.types import DataType
 
 
 def _creds(**kwargs):
@@ -78,7 +78,7 @@ def test_spark_settings_fork_local_workers_from_the_preloading_daemon(tmp_path, 
     master, workers of another Python, or a profile's own daemon module do not."""
     import sys
 
-    from dbt_paimon.engine import local_session
+    from dbt_paimon.engine.runtime import local_session
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     local = _creds(warehouse=str(tmp_path), master="local[2]").spark_settings()
@@ -132,7 +132,7 @@ def test_run_message():
 def test_error_message_keeps_our_words_and_drops_stacks():
     spark_error = ("An error occurred while calling o1.collect.\n: org.apache.spark.SparkException: Job aborted: "
                    "Traceback (most recent call last):\n  File \"x.py\", line 1\n"
-                   "dbt_paimon.store.errors.DataError: primary key column 'id' is null in 1 row(s)\n"
+                   "dbt_paimon.store.common.errors.DataError: primary key column 'id' is null in 1 row(s)\n"
                    "\tat org.apache.spark.Foo(Foo.scala:1)")
     assert error_message(Exception(spark_error)) == "primary key column 'id' is null in 1 row(s)"
     assert error_message(Exception("[TABLE_OR_VIEW_NOT_FOUND] x\n\tat org.Foo")) == "[TABLE_OR_VIEW_NOT_FOUND] x"
@@ -235,7 +235,7 @@ def test_a_misspelt_model_config_fails_naming_the_config_it_misses():
 def test_a_misspelt_table_option_fails_naming_the_option_it_misses():
     import pyarrow as pa
 
-    from dbt_paimon.store.schema import build_schema
+    from dbt_paimon.store.schema.schema import build_schema
 
     arrow = pa.schema([("id", pa.int64()), ("v", pa.int64())])
     with pytest.raises(SchemaError, match=r"^unknown table option 'bucket-keys' \(did you mean 'bucket-key'\?\)$"):

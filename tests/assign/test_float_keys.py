@@ -9,9 +9,9 @@ import pytest
 
 from dbt_paimon.assign.global_index_assigner import (BUCKET, KIND, OLD_BUCKET, OLD_SEQUENCE, GlobalIndexAssigner,
                                                      old_column)
-from dbt_paimon.store.datafile import DELETE, INSERT
-from dbt_paimon.store.errors import DataError
-from dbt_paimon.store.schema import build_schema
+from dbt_paimon.store.format.datafile import DELETE, INSERT
+from dbt_paimon.store.common.errors import DataError
+from dbt_paimon.store.schema.schema import build_schema
 
 NAN = float("nan")
 # Another NaN bit pattern, whose payload survives narrowing to FLOAT (0x7FC00001)

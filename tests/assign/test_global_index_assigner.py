@@ -5,8 +5,8 @@ import pytest
 
 from dbt_paimon.assign.global_index_assigner import (BUCKET, KIND, OLD_BUCKET, OLD_SEQUENCE,
                                                      GlobalIndexAssigner, old_column)
-from dbt_paimon.store.errors import DataError
-from dbt_paimon.store.schema import build_schema
+from dbt_paimon.store.common.errors import DataError
+from dbt_paimon.store.schema.schema import build_schema
 
 ARROW = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.int64())])
 

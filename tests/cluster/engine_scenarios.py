@@ -41,7 +41,7 @@ def _probe_without_ship(index, _rows):
 
 
 def _files(path: str) -> list[str]:
-    from dbt_paimon.store.fileio import FileIO
+    from dbt_paimon.store.common.fileio import FileIO
     return sorted((st.path, st.size) for st in FileIO.get(path).list_status(path, recursive=True))
 
 
@@ -79,7 +79,9 @@ SQL_STATEMENTS = (  # (table, statement)
 def _spark_sql(spark, config: dict, report: dict) -> None:
     """A cross-partition key table and an append table beside the engine's table, the statements
     above on them; after each, the table's rows as Spark SQL reads them and its latest snapshot."""
-    from dbt_paimon.engine import register, upsert, write
+    from dbt_paimon.sql import register
+    from dbt_paimon.engine import upsert
+    from dbt_paimon.engine import write
     from dbt_paimon.store import FileStoreTable
 
     warehouse = config["table"].rsplit("/db.db/", 1)[0]
@@ -107,7 +109,8 @@ def _native_read(spark, config: dict) -> dict:
     """Two upserts of the same keys into fixed buckets (so every bucket holds two versions of keys
     its merge must choose from), then read: its rows, whether Spark read it with the bitmap of the
     rows the merge drops, under the job group "native-read"."""
-    from dbt_paimon.engine import read, upsert
+    from dbt_paimon.engine import read
+    from dbt_paimon.engine import upsert
     from tests.engine.helpers import frame
     from tests.engine.model import random_batches
 
@@ -133,10 +136,13 @@ def main(config_path: str, out_path: str) -> None:
     started = time.time()
     from pyspark.sql import SparkSession
 
-    from dbt_paimon.store import fileio
+    from dbt_paimon.store.common import fileio
     fileio.configure(config.get("storage"))  # the warehouse is on the test session's S3 server
 
-    from dbt_paimon.engine import compact, delete, deploy, register, upsert
+    from dbt_paimon.engine import compact
+    from dbt_paimon.engine import delete, upsert
+    from dbt_paimon.engine.runtime import deploy
+    from dbt_paimon.sql import register
     from tests.engine.helpers import frame
     from tests.engine.model import random_batches
 
@@ -204,7 +210,7 @@ def main(config_path: str, out_path: str) -> None:
         # reader on the executors (engine/read/), its buckets' newer versions left for the merge
         report["native_read"] = _native_read(spark, config)
 
-        # 4a. Spark SQL on Paimon tables of the warehouse (engine/sql/): each statement's job runs on
+        # 4a. Spark SQL on Paimon tables of the warehouse (sql/): each statement's job runs on
         # the executors (its Spark jobs in the job group "sql", which the test finds in the event log)
         _spark_sql(spark, config, report)
 

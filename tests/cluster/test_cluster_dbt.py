@@ -17,7 +17,7 @@ import pytest
 
 from tests.cluster import events
 from tests.cluster.standalone import run_child
-from dbt_paimon.store import fileio
+from dbt_paimon.store.common import fileio
 from tests.oracle import pypaimon_read, rows
 from tests.s3 import BUCKET
 

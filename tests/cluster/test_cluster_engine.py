@@ -16,9 +16,10 @@ import uuid
 
 import pytest
 
-from dbt_paimon.store import FileStoreTable, fileio
-from dbt_paimon.store.compact import max_level
-from dbt_paimon.store.snapshot import COMPACT
+from dbt_paimon.store import FileStoreTable
+from dbt_paimon.store.common import fileio
+from dbt_paimon.store.compaction.compact import max_level
+from dbt_paimon.store.snapshot.snapshot import COMPACT
 from tests.cluster import events
 from tests.cluster.standalone import run_child
 from tests.engine.helpers import COLUMNS, by_key, live_places, pypaimon_rows

@@ -7,7 +7,7 @@ import os
 import shutil
 import zipfile
 
-from dbt_paimon.engine import deploy
+from dbt_paimon.engine.runtime import deploy
 
 DRIVER = {"python": "3.11.7", "pyarrow": "19.0.1", "numpy": "2.4.6"}
 
@@ -27,13 +27,14 @@ def test_the_zip_holds_the_package_as_imported_and_its_name_follows_the_content(
     (source / "__pycache__").mkdir()
     (source / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"stale")
     first = deploy.package_zip(str(tmp_path / "cache"), str(source))
+    tasks = source / "engine" / "runtime" / "tasks.py"
     with zipfile.ZipFile(first) as zf:
         names = zf.namelist()
-        assert zf.read("dbt_paimon/engine/tasks.py") == (source / "engine" / "tasks.py").read_bytes()
+        assert zf.read("dbt_paimon/engine/runtime/tasks.py") == tasks.read_bytes()
     assert all(n.startswith("dbt_paimon/") for n in names) and not any("__pycache__" in n for n in names)
-    assert "dbt_paimon/__init__.py" in names and "dbt_paimon/engine/deploy.py" in names
+    assert "dbt_paimon/__init__.py" in names and "dbt_paimon/engine/runtime/deploy.py" in names
     assert deploy.package_zip(str(tmp_path / "cache"), str(source)) == first  # cached by content
-    (source / "engine" / "tasks.py").write_text((source / "engine" / "tasks.py").read_text() + "\n# changed\n")
+    tasks.write_text(tasks.read_text() + "\n# changed\n")
     changed = deploy.package_zip(str(tmp_path / "cache"), str(source))
     assert changed != first and os.path.basename(changed).startswith("dbt_paimon-")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from dbt_paimon.engine import RunSettings, compact, delete, upsert
+from dbt_paimon.engine import RunSettings, compact
+from dbt_paimon.engine import delete, upsert
 
 from .helpers import frame
 

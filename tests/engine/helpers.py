@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from dbt_paimon.store.fileio import FileIO
+from dbt_paimon.store.common.fileio import FileIO
 from dbt_paimon.store.table import FileStoreTable
 from tests.oracle import pypaimon_read
 
@@ -61,8 +61,10 @@ SQL_SCHEMA = "id bigint, dt string, v int"
 def sql_tables(spark, warehouse: str) -> str:
     """db.keyed (primary key id, dt; partitioned by dt), db.cross (key id, partitioned by dt: a
     cross-partition table) and db.logs (an append table) in `warehouse`, each holding (1, a, 10),
-    (2, a, 20), (3, b, 30), in Spark's catalog as Spark SQL sees them (engine/sql/); their directory."""
-    from dbt_paimon.engine import RunSettings, register, upsert, write
+    (2, a, 20), (3, b, 30), in Spark's catalog as Spark SQL sees them (sql/); their directory."""
+    from dbt_paimon.engine import RunSettings, write
+    from dbt_paimon.sql import register
+    from dbt_paimon.engine import upsert
 
     rows = spark.createDataFrame([(1, "a", 10), (2, "a", 20), (3, "b", 30)], SQL_SCHEMA)
     base = f"{warehouse}/db.db"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, delete, write
+from dbt_paimon.engine import RunSettings, write
+from dbt_paimon.engine import delete
 from dbt_paimon.store import FileStoreTable, SchemaError
 from tests.oracle import pypaimon_read
 

@@ -4,8 +4,9 @@ import os
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, upsert
-from dbt_paimon.store.errors import DataError, SchemaError
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
+from dbt_paimon.store.common.errors import DataError, SchemaError
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import frame, spark_rows

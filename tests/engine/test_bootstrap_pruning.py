@@ -11,8 +11,10 @@ import numpy as np
 import pyarrow as pa
 
 from dbt_paimon.assign.rows import StageRows
-from dbt_paimon.engine import RunSettings, bloom, tasks, upsert
-from dbt_paimon.store.read import TableRead
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine.runtime import bloom, tasks
+from dbt_paimon.engine import upsert
+from dbt_paimon.store.read.read import TableRead
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import frame, live_places, pypaimon_rows, spark_rows

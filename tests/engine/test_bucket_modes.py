@@ -5,11 +5,13 @@ what we wrote and land every key where we put it."""
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.engine import RunSettings, local, upsert
-from dbt_paimon.store.index import HashIndexFile, read_hash_index
-from dbt_paimon.store.key_hash import java_bucket, key_hashes
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine.runtime import local
+from dbt_paimon.engine import upsert
+from dbt_paimon.store.index.index import HashIndexFile, read_hash_index
+from dbt_paimon.store.common.key_hash import java_bucket, key_hashes
 from dbt_paimon.store.table import FileStoreTable
-from dbt_paimon.store.types import parse_type
+from dbt_paimon.store.common.types import parse_type
 from tests.oracle import pypaimon_table
 
 from .helpers import frame, live_places, pypaimon_rows, spark_rows

@@ -10,7 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, upsert
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import frame, live_places, pypaimon_rows

@@ -9,10 +9,11 @@ import time
 import pyarrow
 import pytest
 
-from dbt_paimon.engine import RunSettings, upsert
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
 from dbt_paimon.store import CommitConflictError
-from dbt_paimon.store.options import CoreOptions
-from dbt_paimon.store.retry import retry_wait_ms
+from dbt_paimon.store.common.options import CoreOptions
+from dbt_paimon.store.write.retry import retry_wait_ms
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import data_files, frame, live_places, spark_rows, sql_tables
@@ -34,7 +35,7 @@ def test_the_wait_between_attempts_is_paimons():
 def _racing(spark, monkeypatch, path, losses: int):
     """Land another writer's commit (a key moved to partition c) between the job and its commit, on each of
     its first `losses` attempts."""
-    mod = importlib.import_module("dbt_paimon.engine.commit_loop")
+    mod = importlib.import_module("dbt_paimon.engine.writes.commit_loop")
     landed = []
 
     def racing_writer(attempt, what):
@@ -90,8 +91,8 @@ def test_after_the_last_attempt_the_error_names_the_option_and_nothing_is_left(s
 
 def _race_statements(spark, monkeypatch, statement: str, losses: int) -> list[int]:
     """Run `statement` (Spark SQL) in the window of each of the engine's first `losses` commit
-    attempts (engine/commit_loop.py), as another writer would; the attempts seen, in order."""
-    from dbt_paimon.engine import commit_loop
+    attempts (engine/writes/commit_loop.py), as another writer would; the attempts seen, in order."""
+    from dbt_paimon.engine.writes import commit_loop
 
     seen = []
 
@@ -152,10 +153,10 @@ def test_a_commit_that_spent_its_retries_racing_for_the_snapshot_is_not_run_agai
     """One commit.max-retries for both kinds of lost race: a compaction whose commit lost the race for
     the next snapshot id on every one of the store's attempts (another writer's commit landed first
     each time) gives up with them, rather than planning and rewriting again for another round of
-    them (engine/commit_loop.py)."""
+    them (engine/writes/commit_loop.py)."""
     from dbt_paimon.engine import compact
-    from dbt_paimon.store.commit import FileStoreCommit
-    from dbt_paimon.store.errors import CommitRetriesExhaustedError
+    from dbt_paimon.store.write.commit import FileStoreCommit
+    from dbt_paimon.store.common.errors import CommitRetriesExhaustedError
 
     path = f"{warehouse}/db.db/spent"
     options = {"commit.max-retries": "2", "commit.min-retry-wait": "1 ms", "commit.max-retry-wait": "2 ms",
@@ -200,9 +201,9 @@ def test_work_that_fails_after_the_commit_never_deletes_what_the_commit_holds(sp
     """Once a snapshot is created its files are the table's: an upsert whose post-commit work fails
     (a compaction job lost, an interrupt), or a compaction whose LATEST hint cannot be written after
     its snapshot was, raises, and the table still reads every row of the committed snapshot."""
-    upsert_module = importlib.import_module("dbt_paimon.engine.upsert")
+    upsert_module = importlib.import_module("dbt_paimon.engine.writes.upsert")
     from dbt_paimon.engine import compact
-    from dbt_paimon.store.snapshot import SnapshotManager
+    from dbt_paimon.store.snapshot.snapshot import SnapshotManager
 
     path = f"{warehouse}/db.db/after_commit"
     upsert(frame(spark, [{**ROW, "id": i} for i in range(5)]), path, primary_keys="id", partition_keys="dt",

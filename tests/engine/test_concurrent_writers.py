@@ -7,7 +7,8 @@ reported (pytest -s): commits without a re-run, re-runs."""
 import random
 import threading
 
-from dbt_paimon.engine import RunSettings, upsert
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
 from tests.oracle import pypaimon_read
 
@@ -115,12 +116,13 @@ def test_spark_sql_writers_on_key_and_append_tables_race_our_writes_and_every_ru
     """Four writers at once, each round started together: our upserts into a cross-partition table
     (keys moving partition every round) beside Spark SQL's UPDATE, INSERT, MERGE and DELETE on other
     keys of it, and our appends into an append table beside Spark SQL's copy-on-write statements on
-    its first rows. The races are made, not hoped for (engine/commit_loop.py's hook): in even rounds
+    its first rows. The races are made, not hoped for (engine/writes/commit_loop.py's hook): in even rounds
     our write, once planned and written, waits before its commit until the Spark SQL statement
     beside it has committed (which waits for that moment to commit), in odd rounds the other way
     round. Every run commits (a lost race runs again or recommits); each table ends as its
     writers' statements give, and no file of a lost attempt is left."""
-    from dbt_paimon.engine import commit_loop, write
+    from dbt_paimon.engine.writes import commit_loop
+    from dbt_paimon.engine import write
     from .helpers import data_files, sql_tables
 
     base = sql_tables(spark, warehouse)

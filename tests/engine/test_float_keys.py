@@ -13,7 +13,8 @@ import struct
 
 import numpy as np
 
-from dbt_paimon.engine import RunSettings, upsert
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
 from tests.oracle import pypaimon_read
 

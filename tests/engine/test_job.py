@@ -12,7 +12,8 @@ from collections import Counter
 import pytest
 from pyspark.sql import functions as F
 
-from dbt_paimon.engine import RunSettings, upsert
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import data_files, frame, live_places, spark_rows
@@ -23,7 +24,7 @@ ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0
 def test_a_commit_racing_the_job_makes_it_rerun_on_the_new_snapshot(spark, store_warehouse, monkeypatch, execution):
     path = f"{store_warehouse}/db.db/race"
     upsert(frame(spark, [{**ROW, "id": i} for i in range(10)]), path, primary_keys="id", partition_keys="dt")
-    mod = importlib.import_module("dbt_paimon.engine.commit_loop")
+    mod = importlib.import_module("dbt_paimon.engine.writes.commit_loop")
 
     def racing_writer(attempt, what):
         if what == "compaction":  # the post-commit compaction is not raced
@@ -57,7 +58,7 @@ def test_an_upsert_says_where_its_time_went(spark, warehouse, execution):
     result = upsert(frame(spark, [{**ROW, "id": i, "dt": "b"} for i in range(5, 15)]), path, primary_keys="id",
                     partition_keys="dt", settings=RunSettings(execution=execution))
     phases = result.phases
-    mod = importlib.import_module("dbt_paimon.engine.upsert")
+    mod = importlib.import_module("dbt_paimon.engine.writes.upsert")
     assert list(phases) == [p for p in mod.PHASES if p in phases]
     assert all(v >= 0 for v in phases.values())
     outer = ["prepare", "plan", "job", "commit", "post_commit"]
@@ -121,7 +122,7 @@ def test_input_and_key_index_never_reach_the_driver(spark, warehouse):
 
 
 def test_auto_runs_jobs_that_fit_in_the_driver_there_and_others_on_spark(spark, warehouse, monkeypatch):
-    from dbt_paimon.engine import local
+    from dbt_paimon.engine.runtime import local
 
     path = f"{warehouse}/db.db/auto"
     small = upsert(frame(spark, [{**ROW, "id": i} for i in range(5)]), path, primary_keys="id", partition_keys="dt")
@@ -139,7 +140,7 @@ def test_auto_runs_jobs_that_fit_in_the_driver_there_and_others_on_spark(spark, 
 def test_the_job_cuts_a_large_batch_into_tasks_by_its_size(spark, warehouse, monkeypatch):
     """An assign or write task holds its share of the batch in memory: past TASK_BYTES per task of
     Spark's size estimate the job runs more tasks than the cores give, and the table is the same."""
-    from dbt_paimon.engine import distributed, local
+    from dbt_paimon.engine.runtime import distributed, local
 
     path = f"{warehouse}/db.db/sized"
 
@@ -208,8 +209,8 @@ def test_assigned_rows_cross_to_the_writers_packed_whole_buckets_each(monkeypatc
     import pyarrow as pa
 
     from dbt_paimon.assign.rows import BUCKET, KIND, TO, StageRows
-    from dbt_paimon.engine import tasks
-    from dbt_paimon.store.schema import build_schema
+    from dbt_paimon.engine.runtime import tasks
+    from dbt_paimon.store.schema.schema import build_schema
 
     monkeypatch.setattr(tasks, "PACKED_ROWS", 7)
     schema = build_schema(pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.string())]), ["id"], ["dt"],
@@ -248,7 +249,7 @@ def test_route_ints_land_where_sparks_hash_partitioning_sends_them(spark):
     """The shuffles address a task by an int that Spark's repartition(n, col) sends there; the ints
     are found with store/key_hash's Murmur3 instead of a Spark job per shuffle, so they must agree
     with Spark's own partitioning: each of the n ints lands in its task, for every n."""
-    from dbt_paimon.engine import distributed
+    from dbt_paimon.engine.runtime import distributed
 
     for n in (1, 2, 3, 7, 16, 61, 200):
         routes = distributed._routes(n)  # per task id, its int

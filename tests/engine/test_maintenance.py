@@ -4,9 +4,10 @@ import sys
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, compact, delete, upsert
-from dbt_paimon.store.compact_strategy import sorted_run_count
-from dbt_paimon.store.errors import SchemaError
+from dbt_paimon.engine import RunSettings, compact
+from dbt_paimon.engine import delete, upsert
+from dbt_paimon.store.compaction.compact_strategy import sorted_run_count
+from dbt_paimon.store.common.errors import SchemaError
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import data_files, frame, live_places, partition_dirs, pypaimon_rows, spark_rows
@@ -169,7 +170,7 @@ def test_driver_local_compaction_failing_in_one_bucket_leaves_no_files(spark, wa
     table = FileStoreTable.open(path)
     assert len(table.plan().splits) == 4
     before, latest = data_files(path), table.latest_snapshot().id
-    compaction = sys.modules["dbt_paimon.engine.compaction"]
+    compaction = sys.modules["dbt_paimon.engine.writes.compaction"]
     real = compaction.compact_bucket
 
     def flaky(table, split, *args):

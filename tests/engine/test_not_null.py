@@ -3,7 +3,8 @@ and checked before anything is written, on both executors, whether the run or th
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, upsert
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
 from dbt_paimon.store import DataError
 from dbt_paimon.store.table import FileStoreTable
 

@@ -25,7 +25,8 @@ from collections import Counter
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, compact, delete, upsert
+from dbt_paimon.engine import RunSettings, compact
+from dbt_paimon.engine import delete, upsert
 from dbt_paimon.store.table import FileStoreTable
 from tests.java_paimon.javapaimon import Read
 from tests.oracle import rows

@@ -7,9 +7,10 @@ import importlib
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, compact, delete, upsert
-from dbt_paimon.engine.distributed import DistributedExecutor
-from dbt_paimon.engine.local import LocalExecutor
+from dbt_paimon.engine import RunSettings, compact
+from dbt_paimon.engine import delete, upsert
+from dbt_paimon.engine.runtime.distributed import DistributedExecutor
+from dbt_paimon.engine.runtime.local import LocalExecutor
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import data_files, frame, live_places, spark_rows
@@ -39,7 +40,7 @@ def runs(monkeypatch):
 
 def _race(monkeypatch, action):
     """Run `action` (another writer's commit) between the first attempt's job and its commit."""
-    mod = importlib.import_module("dbt_paimon.engine.commit_loop")
+    mod = importlib.import_module("dbt_paimon.engine.writes.commit_loop")
 
     def racing_writer(attempt, what):
         if what == "compaction":  # the post-commit compaction is not raced
@@ -133,8 +134,8 @@ def test_a_batch_digest_holds_every_key_of_its_batch_and_few_others():
     import numpy as np
     import pyarrow as pa
 
-    from dbt_paimon.engine import recommit
-    from dbt_paimon.store.schema import build_schema
+    from dbt_paimon.engine.runtime import recommit
+    from dbt_paimon.store.schema.schema import build_schema
 
     ours = pa.table({"id": pa.array(range(0, 50_000), pa.int64()), "v": pa.array([0] * 50_000, pa.int64())})
     schema = build_schema(ours.schema, primary_keys=["id"])

@@ -1,4 +1,4 @@
-"""An upsert that replaces rows of a key table (engine/replace.py), dbt's insert_overwrite and microbatch
+"""An upsert that replaces rows of a key table (engine/writes/replace.py), dbt's insert_overwrite and microbatch
 there: the replaced keys the batch lacks are deleted, the batch upserted, in one snapshot."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import datetime as dt
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, upsert
-from dbt_paimon.engine.replace import Replace
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
+from dbt_paimon.engine.writes.replace import Replace
 from dbt_paimon.store import FileStoreTable, SchemaError
-from dbt_paimon.store.index import IndexManifestFile
+from dbt_paimon.store.index.index import IndexManifestFile
 from tests.oracle import pypaimon_read
 
 SCHEMA = "id bigint, dt string, ts timestamp, v string"

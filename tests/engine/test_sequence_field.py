@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, compact, upsert
-from dbt_paimon.engine.replace import Replace
+from dbt_paimon.engine import RunSettings, compact
+from dbt_paimon.engine import upsert
+from dbt_paimon.engine.writes.replace import Replace
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.errors import SchemaError
+from dbt_paimon.store.common.errors import SchemaError
 
 from .helpers import pypaimon_rows, spark_rows
 

@@ -3,8 +3,8 @@
 import pytest
 
 from dbt_paimon.engine.settings import EXECUTIONS, RUN_OPTIONS, Execution, RunSettings
-from dbt_paimon.store.errors import SchemaError
-from dbt_paimon.store.options import CoreOptions, DEFAULTS, BucketMode, MergeEngine
+from dbt_paimon.store.common.errors import SchemaError
+from dbt_paimon.store.common.options import CoreOptions, DEFAULTS, BucketMode, MergeEngine
 
 
 def test_from_options_splits_run_keys_storage_keys_and_table_options():

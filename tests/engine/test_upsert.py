@@ -1,7 +1,8 @@
 """Cross-partition upserts on a real local SparkSession, checked against an independent model and
 read back three ways: the `paimon` Spark source, pypaimon 2.1.0 and the model."""
 
-from dbt_paimon.engine import RunSettings, upsert
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
 
 from .helpers import frame, live_places, pypaimon_rows, spark_rows

@@ -3,7 +3,9 @@
 import logging
 import os
 
-from dbt_paimon.engine import local_session, upsert, warm_up
+from dbt_paimon.engine.runtime import local_session
+from dbt_paimon.engine import warm_up
+from dbt_paimon.engine import upsert
 
 PLANNER_MODULES = ("pyspark.sql.worker.create_data_source", "pyspark.sql.worker.plan_data_source_read")
 
@@ -70,7 +72,7 @@ def test_an_upsert_commands_warm_worker_holds_what_the_stages_import():
         "from dbt_paimon.engine import warm_up\n"
         "before = 'pandas' in sys.modules\n"
         "assert list(warm_up._import_upserts(iter([1]))) == [1]\n"
-        "wanted = ['dbt_paimon.engine.key_lookup', 'dbt_paimon.engine.tasks', 'pandas']\n"
+        "wanted = ['dbt_paimon.engine.runtime.key_lookup', 'dbt_paimon.engine.runtime.tasks', 'pandas']\n"
         "print(before, [m in sys.modules for m in wanted])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

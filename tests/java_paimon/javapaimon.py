@@ -24,7 +24,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from dbt_paimon.store.types import type_from_json
+from dbt_paimon.store.common.types import type_from_json
 from tests.oracle import rows
 
 from .fetch_jar import CACHE

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.snapshot import COMPACT, OVERWRITE
+from dbt_paimon.store.snapshot.snapshot import COMPACT, OVERWRITE
 from tests.oracle import pypaimon_read, rows
 from tests.paimon_spark.side_env import spark_sql_rows
 

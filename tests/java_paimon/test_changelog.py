@@ -19,10 +19,11 @@ import os
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.engine import RunSettings, delete, upsert
-from dbt_paimon.engine.compaction import auto_compact
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import delete, upsert
+from dbt_paimon.engine.writes.compaction import auto_compact
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.datafile import CHANGELOG_FILE_PREFIX
+from dbt_paimon.store.format.datafile import CHANGELOG_FILE_PREFIX
 from tests.oracle import pypaimon_read, rows
 
 from .javapaimon import Changes, Read
@@ -179,7 +180,7 @@ def _changelog_files(path: str) -> set[str]:
 
 
 def _changelog_entries(table: FileStoreTable, snapshot) -> list:
-    from dbt_paimon.store.file_deletion import FileDeletion
+    from dbt_paimon.store.maintenance.file_deletion import FileDeletion
 
     return FileDeletion(table.io, table.path, table.schema).changelog_files(snapshot)
 

@@ -16,12 +16,13 @@ import pathlib
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.engine import RunSettings, compact, delete, upsert
-from dbt_paimon.engine.compaction import auto_compact
+from dbt_paimon.engine import RunSettings, compact
+from dbt_paimon.engine import delete, upsert
+from dbt_paimon.engine.writes.compaction import auto_compact
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.deletion_vectors import bucket_indexes, read_vectors
-from dbt_paimon.store.errors import SchemaError
-from dbt_paimon.store.read import TableRead
+from dbt_paimon.store.index.deletion_vectors import bucket_indexes, read_vectors
+from dbt_paimon.store.common.errors import SchemaError
+from dbt_paimon.store.read.read import TableRead
 from tests.engine.helpers import spark_rows
 from tests.oracle import pypaimon_read, rows
 
@@ -100,7 +101,7 @@ def _check_merge_free(path: str, storage: dict | None = None) -> None:
 
 
 def _io(path: str, storage: dict | None):
-    from dbt_paimon.store.fileio import FileIO
+    from dbt_paimon.store.common.fileio import FileIO
     return FileIO.get(path, storage)
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.errors import SchemaError
+from dbt_paimon.store.common.errors import SchemaError
 from tests.oracle import rows
 
 from .javapaimon import Read, Write
@@ -52,7 +52,7 @@ def test_we_read_write_compact_and_expire_files_in_external_paths(java, warehous
     model.update({(f"d{k % 2}", k): "ours" for k in range(1, 12, 2)})
     java_upserted, = java.run([Read(path)])
     assert rows(java_upserted, ["k", "dt"]) == want() == rows(FileStoreTable.open(path).to_arrow(), ["k", "dt"])
-    from dbt_paimon.store.compact import compact_bucket
+    from dbt_paimon.store.compaction.compact import compact_bucket
     table = FileStoreTable.open(path)
     entries = [e for s in table.plan().splits for e in compact_bucket(table, s)]
     table.new_commit().commit(entries, "COMPACT")

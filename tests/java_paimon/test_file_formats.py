@@ -41,7 +41,8 @@ def _extensions(path: str) -> set:
 
 @pytest.fixture(scope="module")
 def formats(spark, java, tmp_path_factory):
-    from dbt_paimon.engine import compact, delete, upsert, write
+    from dbt_paimon.engine import compact, write
+    from dbt_paimon.engine import delete, upsert
 
     db = tmp_path_factory.mktemp("formats") / "wh" / "db.db"
     db.mkdir(parents=True)
@@ -136,9 +137,9 @@ def test_java_writes_again_on_top_of_ours(formats, name):
 
 
 def test_a_file_of_an_unknown_format_is_named(tmp_path):
-    from dbt_paimon.store.errors import CorruptTableError
-    from dbt_paimon.store.file_format import read_file
-    from dbt_paimon.store.fileio import FileIO
+    from dbt_paimon.store.common.errors import CorruptTableError
+    from dbt_paimon.store.format.file_format import read_file
+    from dbt_paimon.store.common.fileio import FileIO
 
     bad = tmp_path / "data-1.lance"
     bad.write_bytes(b"x")
@@ -150,9 +151,9 @@ def test_a_damaged_orc_or_avro_file_is_named(formats, tmp_path):
     """A file cut short fails as unreadable, naming it, whatever its decoder raises (for Avro: EOFError,
     or the codec's own error)."""
     import glob
-    from dbt_paimon.store.errors import CorruptTableError
-    from dbt_paimon.store.file_format import read_file
-    from dbt_paimon.store.fileio import FileIO
+    from dbt_paimon.store.common.errors import CorruptTableError
+    from dbt_paimon.store.format.file_format import read_file
+    from dbt_paimon.store.common.fileio import FileIO
 
     for ext in ("avro", "orc"):
         source = sorted(glob.glob(f"{formats.paths['per_level' if ext == 'avro' else 'append_orc']}/**/*.{ext}",
@@ -167,7 +168,7 @@ def test_a_damaged_orc_or_avro_file_is_named(formats, tmp_path):
 def test_their_format_options_are_kept_and_ours_refused(formats, tmp_path):
     """A table's stored format options stand through our option changes (we write Parquet beside
     their files); a table we create is Parquet, and asking for another format is refused by name."""
-    from dbt_paimon.store.errors import SchemaError
+    from dbt_paimon.store.common.errors import SchemaError
 
     for name, option in (("orc", "file.format"), ("per_level", "file.format.per.level")):
         table = FileStoreTable.open(formats.paths[name])

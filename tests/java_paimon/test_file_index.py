@@ -6,10 +6,11 @@ files Java's indexes rule out, with the rows the model says.
 
 from __future__ import annotations
 
-from dbt_paimon.engine import RunSettings, upsert
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.file_index import Condition
-from dbt_paimon.store.read import TableRead
+from dbt_paimon.store.index.file_index import Condition
+from dbt_paimon.store.read.read import TableRead
 from tests.oracle import rows
 
 from .javapaimon import Read, Write

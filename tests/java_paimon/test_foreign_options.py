@@ -1,5 +1,5 @@
 """Options another writer stored that dbt-paimon does not follow and that change what a read returns
-or what a write must do (store/foreign_options.py): Java makes such tables; we refuse to read them, or
+or what a write must do (store/schema/foreign_options.py): Java makes such tables; we refuse to read them, or
 to write them while still reading them, naming the option, and commit nothing."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.errors import SchemaError
+from dbt_paimon.store.common.errors import SchemaError
 
 from .javapaimon import Read, Write
 
@@ -43,7 +43,8 @@ def test_options_we_do_not_follow_are_refused_by_name(spark, java, warehouse, na
         w = table.new_write()
         w.write(pa.Table.from_pylist([{**ROW, "id": 2}], table.schema.arrow_schema()))
         w.commit()
-    from dbt_paimon.engine import RunSettings, compact, delete
+    from dbt_paimon.engine import RunSettings, compact
+    from dbt_paimon.engine import delete
     files_before = sorted(str(p) for p in __import__("pathlib").Path(path).rglob("data-*"))
     with pytest.raises(SchemaError, match=rf"{option}="):
         compact(spark, path, settings=RunSettings(execution="local"))
@@ -58,7 +59,7 @@ def test_a_fallback_branch_is_refused_on_read(java, warehouse):
     is put in a schema as Java's ALTER would, on a table Java wrote. Refused even where the table has
     every partition (we do not read branches to know)."""
     import dataclasses
-    from dbt_paimon.store.schema import SchemaManager
+    from dbt_paimon.store.schema.schema import SchemaManager
     path = f"{warehouse}/db.db/foreign_fallback"
     done = java.run([Write(path, [ROW], {"fields": FIELDS, "primary_keys": ["id"], "partition_keys": [],
                                          "options": KEYED})])

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import FileStoreTable, PaimonError
-from dbt_paimon.store.compact import compact_bucket
-from dbt_paimon.store.schema import SchemaManager
+from dbt_paimon.store.compaction.compact import compact_bucket
+from dbt_paimon.store.schema.schema import SchemaManager
 from tests.oracle import pypaimon_read, rows
 
 from tests.paimon_spark.side_env import spark_sql_rows
@@ -169,7 +169,8 @@ SHARED_RUNS = [("local", None), ("distributed", 2), ("distributed", 3)]
 
 @pytest.fixture(scope="module")
 def engine_tables(spark, java, paimon_spark, tmp_path_factory):
-    from dbt_paimon.engine import RunSettings, upsert
+    from dbt_paimon.engine import RunSettings
+    from dbt_paimon.engine import upsert
     from tests.engine.helpers import frame
     from tests.engine.model import UpsertModel, random_batches
 
@@ -231,9 +232,10 @@ def maintained(spark, java, paimon_spark, tmp_path_factory):
     tagged one included), a schema change, an upsert in the new schema, a full compaction."""
     from pyspark.sql import types as T
 
-    from dbt_paimon.engine import schema_change
-    from dbt_paimon.engine import compact, upsert
-    from dbt_paimon.store.types import DataType
+    from dbt_paimon.engine.writes import schema_change
+    from dbt_paimon.engine import compact
+    from dbt_paimon.engine import upsert
+    from dbt_paimon.store.common.types import DataType
     from tests.engine.helpers import COLUMNS, SCHEMA as SPARK_SCHEMA, frame
     from tests.engine.model import UpsertModel, random_batches
 

@@ -1,4 +1,4 @@
-"""`listagg` with `fields.<f>.distinct` (store/listagg_distinct.py) against Java Paimon: random histories
+"""`listagg` with `fields.<f>.distinct` (store/merge/listagg_distinct.py) against Java Paimon: random histories
 of delimited strings (repeated, blank and empty tokens) written by Java, then by us, then compacted by
 us; Java's read and ours agree after each step."""
 
@@ -46,7 +46,7 @@ def test_listagg_distinct_merges_as_java_merges_it(java, warehouse):
         table = FileStoreTable.open(path)
     ours, = java.run([Read(path)])
     assert_same(ours, table.to_arrow(), ["k"])
-    from dbt_paimon.store.compact import compact_bucket
+    from dbt_paimon.store.compaction.compact import compact_bucket
     [split] = table.plan().splits
     table.new_commit().commit(compact_bucket(table, split), "COMPACT")
     compacted, = java.run([Read(path)])

@@ -9,9 +9,10 @@ import datetime as dt
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, upsert
+from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import upsert
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.deletion_vectors import bucket_indexes
+from dbt_paimon.store.index.deletion_vectors import bucket_indexes
 from tests.oracle import pypaimon_read, rows
 
 from .javapaimon import Read

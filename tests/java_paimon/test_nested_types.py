@@ -11,10 +11,11 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.engine import append, upsert
+from dbt_paimon.engine import upsert
+from dbt_paimon.engine.writes import append
 from dbt_paimon.engine.settings import RunSettings
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.errors import DataError, PaimonError, SchemaError
+from dbt_paimon.store.common.errors import DataError, PaimonError, SchemaError
 from tests.oracle import pypaimon_read, rows
 
 from .javapaimon import Read, Write, assert_same
@@ -222,7 +223,7 @@ def test_collect_and_merge_map_merge_as_java_merges_them(java, warehouse):
     us, then compacted by us: Java's read and ours agree after each step."""
     import random
 
-    from dbt_paimon.store.compact import compact_bucket
+    from dbt_paimon.store.compaction.compact import compact_bucket
 
     path = f"{warehouse}/db.db/nested_agg"
     rng = random.Random(41)
@@ -284,7 +285,7 @@ def test_spark_sql_matches_struct_fields_by_name_or_refuses(spark, warehouse):
     position; NULL fits a nested column."""
     import os
 
-    from dbt_paimon.engine import register
+    from dbt_paimon.sql import register
 
     os.makedirs(f"{warehouse}/db.db", exist_ok=True)
     upsert(spark.sql("SELECT 1L AS id, named_struct('lat', 1.0D, 'lon', 2.0D) AS loc, array(1) AS a"),
@@ -303,7 +304,7 @@ def test_spark_sql_matches_struct_fields_by_name_or_refuses(spark, warehouse):
 def test_spark_sql_reads_nested_tables_through_the_catalog(spark, java, warehouse):
     """The catalog entry of a Java table with NOT NULL elements and a ROW in a ROW, and of one whose struct
     field names need quoting: Spark SQL reads both (a read's nested children are declared nullable)."""
-    from dbt_paimon.engine import register
+    from dbt_paimon.sql import register
 
     create = {"fields": JAVA_FIELDS, "primary_keys": ["k"], "partition_keys": [], "options": {"bucket": "1"}}
     rows_ = [_java_row(k, 0) for k in range(4)]

@@ -5,7 +5,8 @@ test server: tests/paimon_spark/side_env.py.)"""
 
 from __future__ import annotations
 
-from dbt_paimon.engine import compact, upsert
+from dbt_paimon.engine import compact
+from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
 from tests.engine.helpers import frame
 from tests.engine.model import UpsertModel, random_batches

@@ -1,5 +1,5 @@
 """Postpone bucket mode (`bucket` = -2, issue 40): dbt-paimon writes it as Paimon's batch writers do
-(store/postpone.py): into real buckets, a bucket count per partition (the partition's own once it has
+(store/write/postpone.py): into real buckets, a bucket count per partition (the partition's own once it has
 files, else `postpone.default-bucket-num`), at level 0, no compaction, no snapshot expiration; the
 rows Java parks in bucket -2 stay there, unread by batch readers, as Paimon leaves them. Java Paimon
 (with its bucket pruning of a key filter), pypaimon and our reader read the same rows."""
@@ -10,10 +10,11 @@ import os
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, compact, delete, upsert
+from dbt_paimon.engine import RunSettings, compact
+from dbt_paimon.engine import delete, upsert
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.errors import CommitConflictError, SchemaError
-from dbt_paimon.store.postpone import PartitionBuckets
+from dbt_paimon.store.common.errors import CommitConflictError, SchemaError
+from dbt_paimon.store.write.postpone import PartitionBuckets
 from tests.oracle import pypaimon_read, rows
 
 from .javapaimon import Read, Write
@@ -133,7 +134,7 @@ def test_an_upsert_that_raced_a_writer_of_another_count_runs_again(spark, wareho
     import pyarrow as pa
     path = f"{warehouse}/db.db/raced_upsert_{racer_partition}"
     _upsert(spark, path, [(1, "a", "a1")], bucket="-2")
-    mod = importlib.import_module("dbt_paimon.engine.commit_loop")
+    mod = importlib.import_module("dbt_paimon.engine.writes.commit_loop")
     arrow = FileStoreTable.open(path).schema.arrow_schema()
 
     def racing_writer(attempt, what):
@@ -167,7 +168,7 @@ def test_rows_a_streaming_writer_parks_meanwhile_do_not_rerun_our_job(spark, jav
     create = {"fields": FIELDS, "primary_keys": KEY, "partition_keys": ["dt"], "options": {"bucket": "-2"}}
     done = java.run([Write(path, [{"id": 1, "dt": "a", "v": "j"}], create=create)])
     assert not isinstance(done[0], Exception), done
-    mod = importlib.import_module("dbt_paimon.engine.commit_loop")
+    mod = importlib.import_module("dbt_paimon.engine.writes.commit_loop")
 
     def parking_writer(attempt, what):
         if what == "compaction":  # the post-commit compaction is not raced

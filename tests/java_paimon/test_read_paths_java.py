@@ -12,7 +12,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.engine import read, register
+from dbt_paimon.engine import read
+from dbt_paimon.sql import register
 from dbt_paimon.store import FileStoreTable
 
 from tests.oracle import rows

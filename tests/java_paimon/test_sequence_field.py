@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from dbt_paimon.engine import RunSettings, compact, upsert
+from dbt_paimon.engine import RunSettings, compact
+from dbt_paimon.engine import upsert
 from dbt_paimon.store import FileStoreTable
 from tests.oracle import pypaimon_read, rows
 

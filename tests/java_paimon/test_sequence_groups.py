@@ -1,4 +1,4 @@
-"""Partial-update sequence groups (`fields.<s>.sequence-group`, store/sequence_group.py) against Java
+"""Partial-update sequence groups (`fields.<s>.sequence-group`, store/merge/sequence_group.py) against Java
 Paimon: random histories of inserts, updates and retractions written by Java, then by us, then
 compacted by us; after each step Java's read and ours agree, row for row.
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.datafile import ROW_KINDS
+from dbt_paimon.store.format.datafile import ROW_KINDS
 
 from .javapaimon import Read, Write, assert_same
 
@@ -68,7 +68,7 @@ def test_sequence_groups_merge_as_java_merges_them(java, warehouse, name):
         _ours(path, _history(rng, v, kinds=True))
     java_ours, = java.run([Read(path)])
     assert_same(java_ours, FileStoreTable.open(path).to_arrow(), ["k"])
-    from dbt_paimon.store.compact import compact_bucket
+    from dbt_paimon.store.compaction.compact import compact_bucket
     table = FileStoreTable.open(path)
     [split] = table.plan().splits
     table.new_commit().commit(compact_bucket(table, split), "COMPACT")
@@ -85,7 +85,7 @@ def test_sequence_groups_merge_as_java_merges_them(java, warehouse, name):
 
 def test_what_groups_cannot_merge_is_refused(java, warehouse):
     """Combinations Paimon forbids or that we do not merge: refused on create and on a table Java made."""
-    from dbt_paimon.store.errors import SchemaError
+    from dbt_paimon.store.common.errors import SchemaError
     pu = {"merge-engine": "partial-update"}
     with pytest.raises(SchemaError, match="conflicting behavior"):
         FileStoreTable.create(f"{warehouse}/db.db/g_rrod", ARROW, ["k"], [],

@@ -14,9 +14,9 @@ from dbt_paimon import key_index as ki
 from dbt_paimon.key_index import KeyIndex
 from dbt_paimon.key_index import lookup as ki_lookup
 from dbt_paimon.key_index import run_file as ki_run_file
-from dbt_paimon.store import binary_row
-from dbt_paimon.store.fileio import FileIO
-from dbt_paimon.store.schema import build_schema
+from dbt_paimon.store.common import binary_row
+from dbt_paimon.store.common.fileio import FileIO
+from dbt_paimon.store.schema.schema import build_schema
 
 
 def _index(tmp_path, key_type):

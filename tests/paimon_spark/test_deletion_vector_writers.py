@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dbt_paimon.engine import upsert
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.deletion_vectors import bucket_indexes, read_vectors
+from dbt_paimon.store.index.deletion_vectors import bucket_indexes, read_vectors
 from tests.java_paimon.javapaimon import Changes, Read
 from tests.oracle import rows
 

@@ -1,4 +1,4 @@
-"""Append tables (no primary key, store/append.py): written in Paimon's format, read back by us and by
+"""Append tables (no primary key, store/write/append.py): written in Paimon's format, read back by us and by
 pypaimon, every row kept, small files merged as Paimon merges them, partitions overwritten."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dbt_paimon.store import FileStoreTable, SchemaError
-from dbt_paimon.store.append import pick_bins
-from dbt_paimon.store.key_hash import java_bucket, key_hashes
-from dbt_paimon.store.schema import build_schema
-from dbt_paimon.store.snapshot import COMPACT, OVERWRITE
+from dbt_paimon.store.write.append import pick_bins
+from dbt_paimon.store.common.key_hash import java_bucket, key_hashes
+from dbt_paimon.store.schema.schema import build_schema
+from dbt_paimon.store.snapshot.snapshot import COMPACT, OVERWRITE
 from dbt_paimon.engine import RunSettings, compact
 from tests.oracle import pypaimon_read, rows
 
@@ -117,7 +117,7 @@ def test_tags_expiration_rollback_orphans_clone_and_system_tables_on_s3(s3_wareh
     cleaned of orphans, cloned, listed by the system tables, read by pypaimon from the same server."""
     from dbt_paimon.store import system_tables
     from dbt_paimon.store.clone import clone_table
-    from dbt_paimon.store.fileio import FileIO
+    from dbt_paimon.store.common.fileio import FileIO
 
     path = f"{s3_warehouse}/db.db/events"
     t = FileStoreTable.create(path, SCHEMA, [], ["dt"], {"snapshot.num-retained.min": "1",

@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dbt_paimon.store import binary_row
-from dbt_paimon.store.types import parse_type
+from dbt_paimon.store.common import binary_row
+from dbt_paimon.store.common.types import parse_type
 
 CASES = [
     ("BOOLEAN", [True, False, None]),

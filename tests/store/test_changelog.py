@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dbt_paimon.store import FileStoreTable, SchemaError
-from dbt_paimon.store.compact import compact_bucket
-from dbt_paimon.store.datafile import CHANGELOG_FILE_PREFIX
-from dbt_paimon.store.file_deletion import FileDeletion
-from dbt_paimon.store.manifest import DELETE, ManifestEntry
+from dbt_paimon.store.compaction.compact import compact_bucket
+from dbt_paimon.store.format.datafile import CHANGELOG_FILE_PREFIX
+from dbt_paimon.store.maintenance.file_deletion import FileDeletion
+from dbt_paimon.store.manifest.manifest import DELETE, ManifestEntry
 from tests.oracle import pypaimon_read, rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.string())])

@@ -9,7 +9,7 @@ import pytest
 
 from dbt_paimon.store import FileStoreTable, SchemaError
 from dbt_paimon.store.clone import clone_table
-from dbt_paimon.store.fileio import FileIO
+from dbt_paimon.store.common.fileio import FileIO
 from tests.oracle import pypaimon_read
 
 ARROW = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.int64())])
@@ -61,7 +61,7 @@ def test_a_clone_on_an_object_store_copies_on_the_server(s3_warehouse):
 def test_a_clone_between_file_uris_shares_files(tmp_path):
     """`file:` URIs are local paths too (FileIO.get): the clone links the files, not a directory
     named `file:` in the working directory."""
-    from dbt_paimon.store.fileio import local_path
+    from dbt_paimon.store.common.fileio import local_path
 
     source, target = f"file:{tmp_path}/db.db/src", f"file://{tmp_path}/dev.db/src"
     table = FileStoreTable.create(source, ARROW, ["id", "dt"], ["dt"], {"bucket": "2"})

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import CommitConflictError, CorruptTableError, FileStoreTable
-from dbt_paimon.store.manifest import DELETE, ManifestEntry
+from dbt_paimon.store.manifest.manifest import DELETE, ManifestEntry
 from tests.oracle import pypaimon_read, rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.string())])
@@ -155,7 +155,7 @@ def test_a_manifest_is_decoded_once_per_process(table_path, monkeypatch):
     """Manifests are immutable: a plan, a commit's conflict check, compaction and expiration in
     one upsert decode each once (the manifest cache); a new commit's manifests are decoded when
     first read, and what the cache gives equals what the files say."""
-    from dbt_paimon.store import manifest
+    from dbt_paimon.store.manifest import manifest
 
     manifest._MANIFEST_CACHE.clear()
     _table(table_path)
@@ -185,8 +185,8 @@ def test_manifests_mostly_cancelled_out_are_compacted_by_the_next_commit(table_p
     commit rewrites the manifests as their live ADD entries only, as Paimon's full manifest
     compaction does: every later plan decodes the live files, not the history; every reader still
     reads the same rows."""
-    from dbt_paimon.store.compact import compact_bucket
-    from dbt_paimon.store.manifest import ADD
+    from dbt_paimon.store.compaction.compact import compact_bucket
+    from dbt_paimon.store.manifest.manifest import ADD
 
     def entries(t):
         s = t.latest_snapshot()

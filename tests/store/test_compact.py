@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dbt_paimon.store import CommitConflictError, FileStoreTable
-from dbt_paimon.store import binary_row
-from dbt_paimon.store.compact import abort_compaction, compact_bucket, max_level
-from dbt_paimon.store.datafile import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
-from dbt_paimon.store.manifest import ADD, DELETE as DELETE_ENTRY, FILE_SOURCE_COMPACT
+from dbt_paimon.store.common import binary_row
+from dbt_paimon.store.compaction.compact import abort_compaction, compact_bucket, max_level
+from dbt_paimon.store.format.datafile import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
+from dbt_paimon.store.manifest.manifest import ADD, DELETE as DELETE_ENTRY, FILE_SOURCE_COMPACT
 from tests.oracle import pypaimon_read, rows
 
 SCHEMA = pa.schema([("k", pa.int64()), ("p", pa.string()), ("a", pa.int64()), ("s", pa.string())])

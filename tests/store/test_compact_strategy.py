@@ -1,4 +1,4 @@
-"""Universal compaction's pick (store/compact_strategy.py): which sorted runs of a bucket a
+"""Universal compaction's pick (store/compaction/compact_strategy.py): which sorted runs of a bucket a
 compaction after a write rewrites, and at which level, as Paimon's UniversalCompaction and
 ForceUpLevel0Compaction pick them."""
 
@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from dbt_paimon.store.compact_strategy import UniversalCompaction, level_sorted_runs
-from dbt_paimon.store.manifest import DataFileMeta, SimpleStats
+from dbt_paimon.store.compaction.compact_strategy import UniversalCompaction, level_sorted_runs
+from dbt_paimon.store.manifest.manifest import DataFileMeta, SimpleStats
 
 _names = itertools.count()
 

@@ -9,12 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.store.deletion_vectors import (DeletionVectorsIndexFile, changed_vectors, live_mask, read_vectors,
-                                               ranges)
+from dbt_paimon.store.index.deletion_vectors import (DeletionVectorsIndexFile, changed_vectors, live_mask, read_vectors,
+                                                     ranges)
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.compact import compact_bucket_dv
-from dbt_paimon.store.errors import CommitConflictError, CorruptTableError
-from dbt_paimon.store.fileio import FileIO
+from dbt_paimon.store.compaction.compact import compact_bucket_dv
+from dbt_paimon.store.common.errors import CommitConflictError, CorruptTableError
+from dbt_paimon.store.common.fileio import FileIO
 
 # One data file with rows 1 and 5 deleted, as Java 2.x writes it (BitmapDeletionVector /
 # Bitmap64DeletionVector serializeTo, CRC32 included): version byte, then the entry at offset 1

@@ -1,4 +1,4 @@
-"""Dictionary encoding of data files (store/datafile.py dictionary_columns): a value column gets a
+"""Dictionary encoding of data files (store/format/datafile.py dictionary_columns): a value column gets a
 dictionary when its values repeat, plain encoding when they are (nearly) unique, as parquet-mr
 falls back to plain where a dictionary does not pay; the key and the sequence number never get one.
 pypaimon reads the files back."""
@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.compact import compact_bucket
+from dbt_paimon.store.compaction.compact import compact_bucket
 from tests.oracle import pypaimon_read, rows
 
 N = 5000

@@ -24,13 +24,13 @@ import pytest
 
 from dbt_paimon.assign.bucket_assigner import BucketAssigner
 from dbt_paimon.store import FileStoreTable, PaimonError
-from dbt_paimon.store.compact import compact_bucket
-from dbt_paimon.store.expire import ExpireConfig, SnapshotExpiration
-from dbt_paimon.store.index import (HashIndexFile, IndexManifestFile, PartitionHashIndex, load_partition_indexes,
-                                    read_index_entries)
-from dbt_paimon.store.key_hash import key_hashes
-from dbt_paimon.store.manifest import ManifestFile, ManifestList
-from dbt_paimon.store.types import parse_type
+from dbt_paimon.store.compaction.compact import compact_bucket
+from dbt_paimon.store.maintenance.expire import ExpireConfig, SnapshotExpiration
+from dbt_paimon.store.index.index import (HashIndexFile, IndexManifestFile, PartitionHashIndex, load_partition_indexes,
+                                          read_index_entries)
+from dbt_paimon.store.common.key_hash import key_hashes
+from dbt_paimon.store.manifest.manifest import ManifestFile, ManifestList
+from dbt_paimon.store.common.types import parse_type
 from tests.oracle import pypaimon_read, rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.string())])
@@ -405,7 +405,7 @@ KILL_SCRIPT = """
 import os, signal, sys
 sys.path.insert(0, {repo!r})
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.expire import ExpireConfig, SnapshotExpiration
+from dbt_paimon.store.maintenance.expire import ExpireConfig, SnapshotExpiration
 t = FileStoreTable.open({path!r})
 seen = {{}}
 def hook(kind, path):
@@ -465,7 +465,7 @@ def test_file_moved_up_a_level_is_not_deleted_with_its_old_entry(table_path, add
     level in one delta; expiring that snapshot's predecessors must keep the file, in either order."""
     import dataclasses
 
-    from dbt_paimon.store.manifest import ADD, DELETE, ManifestEntry
+    from dbt_paimon.store.manifest.manifest import ADD, DELETE, ManifestEntry
     t = FileStoreTable.create(table_path, SCHEMA, KEY, ["dt"], {"bucket": "1"})
     w = t.new_write()
     w.write(pa.table({"id": [1, 2], "dt": ["quiet"] * 2, "v": ["a", "b"]}))

@@ -9,12 +9,12 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import FileStoreTable, SchemaError
-from dbt_paimon.store import bitmap_index, bloom_filter
-from dbt_paimon.store.compact import compact_bucket_dv
-from dbt_paimon.store.file_index import Condition, read_container, write_container
-from dbt_paimon.store.read import TableRead
-from dbt_paimon.store.schema import build_schema
-from dbt_paimon.store.types import parse_type
+from dbt_paimon.store.index import bitmap_index, bloom_filter
+from dbt_paimon.store.compaction.compact import compact_bucket_dv
+from dbt_paimon.store.index.file_index import Condition, read_container, write_container
+from dbt_paimon.store.read.read import TableRead
+from dbt_paimon.store.schema.schema import build_schema
+from dbt_paimon.store.common.types import parse_type
 
 INT, STRING = parse_type("INT"), parse_type("STRING")
 SCHEMA = pa.schema([("id", pa.int32()), ("i", pa.int32()), ("b", pa.int64()), ("s", pa.string())])
@@ -118,7 +118,7 @@ def test_file_index_options_paimon_refuses_are_refused(tmp_path, options, messag
 
 def test_an_indexed_column_counts_as_named_by_the_options():
     """So dropping or renaming it is refused (Paimon 2.x refuses it too), not left to break every write."""
-    from dbt_paimon.engine.schema_change import referenced_by_options
+    from dbt_paimon.engine.writes.schema_change import referenced_by_options
 
     schema = build_schema(SCHEMA, ["id"], [], {**OPTIONS, "file-index.bloom-filter.columns": "b,s",
                                                "file-index.bloom-filter.s.items": "10"})

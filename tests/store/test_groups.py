@@ -1,10 +1,10 @@
-"""store/groups.py: grouping rows by column values, without a Python loop per row."""
+"""store/common/groups.py: grouping rows by column values, without a Python loop per row."""
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.store.groups import group_codes, group_runs
+from dbt_paimon.store.common.groups import group_codes, group_runs
 
 
 @pytest.mark.parametrize("low, high", [(0, 2), (0, 4000), (65530, 65536), (65530, 70000), (-5, 5)],

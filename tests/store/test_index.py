@@ -11,13 +11,13 @@ import pytest
 
 from dbt_paimon.assign.bucket_assigner import BucketAssigner
 from dbt_paimon.store import CorruptTableError, FileStoreTable
-from dbt_paimon.store.fileio import LocalFileIO
-from dbt_paimon.store.index import (
+from dbt_paimon.store.common.fileio import LocalFileIO
+from dbt_paimon.store.index.index import (
     ADD, DELETION_VECTORS_INDEX, HASH_INDEX, INDEX_MANIFEST_ENTRY_SCHEMA, HashIndexFile, IndexFileMeta,
     IndexManifestEntry, IndexManifestFile, PartitionHashIndex, apply_changes, load_partition_indexes,
     read_hash_index)
-from dbt_paimon.store.key_hash import key_hashes
-from dbt_paimon.store.types import parse_type
+from dbt_paimon.store.common.key_hash import key_hashes
+from dbt_paimon.store.common.types import parse_type
 from tests.oracle import pypaimon_read, pypaimon_table, rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.string())])

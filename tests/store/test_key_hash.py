@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings, strategies as st
 
-from dbt_paimon.store.key_hash import java_bucket, key_hashes
-from dbt_paimon.store.types import parse_type
+from dbt_paimon.store.common.key_hash import java_bucket, key_hashes
+from dbt_paimon.store.common.types import parse_type
 
 
 def _pypaimon_hash(values, type_strings):

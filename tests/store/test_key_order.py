@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from dbt_paimon.store import DataError, FileStoreTable
-from dbt_paimon.store import binary_row
-from dbt_paimon.store.compact import compact_bucket
-from dbt_paimon.store.datafile import KeyValueFileWriter
-from dbt_paimon.store.key_order import order_surrogate, sort_indices
+from dbt_paimon.store.common import binary_row
+from dbt_paimon.store.compaction.compact import compact_bucket
+from dbt_paimon.store.format.datafile import KeyValueFileWriter
+from dbt_paimon.store.common.key_order import order_surrogate, sort_indices
 from tests.oracle import pypaimon_read
 from tests.store.test_key_hash import _check
 
@@ -233,7 +233,7 @@ def test_one_key_column_sorts_as_arrows_stable_sort_of_its_surrogate(name):
     """One integer-ordered key column is sorted by numpy (its runs of equal keys put back in input
     order); the result is Arrow's stable sort of the order surrogate, whatever the type."""
     import pyarrow.compute as pc
-    from dbt_paimon.store.key_order import comparable_key_columns
+    from dbt_paimon.store.common.key_order import comparable_key_columns
     table = pa.table({"k": _ONE_COLUMN[name]})
     want = pc.sort_indices(comparable_key_columns(table, ["k"]), sort_keys=[("k", "ascending")])
     assert sort_indices(table, ["k"]).to_pylist() == want.to_pylist()
@@ -242,7 +242,7 @@ def test_one_key_column_sorts_as_arrows_stable_sort_of_its_surrogate(name):
 @pytest.mark.parametrize("keys", [["k"], ["k", "j"]], ids=["one column: sorted and searched", "two: joined"])
 @pytest.mark.parametrize("dtype", [pa.int64(), pa.float64(), pa.string()])
 def test_match_finds_each_rows_equal_key_as_paimon_compares_them(keys, dtype):
-    from dbt_paimon.store.key_order import match, sort_indices
+    from dbt_paimon.store.common.key_order import match, sort_indices
     values = {pa.int64(): [5, -3, 0, 7, 11, 2], pa.float64(): [NAN, -0.0, 0.0, 1.5, -2.0, math.inf],
               pa.string(): ["a", "b", "", "é", "zz", "a "]}[dtype]
     other_nan = nan_with_payload(0x7FF8000000000001)
@@ -267,7 +267,7 @@ def test_integer_key_columns_sort_as_arrows_stable_sort():
     wide ones with few and with many equal values, unsigned ones above 2^63, timestamps, a
     float's surrogate; always Arrow's stable sort of the surrogates."""
     import pyarrow.compute as pc
-    from dbt_paimon.store.key_order import comparable_key_columns
+    from dbt_paimon.store.common.key_order import comparable_key_columns
     rng = np.random.default_rng(11)
     n = 4000
     table = pa.table({

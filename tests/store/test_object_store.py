@@ -13,9 +13,10 @@ import pyarrow as pa
 import pytest
 
 from tests.s3 import BUCKET
-from dbt_paimon.store import FileStoreTable, PaimonError, fileio
-from dbt_paimon.store.fileio import FileIO
-from dbt_paimon.store.object_store import ObjectStoreError, UnsafeCommitError
+from dbt_paimon.store import FileStoreTable, PaimonError
+from dbt_paimon.store.common import fileio
+from dbt_paimon.store.common.fileio import FileIO
+from dbt_paimon.store.common.object_store import ObjectStoreError, UnsafeCommitError
 from tests.oracle import pypaimon_read
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("dt", pa.string()),

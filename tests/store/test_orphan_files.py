@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import CorruptTableError, FileStoreTable, PaimonError
-from dbt_paimon.store.orphan_files import OrphanFilesClean, older_than_millis, remove_orphan_files
+from dbt_paimon.store.maintenance.orphan_files import OrphanFilesClean, older_than_millis, remove_orphan_files
 from tests.oracle import rows
 from tests.store.test_expire import KEY, SCHEMA, assert_reads, build, expire, references
 
@@ -180,7 +180,7 @@ def test_a_killed_writers_files_are_found(table_path):
 
 
 def binary_partition(t: FileStoreTable, pbytes: bytes):
-    from dbt_paimon.store import binary_row
+    from dbt_paimon.store.common import binary_row
     return binary_row.deserialize(pbytes, t.schema.partition_types)
 
 

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import FileStoreTable, SchemaError
-from dbt_paimon.store.partition_expire import expire_partitions, expired_partitions, partition_time
-from dbt_paimon.store.schema import build_schema
-from dbt_paimon.store.tag_creation import create_batch_tag, create_process_time_tags, process_time_tags
+from dbt_paimon.store.maintenance.partition_expire import expire_partitions, expired_partitions, partition_time
+from dbt_paimon.store.schema.schema import build_schema
+from dbt_paimon.store.snapshot.tag_creation import create_batch_tag, create_process_time_tags, process_time_tags
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("hr", pa.string()), ("v", pa.string())])
 NOW = dt.datetime(2026, 11, 28, 12, 0)

@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.datafile import DELETE, INSERT, UPDATE_AFTER
+from dbt_paimon.store.format.datafile import DELETE, INSERT, UPDATE_AFTER
 from tests.oracle import model_rows, pypaimon_read, rows
 
 SCHEMA = pa.schema([("k", pa.int32()), ("p", pa.string()), ("v", pa.int64()), ("s", pa.string())])

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.datafile import DELETE, INSERT, UPDATE_AFTER
+from dbt_paimon.store.format.datafile import DELETE, INSERT, UPDATE_AFTER
 from tests.oracle import model_rows, pypaimon_read, rows
 
 ALL_TYPES = pa.schema([

@@ -9,9 +9,11 @@ import os
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.store import FileStoreTable, SchemaError, binary_row, stats_collector
-from dbt_paimon.store.compact import compact_bucket
-from dbt_paimon.store.manifest import ManifestList
+from dbt_paimon.store import FileStoreTable, SchemaError
+from dbt_paimon.store.common import binary_row
+from dbt_paimon.store.format import stats_collector
+from dbt_paimon.store.compaction.compact import compact_bucket
+from dbt_paimon.store.manifest.manifest import ManifestList
 from tests.oracle import pypaimon_read, pypaimon_table, rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string()), ("b", pa.binary()), ("i", pa.int32()),
@@ -237,8 +239,8 @@ def test_files_written_together_get_the_stats_each_would_get_alone(warehouse, op
     import decimal
     import random
 
-    from dbt_paimon.store.datafile import file_stats, read_kv_file
-    from dbt_paimon.store.stats_collector import DataFileStatsCollector
+    from dbt_paimon.store.format.datafile import file_stats, read_kv_file
+    from dbt_paimon.store.format.stats_collector import DataFileStatsCollector
 
     schema = pa.schema([("id", pa.int64()), ("s", pa.string()), ("b", pa.binary()), ("f", pa.float64()),
                         ("t", pa.timestamp("us")), ("d", pa.date32()), ("m", pa.decimal128(12, 3)),

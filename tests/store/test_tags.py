@@ -15,9 +15,9 @@ import textwrap
 import pytest
 
 from dbt_paimon.store import FileStoreTable, PaimonError
-from dbt_paimon.store.index import load_partition_indexes
-from dbt_paimon.store.tags import (TagManager, decode_duration, decode_local_datetime, encode_duration,
-                                   encode_local_datetime)
+from dbt_paimon.store.index.index import load_partition_indexes
+from dbt_paimon.store.snapshot.tags import (TagManager, decode_duration, decode_local_datetime, encode_duration,
+                                            encode_local_datetime)
 from tests.oracle import pypaimon_read, pypaimon_table, rows
 from tests.store.test_expire import (COLUMNS, KEY, REPO, Builder, build, copy_of, expire, on_disk, references,
                                      referenced, remaining)
@@ -324,7 +324,7 @@ ROLLBACK_KILL = """
 import os, signal, sys
 sys.path.insert(0, {repo!r})
 from dbt_paimon.store import FileStoreTable
-from dbt_paimon.store.rollback import rollback
+from dbt_paimon.store.maintenance.rollback import rollback
 t = FileStoreTable.open({path!r})
 seen = {{}}
 def hook(kind, path):

@@ -5,7 +5,7 @@ files must be merged, every version of a key but the one the merge keeps. The se
 Parquet reader reads a deduplicate or first-row table that was written since its last compaction:
 those engines keep one stored row of each key as it is (the newest, or the first), so a merge
 decides only *which* row, from the key, the sequence number, the row kind and any sequence fields;
-the store's merge function (store/merge.py) decides it here on those columns alone, and Spark reads
+the store's merge function (store/merge/merge.py) decides it here on those columns alone, and Spark reads
 the value columns of every file, without the other rows. Engines that make a new row from several
 versions (partial-update, aggregation) are merged by the `paimon` source instead.
 
@@ -22,12 +22,12 @@ from typing import Callable, Iterable
 import numpy as np
 import pyarrow as pa
 
-from ...store.datafile import key_column
-from ...store.deletion_vectors import read_vectors
-from ...store.options import MergeEngine
-from ...store.read import POSITION, TableRead
-from ...store.scan import DataSplit
-from ...store.schema import TableSchema
+from ...store.format.datafile import key_column
+from ...store.index.deletion_vectors import read_vectors
+from ...store.common.options import MergeEngine
+from ...store.read.read import POSITION, TableRead
+from ...store.read.scan import DataSplit
+from ...store.schema.schema import TableSchema
 
 _FILE = "__file"  # a file's place in its split, carried through the merge
 

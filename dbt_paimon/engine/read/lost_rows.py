@@ -28,7 +28,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ...store.bloom_filter import xxh64
+from ...store.index.bloom_filter import xxh64
 
 # Spark's xxhash64 seeds a first column's hash with 42, each next column's with the hash before
 _SPARK_SEED = 42

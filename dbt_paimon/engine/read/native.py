@@ -36,12 +36,12 @@ from typing import Optional
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ...store import fileio
-from ...store.errors import PaimonError
-from ...store.paths import data_file_path, partition_value_string
-from ...store.read import raw_convertible
-from ...store.scan import DataSplit, batch_scan_skip_level0
-from ...store.schema import SchemaManager, TableSchema
+from ...store.common import fileio
+from ...store.common.errors import PaimonError
+from ...store.common.paths import data_file_path, partition_value_string
+from ...store.read.read import raw_convertible
+from ...store.read.scan import DataSplit, batch_scan_skip_level0
+from ...store.schema.schema import SchemaManager, TableSchema
 from ...store.table import FileStoreTable
 from ..spark_types import spark_schema, to_spark
 from . import deletions

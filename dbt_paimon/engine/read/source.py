@@ -1,0 +1,173 @@
+"""The `paimon` Spark data source: merge-on-read of a Paimon table as a DataFrame.
+
+    spark.read.format("paimon").load(path)                             # latest snapshot
+    spark.read.format("paimon").option("snapshot-id", 3).load(path)   # time travel
+    spark.read.format("paimon").option("tag", "v1").load(path)         # ... to a tag
+    spark.read.format("paimon").load(path + "$files")                  # a system table
+
+The driver plans the snapshot (manifests only); each input partition carries a few splits, one
+split being one (partition, bucket), which an executor reads and merges with the table's merge
+engine (vectorised, store.read.TableRead) and hands to Spark as Arrow batches.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from pyspark.sql.types import StructType
+
+from ...store.common.errors import PaimonError
+from ...store.common import fileio
+from ...store.common.fileio import FileIO, is_storage_option
+from ...store.read.read import TableRead
+from ...store import system_tables
+from ...store.schema.schema import SchemaManager
+from ...store.table import FileStoreTable
+from .native import MERGED, SPLITS_OPTION, Splits
+from ..spark_types import for_spark, spark_schema
+from pyspark.sql.pandas.types import from_arrow_schema
+
+SOURCE_NAME = "paimon"
+_ROWS_PER_PARTITION = 1_000_000
+
+
+class PaimonDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def _path(self) -> tuple[str, str | None]:
+        path = self.options.get("path")
+        if not path:
+            raise PaimonError("the paimon source needs a table path: spark.read.format('paimon').load(path)")
+        return system_tables.split_name(path)
+
+    def _table(self) -> FileStoreTable:
+        path = self._path()[0]
+        # store settings given as reader options (Paimon's names: s3.endpoint, ...) win over the
+        # process's configured ones
+        given = {k: v for k, v in self.options.items() if is_storage_option(k)}
+        return FileStoreTable.open(path, FileIO.get(path, given or None))
+
+    def _snapshot_id(self) -> int | None:
+        value = self.options.get("snapshot-id") or self.options.get("scan.snapshot-id")
+        if value and self._tag():
+            raise PaimonError("give either snapshot-id or tag, not both")
+        return int(value) if value not in (None, "") else None
+
+    def _tag(self) -> str | None:
+        return self.options.get("tag") or self.options.get("scan.tag-name") or None
+
+    def _schema_id(self, table: FileStoreTable) -> int | None:
+        if self._tag():  # the tag holds its snapshot, which may have expired since
+            return table.tags.get_or_throw(self._tag()).snapshot.schema_id
+        sid = self._snapshot_id()
+        return table.snapshots.snapshot(sid).schema_id if sid is not None else None
+
+    def schema(self) -> StructType:
+        if self._path()[1] is not None:
+            return from_arrow_schema(system_tables.SCHEMAS[self._path()[1]])
+        table = self._table()
+        schema_id = self._schema_id(table)
+        schema = table.schema
+        if schema_id is not None:  # time travel reads with the schema of that snapshot
+            schema = SchemaManager(table.io, table.path).schema(schema_id)
+        return spark_schema(schema)
+
+    def writer(self, schema: StructType, overwrite: bool):
+        """Refused with what to do instead: a Paimon table is written through `spark.sql` (INSERT,
+        MERGE INTO, ...: sql/) or the engine's upsert/write, which see the whole batch and
+        commit it once; a data source writer sees one task's rows at a time."""
+        raise PaimonError(f"the Paimon table at {self._path()[0]} is not written through the DataFrame writer API: "
+                          f"use spark.sql('INSERT INTO ...') (in a session where dbt_paimon.sql.register(spark) "
+                          f"ran) or dbt_paimon.engine.upsert / write")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        system = self._path()[1]
+        if system is not None:
+            return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
+        # No reader here takes Spark's filters: Spark 4.1-4.3 keep the read a reader planned after
+        # taking a query's filters on the DataFrame's source object, and a later query on the same
+        # DataFrame that pushes no filter reads what the earlier one narrowed (df.where(...).count(),
+        # then df.count()). Queries are narrowed before they reach the source (read/query.py).
+        return PaimonReader(self._table(), self._snapshot_id(), schema, self._tag(),
+                            merged_only=self.options.get(SPLITS_OPTION) == MERGED)
+
+
+class SystemTableReader(DataSourceReader):
+    """Metadata is small and computed on the driver; one partition hands it to Spark."""
+
+    def __init__(self, table: pa.Table):
+        self.blob = pickle.dumps(table)
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        yield from pickle.loads(self.blob).to_batches()
+
+
+class SplitsPartition(InputPartition):
+    def __init__(self, blob: bytes):
+        super().__init__(blob)
+
+
+class PaimonReader(DataSourceReader):
+    def __init__(self, table: FileStoreTable, snapshot_id: int | None, schema: StructType, tag: str | None = None,
+                 merged_only: bool = False):
+        """merged_only: read only the splits Spark's Parquet reader does not (read/native.py)."""
+        self.path = table.path
+        self.io = table.io  # travels to the executors with the store's settings
+        # A batch read: level-0 files of a first-row table stay out, as in Java and pypaimon.
+        plan = table.plan(snapshot_id, tag=tag, batch_read=True)
+        self.splits = plan.splits
+        self.table_schema = table.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
+        self.columns = [f.name for f in schema.fields]
+        if merged_only:
+            native = Splits(table.path, table.io, self.table_schema)
+            self.splits = [s for s in self.splits if not native.native(s)]
+
+    def partitions(self) -> list[SplitsPartition]:
+        if not self.splits:
+            return [SplitsPartition(pickle.dumps([]))]
+        total = sum(s.row_count for s in self.splits)
+        chunks = max(1, min(len(self.splits), total // _ROWS_PER_PARTITION + 1, 256))
+        groups: list[list] = [[] for _ in range(chunks)]
+        for i, s in enumerate(self.splits):  # per split (metadata), not per row
+            groups[i % chunks].append(s)
+        return [SplitsPartition(pickle.dumps(g)) for g in groups]
+
+    def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
+        reader = TableRead(self.io, self.path, self.table_schema, self.columns)
+        for split in pickle.loads(partition.value):
+            part = reader.read_split(split)
+            if part.num_rows:
+                yield from for_spark(part, self.table_schema).to_batches(max_chunksize=1 << 16)
+
+
+def register(spark, storage_options: Mapping[str, object] | None = None) -> None:
+    """Make `spark.read.format("paimon")` available in this SparkSession.
+
+    Spark runs a Python data source in worker processes that know nothing of this process's
+    configured store settings, so the source registered here carries them (storage_options, else
+    those fileio.configure() set): a class made here is pickled by value, its settings with it.
+    Options given to a read (`.option("s3.endpoint", ...)`) win over them."""
+    from ..runtime import deploy
+    # pyspark copies the application's shipped files into a data source when it is registered:
+    # on a cluster, ship the engine first so the source's workers can import it
+    deploy.ship(spark)
+    defaults = {str(k): str(v) for k, v in (storage_options if storage_options is not None
+                                            else fileio.configured()).items()}
+    if not defaults:
+        spark.dataSource.register(PaimonDataSource)
+        return
+
+    class ConfiguredPaimonDataSource(PaimonDataSource):
+        def __init__(self, options):
+            super().__init__({**defaults, **dict(options or {})})
+
+    spark.dataSource.register(ConfiguredPaimonDataSource)

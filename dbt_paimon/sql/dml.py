@@ -1,0 +1,191 @@
+"""INSERT, DELETE and TRUNCATE on a Paimon table, with Paimon's semantics, each one snapshot commit.
+
+    INSERT INTO t ...                 a primary-key table: an upsert (engine/writes/upsert.py; a key that
+                                      moves partition on a cross-partition table moves once); an
+                                      append table: rows appended (engine/writes/append.py)
+    INSERT OVERWRITE t ...            the partitions the rows fall in are replaced (Paimon's
+                                      dynamic partition overwrite); with PARTITION (p = v, ...) that
+                                      partition, rows or not; a table without partitions: all of it
+    DELETE FROM t [WHERE c]           -D records of the matching rows (a key table), the files
+                                      holding them written again without them (an append table)
+    UPDATE t SET c = e [WHERE ...]    a deduplicate key table: the matching rows, updated, upserted
+                                      (not the key's columns; a cross-partition table's partition
+                                      column moves the row); an append table: the files holding
+                                      matching rows written again with them updated
+    TRUNCATE TABLE t [PARTITION (..)] an OVERWRITE commit without files, as Paimon's TRUNCATE
+
+The rows an INSERT writes are the statement's own query, planned by Spark from the parsed plan
+(not its text), and handed to the engine as a DataFrame: on a cluster the engine's Spark jobs write
+them. The statement's columns map to the table's as Spark maps them: by position after the static
+partition columns, by the column list given, or BY NAME.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..engine.writes import commit_loop
+from ..engine.writes.append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
+from ..engine.writes.append import write as append_write
+from ..engine.writes.delete import delete, update_append
+from ..engine.writes.replace import Replace
+from ..engine.spark_types import check_nested_values, to_spark
+from ..engine.writes.upsert import upsert
+from ..store.common.errors import SchemaError
+from ..store.common.fileio import FileIO
+from ..store.common.options import MergeEngine
+from ..store.common.paths import partition_value_string
+from ..store.schema.schema import SchemaManager, TableSchema, resolve_columns
+from ..store.table import FileStoreTable
+from .catalog import quote, sql_string
+from ..engine.qualified import named
+from .statement import Statement, option, scala_list, scala_map
+from .target import Target, names
+
+KINDS = ("insert", "delete", "update", "truncate", "truncate partition")
+
+
+def run(spark: SparkSession, statement: Statement, target: Target) -> Optional[dict[str, int]]:
+    """Carry out a statement (kind in KINDS) on the Paimon table `target`; DELETE and UPDATE answer
+    the rows they changed, as Delta's commands do ({"num_affected_rows": n})."""
+    if statement.kind == "insert":
+        insert(spark, statement, target)
+    elif statement.kind == "delete":
+        condition = statement.source_text(statement.plan.condition()) if statement.plan.condition() else None
+        done = delete(spark, target.path, condition or "true", alias=names(statement, target))
+        return {"num_affected_rows": done.deleted}
+    elif statement.kind == "update":
+        return {"num_affected_rows": update(spark, statement, target)}
+    else:
+        truncate(spark, statement, target)
+    return None
+
+
+def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static: dict) -> DataFrame:
+    """The statement's query as a DataFrame of the table's columns (static partition values added)."""
+    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, statement.plan.query())
+    query = DataFrame(jdf, spark)
+    names = statement.written_name
+    given = [str(c) for c in scala_list(spark, statement.plan.userSpecifiedCols())]
+    if statement.plan.byName():
+        given = resolve_columns("column", query.columns, schema.field_names)
+    elif given:
+        given = resolve_columns("column", given, schema.field_names)
+    else:
+        given = [f for f in schema.field_names if f not in static]
+    if len(given) != len(query.columns):
+        raise SchemaError(f"INSERT into {names}: the query gives {len(query.columns)} column(s) for "
+                          f"{len(given)} ({given})")
+    columns = {name: query[quote(c)] for name, c in zip(given, query.columns)}
+    for name, value in static.items():
+        columns[name] = F.lit(value)
+    missing = [f for f in schema.fields if f.name not in columns]
+    for f in missing:
+        if not f.type.nullable:
+            raise SchemaError(f"INSERT into {names}: column {f.name!r} is NOT NULL and the statement gives no value")
+    return query.select(*[(columns[f.name] if f.name in columns else F.lit(None)).cast(to_spark(f.type))
+                          .alias(f.name) for f in schema.fields])
+
+
+def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
+    plan = statement.plan
+    if plan.ifPartitionNotExists():
+        raise SchemaError(f"INSERT OVERWRITE {statement.written_name} ... IF NOT EXISTS is not supported")
+    schema = SchemaManager(FileIO.get(target.path), target.path).latest()
+    spec = {str(k): option(v) for k, v in scala_map(spark, plan.partitionSpec()).items()}
+    names = resolve_columns("partition column", list(spec), schema.field_names) if spec else []
+    bad = [n for n in names if n not in schema.partition_keys]
+    if bad:
+        raise SchemaError(f"INSERT into {statement.written_name}: {bad} are not partition columns "
+                          f"({list(schema.partition_keys)})")
+    spec = dict(zip(names, spec.values()))
+    static = {k: v for k, v in spec.items() if v is not None}
+    rows = _rows(spark, statement, schema, static)
+    overwrite = bool(plan.overwrite())
+    # a static PARTITION (...) spec naming every partition column: that partition is replaced, rows or not
+    where = None
+    if overwrite and static and set(static) == set(schema.partition_keys):
+        where = " AND ".join(f"{quote(k)} = CAST({sql_string(v)} AS {to_spark(schema.field(k).type).simpleString()})"
+                             for k, v in static.items())
+    keys = dict(partition_keys=list(schema.partition_keys))
+    if schema.is_append:
+        if not overwrite:
+            mode = APPEND_MODE
+        elif where is not None:
+            mode = REPLACE_WHERE
+        else:
+            mode = OVERWRITE_PARTITIONS if schema.partition_keys else OVERWRITE_TABLE
+        append_write(rows, target.path, mode=mode, where=where, **keys)
+        return
+    replace = None
+    if overwrite:
+        if where is not None and schema.core.merge_engine != MergeEngine.DEDUPLICATE:
+            # a table that merges rows is overwritten by the partitions its rows fall in (replace.py):
+            # all in the named one here, which a statement without rows leaves as it is
+            replace = Replace(batch_partitions=True)
+        elif where is not None:
+            replace = Replace(where=where, what=f"PARTITION ({', '.join(f'{k}={v}' for k, v in static.items())})")
+        elif schema.partition_keys:
+            replace = Replace(batch_partitions=True)
+        else:
+            replace = Replace(where="true")
+    upsert(rows, target.path, primary_keys=list(schema.primary_keys), replace=replace, **keys)
+
+
+def update(spark: SparkSession, statement: Statement, target: Target) -> int:
+    """The rows the statement set (an append table's files holding them written again; a key
+    table's rows upserted)."""
+    schema = SchemaManager(FileIO.get(target.path), target.path).latest()
+    plan = statement.plan
+    words = f"UPDATE {statement.written_name}"
+    assigned = {}
+    for assignment in scala_list(spark, plan.assignments()):
+        parts = [str(p) for p in scala_list(spark, assignment.key().nameParts())]
+        name = resolve_columns("column", [parts[-1]], schema.field_names)[0]
+        assigned[name] = statement.source_text(assignment.value())
+    condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
+    name = names(statement, target)
+    if schema.is_append:
+        return update_append(spark, target.path, condition or "true", assigned, name).updated
+    if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
+        raise SchemaError(f"{words}: the table merges rows ({schema.core.merge_engine}), so an updated row would "
+                          f"merge with the stored one; write the rows with INSERT INTO instead")
+    keys = [k for k in assigned if k in schema.primary_keys]
+    if keys:
+        raise SchemaError(f"{words}: {keys} belong to the primary key, which UPDATE cannot change (DELETE the "
+                          f"rows and INSERT them under the new key)")
+    rows = named(spark.read.format("paimon").load(target.path), name)
+    if condition is not None:
+        rows = rows.filter(F.expr(condition))
+    check_nested_values(rows, {n: F.expr(e) for n, e in assigned.items()}, schema, words)
+    changed = rows.select(*[(F.expr(assigned[f.name]).cast(to_spark(f.type)) if f.name in assigned
+                             else F.col(quote(f.name))).alias(f.name) for f in schema.fields])
+    done = upsert(changed, target.path, primary_keys=list(schema.primary_keys),
+                  partition_keys=list(schema.partition_keys))
+    return done.inserted + done.updated + done.moved
+
+
+def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:
+    """Paimon's TRUNCATE: an OVERWRITE commit of the table (or the named partitions) without files."""
+    table = FileStoreTable.open(target.path)
+    schema = table.schema
+    partitions = None
+    if statement.kind == "truncate partition":
+        spec = {str(k): str(v) for k, v in scala_map(spark, statement.plan.partitionSpec().spec()).items()}
+        names = resolve_columns("partition column", list(spec), schema.field_names)
+        if not set(names) <= set(schema.partition_keys):
+            raise SchemaError(f"TRUNCATE TABLE {statement.written_name} PARTITION: {names} are not all partition "
+                              f"columns ({list(schema.partition_keys)})")
+        wanted = dict(zip(names, spec.values()))
+        index = {k: i for i, k in enumerate(schema.partition_keys)}
+        types = schema.partition_types
+        partitions = {s.partition for s in table.plan().splits
+                      if all(partition_value_string(s.partition_values[index[k]], types[index[k]]) == v
+                             for k, v in wanted.items())}
+        if not partitions:
+            return
+    commit_loop.run(table.path, table.io, f"TRUNCATE TABLE {statement.written_name}",
+                    lambda at: at.overwrite([], partitions))

@@ -1,0 +1,124 @@
+"""Spark SQL on Paimon tables in a SparkSession: the statements that write one run on the table.
+
+`install(spark)` puts a `sql` of its own on the session object: a statement that writes a Paimon
+table of Spark's catalog (statement.py reads it with Spark's parser, target.py finds the table) is
+carried out on the table (ddl.py: ALTER TABLE; dml.py: INSERT, DELETE, UPDATE, TRUNCATE; merge.py:
+MERGE INTO) and answered as Spark and Delta answer such statements: DELETE, UPDATE and MERGE with
+one row of the rows they changed (`num_affected_rows`; MERGE by kind too), the rest with none; a query on
+Paimon tables reads them through Spark's own Parquet reader where no merge is needed (read/query.py);
+anything else goes to Spark unchanged. dbt's statements reach Spark through
+this same `spark.sql` (dbt-spark's session cursor), so dbt, hooks, `run_query` and a notebook on
+the session all get the same behaviour.
+
+Statements Spark receives another way (the DataFrame writer API, a JDBC/Thrift server on the same
+JVM) do not pass here: Spark's own refusal answers them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Mapping, Optional
+
+from pyspark.sql import DataFrame, SparkSession
+
+from . import query
+from ..engine.read.source import register as register_source
+from ..store.common.errors import PaimonError
+from . import catalog, ddl, dml
+from .merge import merge
+from .statement import Statement, read
+from .target import resolve
+
+log = logging.getLogger(__name__)
+
+# a statement that may write a table starts with one of these words (after comments): only those
+# are given to the parser, so a query costs nothing more
+_WRITE_WORD = re.compile(r"(?:insert|delete|update|merge|truncate|alter)\b", re.IGNORECASE)
+_SPACE = re.compile(r"\s+")
+_INSTALLED = "dbt_paimon_sql"  # the attribute marking a session that has it
+
+
+def _first_word(text: str) -> int:
+    """Where the statement's first word starts, past whitespace and comments: a scan in one pass
+    (a pattern of repeated optional parts can take exponential time on a long statement)."""
+    i, n = 0, len(text)
+    while i < n:
+        space = _SPACE.match(text, i)
+        if space:
+            i = space.end()
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        else:
+            break
+    return i
+
+
+def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
+    """Carry out `text` if it writes a Paimon table (its answer: a DataFrame), else None."""
+    if not _WRITE_WORD.match(text, _first_word(text)):
+        return None
+    statement = read(spark, text)
+    if statement is None:
+        return None
+    target = resolve(spark, statement.target)
+    if target is None:
+        return None
+    log.info("%s %s: carried out on the Paimon table at %s", statement.kind, statement.written_name, target.path)
+    counts = None
+    try:
+        if statement.kind in ddl.KINDS:
+            ddl.alter(spark, statement, target)
+        elif statement.kind == "merge":
+            counts = merge(spark, statement, target)
+        else:
+            counts = dml.run(spark, statement, target)
+    except PaimonError as e:  # the engine's words name the table's path: say which statement on which name
+        if e.args and isinstance(e.args[0], str) and statement.written_name not in e.args[0]:
+            e.args = (f"{_verb(statement)} {statement.written_name}: {e.args[0]}",) + e.args[1:]
+        raise
+    if counts:  # DELETE, UPDATE, MERGE: one row of the rows changed, as Delta's commands answer
+        return spark.createDataFrame([tuple(counts.values())], ", ".join(f"{k} bigint" for k in counts))
+    return DataFrame(spark._jsparkSession.emptyDataFrame(), spark)
+
+
+def _verb(statement: Statement) -> str:
+    if statement.kind == "insert":
+        return "INSERT OVERWRITE" if statement.plan.overwrite() else "INSERT INTO"
+    return {"delete": "DELETE FROM", "update": "UPDATE", "merge": "MERGE INTO", "truncate": "TRUNCATE TABLE",
+            "truncate partition": "TRUNCATE TABLE"}.get(statement.kind, "ALTER TABLE")
+
+
+def install(spark: SparkSession) -> None:
+    """Give the session the `sql` that carries out statements writing Paimon tables (idempotent)."""
+    if getattr(spark, _INSTALLED, False):
+        return
+    spark_sql = spark.sql
+
+    def sql(sqlQuery: str, args=None, **kwargs) -> DataFrame:  # noqa: N803 - SparkSession.sql's own names
+        if args is None and not kwargs and isinstance(sqlQuery, str):
+            done = run(spark, sqlQuery)
+            if done is None:
+                done = query.run(spark, sqlQuery, spark_sql, _first_word(sqlQuery))
+            if done is not None:
+                return done
+        return spark_sql(sqlQuery, args, **kwargs)
+
+    sql.__doc__ = spark_sql.__doc__
+    spark.sql = sql
+    setattr(spark, _INSTALLED, True)
+
+
+def register(spark: SparkSession, storage_options: Mapping[str, object] | None = None,
+             warehouse: Optional[str] = None) -> None:
+    """Make Paimon available in this SparkSession: `spark.read.format("paimon")`, Spark SQL that
+    writes a Paimon table of Spark's catalog carried out on the table, and, with `warehouse`, every
+    Paimon table of that warehouse in Spark's catalog as `schema.table`."""
+    register_source(spark, storage_options)
+    install(spark)
+    if warehouse is not None:
+        catalog.sync(spark, warehouse)

@@ -1,0 +1,2 @@
+"""Snapshots and tags: the snapshot files and `LATEST`/`EARLIEST` hints (`SnapshotManager`), tags, and
+the tags Paimon creates on its own (`tag.automatic-creation`)."""

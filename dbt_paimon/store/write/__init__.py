@@ -1,0 +1,2 @@
+"""Writes: append files, the commit of a snapshot, its conflict checks and the wait between retries,
+postpone buckets."""
