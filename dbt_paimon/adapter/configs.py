@@ -12,7 +12,7 @@ from dbt.adapters.spark.impl import SparkConfig
 from dbt_common.exceptions import DbtRuntimeError
 
 from ..engine import EXECUTIONS, Execution, RunSettings
-from ..store import did_you_mean
+from ..store import SchemaError, did_you_mean
 
 
 @dataclass
@@ -29,14 +29,15 @@ class PaimonConfig(SparkConfig):
 class UpsertConfig:
     """The configs of a model kept in a Paimon table (paimon_upsert, table, incremental, seed), as dbt
     gives them, checked once in their dbt names. Column names are resolved later, against the model's
-    columns (materializations.py)."""
+    columns (materializations.py). `options` are the table's own; the run keys and store settings
+    given among them (`commit.max-retries`, `s3.endpoint`, ...) are in `settings` with `execution` and
+    `key_index`: the engine's settings of the model's runs, built here once."""
 
     unique_key: List[str]
     partition_by: List[str]
     sequence_by: List[str]
     options: Dict[str, Any]
-    execution: Execution
-    key_index: bool
+    settings: RunSettings
     merge_update_columns: Any = None
     merge_exclude_columns: Any = None
     incremental_predicates: Any = None
@@ -53,11 +54,16 @@ class UpsertConfig:
         key_index = config.get("key_index")
         if key_index not in (None, True, False):
             raise DbtRuntimeError(f"{name}: key_index must be true or false, got {key_index!r}")
+        try:
+            settings, options = RunSettings.from_options(
+                dict(config.get("options") or {}),
+                RunSettings(execution=Execution(execution or Execution.AUTO), key_index=key_index is not False))
+        except SchemaError as e:
+            raise DbtRuntimeError(f"{name}: {e}") from None
         return cls(unique_key=column_list(config.get("unique_key")),
                    partition_by=column_list(config.get("partition_by")),
                    sequence_by=column_list(config.get("sequence_by")),
-                   options=dict(config.get("options") or {}),
-                   execution=Execution(execution or Execution.AUTO), key_index=key_index is not False,
+                   options=options, settings=settings,
                    merge_update_columns=config.get("merge_update_columns"),
                    merge_exclude_columns=config.get("merge_exclude_columns"),
                    incremental_predicates=config.get("incremental_predicates") or config.get("predicates"),
@@ -65,11 +71,6 @@ class UpsertConfig:
                    event_time=config.get("event_time"),
                    batch_start=config.get("__dbt_internal_microbatch_event_time_start"),
                    batch_end=config.get("__dbt_internal_microbatch_event_time_end"))
-
-    def run_settings(self) -> RunSettings:
-        """The engine's settings of this model's runs (run keys among `options` join them in the
-        engine)."""
-        return RunSettings(execution=self.execution, key_index=self.key_index)
 
 
 def column_list(value: Any) -> List[str]:

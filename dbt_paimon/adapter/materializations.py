@@ -144,11 +144,11 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
         t0 = time.time()
         if write.upsert:
             result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=given.options,
-                            sequence_by=sequence[0] if sequence else None, settings=given.run_settings(),
+                            sequence_by=sequence[0] if sequence else None, settings=given.settings,
                             not_null=not_null, replace=write.replace if exists else None)
         else:
             result = append_write(batch, target, mode=write.mode, partition_keys=partitions, options=given.options,
-                                  not_null=not_null, settings=given.run_settings(), where=write.where)
+                                  not_null=not_null, settings=given.settings, where=write.where)
     except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
         if evolved is not None:
             schema_change.rollback(path, evolved, io)

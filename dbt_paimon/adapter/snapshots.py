@@ -313,8 +313,9 @@ def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelat
                     _message="SNAPSHOT 0: no changes" + (f", added column(s) {', '.join(added)}" if added else ""),
                     code="SNAPSHOT", rows_affected=0, table_path=path, schema_id=schema_id(path),
                     added_columns=added or None)
+        settings, table_options = RunSettings.from_options(options, RunSettings(execution=execution or Execution.AUTO))
         result = upsert(batch, path, primary_keys=[meta["dbt_scd_id"]], partition_keys=column_list(partition_by),
-                        options=options or {}, settings=RunSettings(execution=execution or Execution.AUTO))
+                        options=table_options, settings=settings)
     except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
         if evolved is not None:
             schema_change.rollback(path, evolved, io)

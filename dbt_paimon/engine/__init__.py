@@ -7,10 +7,11 @@
 - delete(spark, path, where): -D records for every live row matching a Spark SQL predicate (an
   append table: its files holding such rows written again without them).
 - compact(spark, path[, buckets]): full compaction of buckets into one COMPACT snapshot.
-Every write takes `settings=RunSettings(...)`: where it runs, its parallelism and commit retries,
-the object store's settings.
 - read(spark, path[, snapshot_id=..., tag=...]): the table as a DataFrame, the files that need no
   merge read by Spark's own Parquet reader (read/native.py), the rest merged by the `paimon` source.
+Every operation takes `settings=RunSettings(...)`: where it runs, its parallelism and commit retries,
+the object store's settings (a read: the last alone). `RunSettings.from_options` splits a user's
+options into those and the table's own.
 What else the adapter needs of the engine is here too, and nothing else of the engine is for
 outside use: a run's settings (`RunSettings`, `Execution`), the table checks of an upsert, the
 append modes, schema changes (`schema_change`), Spark <-> Paimon types, the session's warm-up and a

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Mapping, Optional
+from typing import Optional
 
 from pyspark.sql import DataFrame, SparkSession
 
 from . import query
 from ..engine.read.source import register as register_source
+from ..engine.settings import RunSettings
 from ..store.common.errors import PaimonError
 from . import catalog, ddl, dml
 from .merge import merge
@@ -113,12 +114,13 @@ def install(spark: SparkSession) -> None:
     setattr(spark, _INSTALLED, True)
 
 
-def register(spark: SparkSession, storage_options: Mapping[str, object] | None = None,
-             warehouse: Optional[str] = None) -> None:
+def register(spark: SparkSession, settings: RunSettings | None = None, warehouse: Optional[str] = None) -> None:
     """Make Paimon available in this SparkSession: `spark.read.format("paimon")`, Spark SQL that
     writes a Paimon table of Spark's catalog carried out on the table, and, with `warehouse`, every
-    Paimon table of that warehouse in Spark's catalog as `schema.table`."""
-    register_source(spark, storage_options)
+    Paimon table of that warehouse in Spark's catalog as `schema.table`. `settings`: its
+    storage_options are the object store's settings the `paimon` source reads with (else those
+    fileio.configure() set)."""
+    register_source(spark, settings.storage_options if settings is not None else None)
     install(spark)
     if warehouse is not None:
         catalog.sync(spark, warehouse)

@@ -294,3 +294,19 @@ def test_strategies_a_paimon_table_does_not_take_are_refused_before_the_run():
     assert table_format("incremental", "paimon", "delete+insert") == "paimon"
     with pytest.raises(DbtRuntimeError, match="incremental_strategy 'bad_strategy' is not supported on a Paimon"):
         table_format("incremental", "paimon", "bad_strategy")
+
+
+def test_a_models_run_settings_are_built_once_from_its_config():
+    """Run keys and store settings among a model's `options` go to its RunSettings with `execution`
+    and `key_index`; the table keeps only its own options; a bad run key names the model."""
+    from dbt_paimon.adapter.configs import UpsertConfig
+
+    given = UpsertConfig.of("s.m", {"execution": "local", "key_index": False, "options": {
+        "bucket": "2", "commit.max-retries": "3", "sink.parallelism": 4, "s3.endpoint": "http://h:1"}})
+    assert given.options == {"bucket": "2"}
+    assert (given.settings.execution, given.settings.key_index, given.settings.commit_max_retries,
+            given.settings.sink_parallelism) == ("local", False, 3, 4)
+    assert given.settings.storage_options == {"s3.endpoint": "http://h:1"}
+    assert "http://h:1" not in repr(given.settings)
+    with pytest.raises(DbtRuntimeError, match=r"s\.m: .*'commit.max-retries' must be positive, got -1"):
+        UpsertConfig.of("s.m", {"options": {"commit.max-retries": "-1"}})

@@ -79,16 +79,15 @@ SQL_STATEMENTS = (  # (table, statement)
 def _spark_sql(spark, config: dict, report: dict) -> None:
     """A cross-partition key table and an append table beside the engine's table, the statements
     above on them; after each, the table's rows as Spark SQL reads them and its latest snapshot."""
+    from dbt_paimon.engine import RunSettings, upsert, write
     from dbt_paimon.sql import register
-    from dbt_paimon.engine import upsert
-    from dbt_paimon.engine import write
     from dbt_paimon.store import FileStoreTable
 
     warehouse = config["table"].rsplit("/db.db/", 1)[0]
     rows = spark.createDataFrame([(1, "a", 10), (2, "a", 20), (3, "b", 30)], "id BIGINT, dt STRING, v BIGINT")
     upsert(rows, f"{warehouse}/db.db/cross", primary_keys="id", partition_keys="dt")
     write(rows, f"{warehouse}/db.db/logs", partition_keys="dt")
-    register(spark, config["storage"], warehouse=warehouse)
+    register(spark, RunSettings(storage_options=config["storage"]), warehouse=warehouse)
     spark.sparkContext.setJobGroup("sql", "Spark SQL on Paimon tables")
     report["sql"], seen = [], {"cross": 1, "logs": 1}
     try:

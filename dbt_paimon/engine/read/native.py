@@ -43,6 +43,7 @@ from ...store.read.read import raw_convertible
 from ...store.read.scan import DataSplit, batch_scan_skip_level0
 from ...store.schema.schema import SchemaManager, TableSchema
 from ...store.table import FileStoreTable
+from ..settings import RunSettings
 from ..spark_types import spark_schema, to_spark
 from . import deletions
 from .lost_rows import LostRows, groups_of
@@ -109,14 +110,16 @@ class Splits:
 
 
 def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag: Optional[str] = None,
-          source_options: Optional[dict] = None) -> DataFrame:
-    """The table at its latest snapshot (or `snapshot_id`, or `tag`) as a DataFrame; `source_options`:
-    what the `paimon` source is given besides (the object store's settings).
+          settings: Optional[RunSettings] = None) -> DataFrame:
+    """The table at its latest snapshot (or `snapshot_id`, or `tag`) as a DataFrame; `settings`: how it
+    is read (its storage_options, the object store's settings, else those fileio.configure() set).
 
     A snapshot never changes, so its DataFrame is made once per session and schema and handed out
     again (a DataFrame answers every query as when it was made): a dbt run reads the same snapshot
     in many queries, and planning a read costs Spark ~0.1 s per Parquet scan."""
-    table = FileStoreTable.open(path, fileio.FileIO.get(path, source_options or None))
+    source_options = ({str(k): str(v) for k, v in settings.storage_options.items()}
+                      if settings is not None and settings.storage_options else None)
+    table = FileStoreTable.open(path, fileio.FileIO.get(path, source_options))
     if tag is not None:
         if snapshot_id is not None:
             raise PaimonError("read as of a snapshot id or a tag, not both")

@@ -13,8 +13,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from dbt_paimon.engine import RunSettings, compact, read, write
-from dbt_paimon.engine import delete, upsert
+from dbt_paimon.engine import RunSettings, compact, delete, read, upsert, write
 from dbt_paimon.sql import register
 from dbt_paimon.store import FileStoreTable
 
@@ -220,3 +219,24 @@ def test_a_partition_filter_leaves_out_whole_directories_where_spark_reads_them(
         assert "FileScan parquet" in text and "(Python)" not in text, text
         pruned = "PartitionFilters: [isnotnull(p" in text or "PartitionFilters: [isnull(p" in text
         assert pruned == (case in ("strings", "ints")), text
+
+
+def test_a_read_and_the_source_take_the_object_stores_settings_from_run_settings(spark, s3_server):
+    """No store settings configured in the process: those a read and `register` are given reach the
+    table's files, the planning in the driver and the `paimon` source's Python workers alike."""
+    import uuid
+
+    from tests.s3 import BUCKET
+
+    settings = RunSettings(storage_options=s3_server.options)
+    path = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/wh/db.db/t"
+    rows = spark.createDataFrame([(1, "a", 10), (2, "b", 20)], "id BIGINT, dt STRING, v BIGINT")
+    upsert(rows, path, primary_keys="id", partition_keys="dt", settings=settings)
+    upsert(rows.where("id = 2").withColumn("v", F.lit(21)), path, primary_keys="id", partition_keys="dt",
+           settings=settings)
+    assert _rows(read(spark, path, settings=settings)) == [(1, "a", 10), (2, "b", 21)]
+    register(spark, settings)
+    try:
+        assert _rows(spark.read.format("paimon").load(path)) == [(1, "a", 10), (2, "b", 21)]
+    finally:
+        register(spark)  # the session's source as the other tests have it
