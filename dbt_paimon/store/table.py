@@ -27,6 +27,7 @@ from .manifest.manifest import ADD, ManifestEntry
 from .maintenance.orphan_files import OrphanFilesClean, OrphanFilesResult, older_than_millis
 from .common.paths import bucket_dir, partition_path
 from .write.postpone import PartitionBuckets
+from .read.incremental import read_between
 from .read.read import TableRead
 from .maintenance.rollback import RollbackResult, rollback
 from .read.scan import FileStoreScan, next_sequences, PartitionFilter, Plan, batch_scan_skip_level0
@@ -102,6 +103,13 @@ class FileStoreTable:
         plan = self.plan(snapshot_id, partition_filter, tag=tag, batch_read=True)
         schema = self.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
         return TableRead(self.io, self.path, schema, columns).read(plan.splits)
+
+    def read_between(self, start: int, end: int, scan_mode: str | None = None,
+                     columns: Sequence[str] | None = None) -> pa.Table:
+        """Paimon's `incremental-between = 'start,end'` (start exclusive) with its
+        `incremental-between-scan-mode` (auto, delta, changelog): the records those snapshots wrote,
+        unmerged, each with its `rowkind` (read/incremental.py)."""
+        return read_between(self.io, self.path, self.schema, start, end, scan_mode, columns)
 
     def read_schema(self, snapshot, travelled: bool) -> TableSchema:
         """The schema a read of `snapshot` returns: the table's, unless the read travelled in time

@@ -45,6 +45,9 @@ class Read:
     options: dict | None = None  # Paimon dynamic options: scan.snapshot-id, scan.tag-name, ...
     equal: dict | None = None  # {column: value}: a predicate Paimon prunes files with (by their stats)
     catalog: dict | None = None  # the catalog's options: an object store's settings (s3.endpoint, ...)
+    # the read returns records with their kinds (an incremental read: -U and -D records are its
+    # answer): a list of dicts, each with `_kind`, instead of an Arrow table
+    records: bool = False
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ def _parse_changes(lines: list[str]) -> list[dict]:
     changes = []
     for line in lines[1:]:
         r = json.loads(line)
-        changes.append({"_snapshot": r["_snapshot"], "_kind": r["_kind"],
+        changes.append({**({"_snapshot": r["_snapshot"]} if "_snapshot" in r else {}), "_kind": r["_kind"],
                         **{name: _from_json(r[name], arrow) for name, arrow in fields}})
     return changes
 
@@ -275,7 +278,7 @@ class JavaPaimon:
             first = json.loads(lines[0])
             if "error" in first:
                 results.append(JavaError(first["error"]))
-            elif isinstance(r, Changes):
+            elif isinstance(r, Changes) or (isinstance(r, Read) and r.records):
                 results.append(_parse_changes(lines))
             else:
                 results.append(_parse_read(lines) if isinstance(r, Read) else None)
