@@ -85,6 +85,7 @@ SECONDS = {
     "tests/store/test_expire.py": 12,
     "tests/store/test_object_store.py": 12,
     "tests/engine/test_bootstrap_pruning.py": 11,
+    "tests/java_paimon/test_incremental_reads.py": 20,
 }
 
 

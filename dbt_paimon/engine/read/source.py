@@ -4,10 +4,14 @@
     spark.read.format("paimon").option("snapshot-id", 3).load(path)   # time travel
     spark.read.format("paimon").option("tag", "v1").load(path)         # ... to a tag
     spark.read.format("paimon").load(path + "$files")                  # a system table
+    spark.read.format("paimon").option("incremental-between", "3,7").load(path)  # what 4..7 wrote
 
 The driver plans the snapshot (manifests only); each input partition carries a few splits, one
 split being one (partition, bucket), which an executor reads and merges with the table's merge
-engine (vectorised, store.read.TableRead) and hands to Spark as Arrow batches.
+engine (vectorised, store.read.TableRead) and hands to Spark as Arrow batches. An incremental read
+(`incremental-between`, `incremental-between-scan-mode`: store/read/incremental.py) hands Spark the
+inserted and updated records of the range (+I, +U), as Paimon's Spark connector does; their row
+kinds, retractions included, are the store's `FileStoreTable.read_between`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import pickle
 from typing import Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from pyspark.sql.types import StructType
@@ -23,6 +28,7 @@ from pyspark.sql.types import StructType
 from ...store.common.errors import PaimonError
 from ...store.common import fileio
 from ...store.common.fileio import FileIO, is_storage_option
+from ...store.read import incremental
 from ...store.read.read import TableRead
 from ...store import system_tables
 from ...store.schema.schema import SchemaManager
@@ -94,6 +100,12 @@ class PaimonDataSource(DataSource):
         # taking a query's filters on the DataFrame's source object, and a later query on the same
         # DataFrame that pushes no filter reads what the earlier one narrowed (df.where(...).count(),
         # then df.count()). Queries are narrowed before they reach the source (read/query.py).
+        between = self.options.get("incremental-between")
+        if between:
+            if self._snapshot_id() is not None or self._tag():
+                raise PaimonError("give either incremental-between or a snapshot-id / tag, not both")
+            return IncrementalReader(self._table(), *incremental.parse_between(between),
+                                     self.options.get("incremental-between-scan-mode"), schema)
         return PaimonReader(self._table(), self._snapshot_id(), schema, self._tag(),
                             merged_only=self.options.get(SPLITS_OPTION) == MERGED)
 
@@ -109,6 +121,28 @@ class SystemTableReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from pickle.loads(self.blob).to_batches()
+
+
+class IncrementalReader(DataSourceReader):
+    """The files a range of snapshots wrote, planned on the driver, a few per task; each task hands
+    Spark their inserted and updated records."""
+
+    def __init__(self, table: FileStoreTable, start: int, end: int, mode: str | None, schema: StructType):
+        self.path, self.io, self.table_schema = table.path, table.io, table.schema
+        self.entries = incremental.plan_between(table.io, table.path, table.schema, start, end, mode)
+        self.columns = [f.name for f in schema.fields]
+
+    def partitions(self) -> list[SplitsPartition]:
+        chunks = max(1, min(len(self.entries), 256))
+        return [SplitsPartition(pickle.dumps(self.entries[i::chunks])) for i in range(chunks)]
+
+    def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
+        records = incremental.read_entries(self.io, self.path, self.table_schema, pickle.loads(partition.value),
+                                           self.columns)
+        kept = records.filter(pc.is_in(records.column(incremental.ROW_KIND), pa.array(["+I", "+U"]))).drop_columns(
+            [incremental.ROW_KIND])
+        if kept.num_rows:
+            yield from for_spark(kept, self.table_schema).to_batches(max_chunksize=1 << 16)
 
 
 class SplitsPartition(InputPartition):

@@ -88,14 +88,34 @@ def read_between(io: FileIO, table_path: str, schema: TableSchema, start: int, e
                  mode: str | None = None, projection: Sequence[str] | None = None) -> pa.Table:
     """The records of snapshots start+1 .. end (see above): `rowkind` first, then the projected
     columns (default: every field)."""
+    return read_entries(io, table_path, schema, plan_between(io, table_path, schema, start, end, mode), projection)
+
+
+def plan_between(io: FileIO, table_path: str, schema: TableSchema, start: int, end: int,
+                 mode: str | None = None) -> list[ManifestEntry]:
+    """The files an incremental read of snapshots start+1 .. end reads (manifests only)."""
     files = scan_mode(schema, mode)
-    entries = entries_between(io, table_path, schema, snapshots_between(SnapshotManager(io, table_path), start, end),
-                              files)
+    return entries_between(io, table_path, schema, snapshots_between(SnapshotManager(io, table_path), start, end),
+                           files)
+
+
+def parse_between(value: str) -> tuple[int, int]:
+    """The option `incremental-between` as snapshot ids 'start,end' (tag names are refused by name)."""
+    parts = [p.strip() for p in str(value).split(",")]
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise PaimonError(f"incremental-between must be two snapshot ids 'start,end' (the start exclusive), "
+                          f"got {value!r}; dbt-paimon does not read tag names there yet")
+    return int(parts[0]), int(parts[1])
+
+
+def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequence[ManifestEntry],
+                 projection: Sequence[str] | None = None) -> pa.Table:
+    """The records of some files of plan_between, unmerged, `rowkind` first."""
     reader = TableRead(io, table_path, schema, projection)
     out_schema = pa.schema([pa.field(ROW_KIND, pa.string(), False)] + list(reader.output_schema))
     decoded: dict[bytes, tuple] = {}
     parts = []
-    for e in entries:
+    for e in entries:  # per file
         if e.partition not in decoded:
             decoded[e.partition] = binary_row.deserialize(e.partition, schema.partition_types)
         values = decoded[e.partition]
@@ -104,7 +124,7 @@ def read_between(io: FileIO, table_path: str, schema: TableSchema, start: int, e
         split = DataSplit(0, e.partition, values, e.bucket, e.total_buckets, where, [e.file])
         if schema.is_append:
             rows = reader.read_files(split, [e.file])
-            kinds = pa.array(["+I"] * rows.num_rows, pa.string())
+            kinds = pa.repeat(pa.scalar("+I"), rows.num_rows)
         else:
             kv = reader.read_file_kv(split, e.file)
             rows = kv.select(reader.projection)
