@@ -15,9 +15,11 @@ import pyarrow as pa
 from .compaction.compact_strategy import sorted_run_count
 from .common.errors import PaimonError
 from .common.paths import data_file_path
+from .read.audit_log import AUDIT_LOG
 from .snapshot.tags import TagManager
 
-SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags")
+# audit_log is read apart: its rows are the table's (read/audit_log.py), not metadata
+SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags", AUDIT_LOG)
 
 
 def split_name(path: str) -> tuple[str, str | None]:

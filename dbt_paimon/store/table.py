@@ -27,6 +27,7 @@ from .manifest.manifest import ADD, ManifestEntry
 from .maintenance.orphan_files import OrphanFilesClean, OrphanFilesResult, older_than_millis
 from .common.paths import bucket_dir, partition_path
 from .write.postpone import PartitionBuckets
+from .read import audit_log
 from .read.incremental import read_between
 from .read.read import TableRead
 from .maintenance.rollback import RollbackResult, rollback
@@ -110,6 +111,14 @@ class FileStoreTable:
         `incremental-between-scan-mode` (auto, delta, changelog): the records those snapshots wrote,
         unmerged, each with its `rowkind` (read/incremental.py)."""
         return read_between(self.io, self.path, self.schema, start, end, scan_mode, columns)
+
+    def audit_log(self, snapshot_id: int | None = None, tag: str | None = None,
+                  columns: Sequence[str] | None = None) -> pa.Table:
+        """The `audit_log` system table as of the latest snapshot (or `snapshot_id`, or `tag`):
+        each key's merged record with its `rowkind`, deleted keys as -D (read/audit_log.py)."""
+        plan = self.plan(snapshot_id, tag=tag, batch_read=True)
+        schema = self.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
+        return audit_log.read_splits(TableRead(self.io, self.path, schema, columns), plan.splits)
 
     def read_schema(self, snapshot, travelled: bool) -> TableSchema:
         """The schema a read of `snapshot` returns: the table's, unless the read travelled in time

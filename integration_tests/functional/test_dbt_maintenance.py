@@ -181,7 +181,7 @@ class TestMaintenanceThroughDbt:
         assert "paimon_as_of: give exactly one of snapshot_id and tag (both were given)" in _inline_error(
             "select * from {{ paimon_as_of(ref('customers'), snapshot_id=2, tag='two') }}")
         assert ("paimon_system_table: unknown system table manifests; the system tables are snapshots, files, "
-                "buckets, partitions, tags") in _inline_error(
+                "buckets, partitions, tags, audit_log") in _inline_error(
             "select * from {{ paimon_system_table(ref('customers'), 'manifests') }}")
         assert _data_files(path) == files and FileStoreTable.open(path).latest_snapshot().id == 2
 

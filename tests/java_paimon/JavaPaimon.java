@@ -44,6 +44,7 @@ import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.Arra
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.paimon.table.BucketMode;
 import org.apache.paimon.table.FileStoreTable;
+import org.apache.paimon.table.Table;
 import org.apache.paimon.table.sink.BatchTableCommit;
 import org.apache.paimon.table.sink.BatchTableWrite;
 import org.apache.paimon.table.sink.BatchWriteBuilder;
@@ -195,6 +196,14 @@ public class JavaPaimon {
         return table.copy(options);
     }
 
+    /** A table or one of its system tables ({@code <path>$audit_log}), with dynamic options. */
+    private static Table openAny(JsonNode request, Map<String, String> options) throws Exception {
+        String path = request.get("path").asText();
+        try (Catalog catalog = catalog(path.split("\\$")[0], stringMap(request.get("catalog")))) {
+            return catalog.getTable(identifier(path)).copy(options);
+        }
+    }
+
     /** The fields line of {@code read} and {@code changes}. */
     private static void header(RowType rowType, List<String> lines) throws Exception {
         ObjectNode header = JSON.createObjectNode();
@@ -275,7 +284,7 @@ public class JavaPaimon {
     }
 
     private static void read(JsonNode request, List<String> lines) throws Exception {
-        FileStoreTable table = open(request, stringMap(request.get("options")));
+        Table table = openAny(request, stringMap(request.get("options")));
         RowType rowType = table.rowType();
         header(rowType, lines);
         ReadBuilder builder = table.newReadBuilder();

@@ -4,6 +4,7 @@
     spark.read.format("paimon").option("snapshot-id", 3).load(path)   # time travel
     spark.read.format("paimon").option("tag", "v1").load(path)         # ... to a tag
     spark.read.format("paimon").load(path + "$files")                  # a system table
+    spark.read.format("paimon").load(path + "$audit_log")              # rows with their row kinds
     spark.read.format("paimon").option("incremental-between", "3,7").load(path)  # what 4..7 wrote
 
 The driver plans the snapshot (manifests only); each input partition carries a few splits, one
@@ -23,15 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from ...store.common.errors import PaimonError
 from ...store.common import fileio
 from ...store.common.fileio import FileIO, is_storage_option
-from ...store.read import incremental
+from ...store.read import audit_log, incremental
 from ...store.read.read import TableRead
 from ...store import system_tables
-from ...store.schema.schema import SchemaManager
+from ...store.schema.schema import SchemaManager, TableSchema
 from ...store.table import FileStoreTable
 from .native import MERGED, SPLITS_OPTION, Splits
 from ..spark_types import for_spark, spark_schema
@@ -75,13 +76,15 @@ class PaimonDataSource(DataSource):
         return table.snapshots.snapshot(sid).schema_id if sid is not None else None
 
     def schema(self) -> StructType:
-        if self._path()[1] is not None:
+        if self._path()[1] not in (None, audit_log.AUDIT_LOG):
             return from_arrow_schema(system_tables.SCHEMAS[self._path()[1]])
         table = self._table()
         schema_id = self._schema_id(table)
         schema = table.schema
         if schema_id is not None:  # time travel reads with the schema of that snapshot
             schema = SchemaManager(table.io, table.path).schema(schema_id)
+        if self._path()[1] == audit_log.AUDIT_LOG:
+            return StructType([StructField(audit_log.ROW_KIND, StringType(), False)] + spark_schema(schema).fields)
         return spark_schema(schema)
 
     def writer(self, schema: StructType, overwrite: bool):
@@ -94,6 +97,8 @@ class PaimonDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         system = self._path()[1]
+        if system == audit_log.AUDIT_LOG:
+            return self._audit_log_reader(schema)
         if system is not None:
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
         # No reader here takes Spark's filters: Spark 4.1-4.3 keep the read a reader planned after
@@ -105,9 +110,20 @@ class PaimonDataSource(DataSource):
             if self._snapshot_id() is not None or self._tag():
                 raise PaimonError("give either incremental-between or a snapshot-id / tag, not both")
             return IncrementalReader(self._table(), *incremental.parse_between(between),
-                                     self.options.get("incremental-between-scan-mode"), schema)
-        return PaimonReader(self._table(), self._snapshot_id(), schema, self._tag(),
+                                     self.options.get("incremental-between-scan-mode"), schema.fieldNames())
+        return PaimonReader(self._table(), self._snapshot_id(), schema.fieldNames(), self._tag(),
                             merged_only=self.options.get(SPLITS_OPTION) == MERGED)
+
+
+    def _audit_log_reader(self, schema: StructType) -> DataSourceReader:
+        columns = [f.name for f in schema.fields][1:]
+        between = self.options.get("incremental-between")
+        if between:
+            if self._snapshot_id() is not None or self._tag():
+                raise PaimonError("give either incremental-between or a snapshot-id / tag, not both")
+            return IncrementalReader(self._table(), *incremental.parse_between(between),
+                                     self.options.get("incremental-between-scan-mode"), columns, kinds=True)
+        return PaimonReader(self._table(), self._snapshot_id(), columns, self._tag(), kinds=True)
 
 
 class SystemTableReader(DataSourceReader):
@@ -127,10 +143,12 @@ class IncrementalReader(DataSourceReader):
     """The files a range of snapshots wrote, planned on the driver, a few per task; each task hands
     Spark their inserted and updated records."""
 
-    def __init__(self, table: FileStoreTable, start: int, end: int, mode: str | None, schema: StructType):
+    def __init__(self, table: FileStoreTable, start: int, end: int, mode: str | None, columns: list[str],
+                 kinds: bool = False):
+        """kinds: every record, its row kind first (the audit log's)."""
         self.path, self.io, self.table_schema = table.path, table.io, table.schema
         self.entries = incremental.plan_between(table.io, table.path, table.schema, start, end, mode)
-        self.columns = [f.name for f in schema.fields]
+        self.columns, self.kinds = columns, kinds
 
     def partitions(self) -> list[SplitsPartition]:
         chunks = max(1, min(len(self.entries), 256))
@@ -139,10 +157,10 @@ class IncrementalReader(DataSourceReader):
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
         records = incremental.read_entries(self.io, self.path, self.table_schema, pickle.loads(partition.value),
                                            self.columns)
-        kept = records.filter(pc.is_in(records.column(incremental.ROW_KIND), pa.array(["+I", "+U"]))).drop_columns(
-            [incremental.ROW_KIND])
+        kept = records if self.kinds else records.filter(
+            pc.is_in(records.column(incremental.ROW_KIND), pa.array(["+I", "+U"]))).drop_columns([incremental.ROW_KIND])
         if kept.num_rows:
-            yield from for_spark(kept, self.table_schema).to_batches(max_chunksize=1 << 16)
+            yield from _for_spark(kept, self.table_schema).to_batches(max_chunksize=1 << 16)
 
 
 class SplitsPartition(InputPartition):
@@ -151,16 +169,17 @@ class SplitsPartition(InputPartition):
 
 
 class PaimonReader(DataSourceReader):
-    def __init__(self, table: FileStoreTable, snapshot_id: int | None, schema: StructType, tag: str | None = None,
-                 merged_only: bool = False):
-        """merged_only: read only the splits Spark's Parquet reader does not (read/native.py)."""
+    def __init__(self, table: FileStoreTable, snapshot_id: int | None, columns: list[str], tag: str | None = None,
+                 merged_only: bool = False, kinds: bool = False):
+        """merged_only: read only the splits Spark's Parquet reader does not (read/native.py); kinds:
+        each key's merged record, deletes kept, its row kind first (the audit log's)."""
         self.path = table.path
         self.io = table.io  # travels to the executors with the store's settings
         # A batch read: level-0 files of a first-row table stay out, as in Java and pypaimon.
         plan = table.plan(snapshot_id, tag=tag, batch_read=True)
         self.splits = plan.splits
         self.table_schema = table.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
-        self.columns = [f.name for f in schema.fields]
+        self.columns, self.kinds = columns, kinds
         if merged_only:
             native = Splits(table.path, table.io, self.table_schema)
             self.splits = [s for s in self.splits if not native.native(s)]
@@ -178,9 +197,9 @@ class PaimonReader(DataSourceReader):
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
         reader = TableRead(self.io, self.path, self.table_schema, self.columns)
         for split in pickle.loads(partition.value):
-            part = reader.read_split(split)
+            part = audit_log.read_split(reader, split) if self.kinds else reader.read_split(split)
             if part.num_rows:
-                yield from for_spark(part, self.table_schema).to_batches(max_chunksize=1 << 16)
+                yield from _for_spark(part, self.table_schema).to_batches(max_chunksize=1 << 16)
 
 
 def register(spark, storage_options: Mapping[str, object] | None = None) -> None:
@@ -205,3 +224,11 @@ def register(spark, storage_options: Mapping[str, object] | None = None) -> None
             super().__init__({**defaults, **dict(options or {})})
 
     spark.dataSource.register(ConfiguredPaimonDataSource)
+
+
+def _for_spark(rows: pa.Table, schema: TableSchema) -> pa.Table:
+    """Rows in the Arrow types Spark expects back; a row kind column (the audit log's) as it is."""
+    if rows.column_names[:1] != [incremental.ROW_KIND]:
+        return for_spark(rows, schema)
+    return for_spark(rows.drop_columns([incremental.ROW_KIND]), schema).add_column(
+        0, pa.field(incremental.ROW_KIND, pa.string(), False), rows.column(incremental.ROW_KIND))

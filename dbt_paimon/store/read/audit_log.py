@@ -1,0 +1,43 @@
+"""The `audit_log` system table, as Paimon's AuditLogTable reads it: every row with its row kind in a
+first column `rowkind` (+I, -U, +U, -D).
+
+A batch read gives each key's merged record of the snapshot read, its kind the merged record's, a
+deleted key included as its `-D` record (the merge keeps deletes here, where a table's own read
+drops them); an append table's rows are all `+I`. With `incremental-between` it gives the range's
+records, unmerged (incremental.py).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..format.datafile import VALUE_KIND
+from .incremental import KIND_NAMES, ROW_KIND
+from .read import TableRead
+from .scan import DataSplit
+
+AUDIT_LOG = "audit_log"
+
+
+def with_kinds_schema(reader: TableRead) -> pa.Schema:
+    return pa.schema([pa.field(ROW_KIND, pa.string(), False)] + list(reader.output_schema))
+
+
+def read_split(reader: TableRead, split: DataSplit) -> pa.Table:
+    """One split's rows as the audit log gives them."""
+    if reader.merge_function is None:
+        rows = reader.read_files(split, split.files)
+        kinds = pa.repeat(pa.scalar("+I"), rows.num_rows)
+    else:
+        kv = reader.read_split_kv(split, drop_deletes=False)
+        rows = kv.select(reader.projection)
+        kinds = pc.take(KIND_NAMES, kv.column(VALUE_KIND).cast(pa.int32()))
+    return pa.Table.from_arrays([kinds] + rows.columns, schema=with_kinds_schema(reader))
+
+
+def read_splits(reader: TableRead, splits: Sequence[DataSplit]) -> pa.Table:
+    parts = [read_split(reader, s) for s in splits]  # per split (a bucket), not per row
+    return pa.concat_tables(parts) if parts else with_kinds_schema(reader).empty_table()
