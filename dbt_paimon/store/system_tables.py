@@ -1,5 +1,7 @@
-"""System tables, as Paimon names them (`t$snapshots`, `t$files`, `t$buckets`, `t$partitions`):
-metadata of one table as Arrow tables. Built from snapshot JSON and manifests only, never data files.
+"""System tables, as Paimon names and shapes them (`t$snapshots`, `t$files`, `t$buckets`, `t$partitions`,
+`t$tags`, `t$options`, `t$schemas`, `t$manifests`, `t$consumers`): metadata of one table as Arrow
+tables. Built from snapshot, schema and consumer JSON and manifests only, never data files (the
+`audit_log`, which reads rows, is read/audit_log.py).
 
 A partition is shown as Paimon shows it: `{v1, v2}` (partition values in key order), `{}` for an
 unpartitioned table.
@@ -8,18 +10,24 @@ unpartitioned table.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Callable
 
 import pyarrow as pa
 
 from .compaction.compact_strategy import sorted_run_count
+from .common import binary_row
 from .common.errors import PaimonError
 from .common.paths import data_file_path
 from .read.audit_log import AUDIT_LOG
+from .manifest.manifest import ManifestList
+from .schema.schema import SchemaManager
+from .snapshot.consumers import consumers
 from .snapshot.tags import TagManager
 
 # audit_log is read apart: its rows are the table's (read/audit_log.py), not metadata
-SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags", AUDIT_LOG)
+SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags", "options", "schemas", "manifests",
+                 "consumers", AUDIT_LOG)
 
 
 def split_name(path: str) -> tuple[str, str | None]:
@@ -66,7 +74,22 @@ TAGS = pa.schema([
     ("commit_time", pa.timestamp("us")), ("record_count", pa.int64()), ("create_time", pa.timestamp("us")),
     ("time_retained", pa.string()),
 ])
-SCHEMAS = {"snapshots": SNAPSHOTS, "files": FILES, "buckets": BUCKETS, "partitions": PARTITIONS, "tags": TAGS}
+OPTIONS = pa.schema([pa.field("key", pa.string(), False), pa.field("value", pa.string(), False)])
+TABLE_SCHEMAS = pa.schema([
+    pa.field("schema_id", pa.int64(), False), pa.field("fields", pa.string(), False),
+    pa.field("partition_keys", pa.string(), False), pa.field("primary_keys", pa.string(), False),
+    pa.field("options", pa.string(), False), ("comment", pa.string()),
+    pa.field("update_time", pa.timestamp("us"), False),
+])
+MANIFESTS = pa.schema([
+    pa.field("file_name", pa.string(), False), pa.field("file_size", pa.int64(), False),
+    pa.field("num_added_files", pa.int64(), False), pa.field("num_deleted_files", pa.int64(), False),
+    pa.field("schema_id", pa.int64(), False), ("min_partition_stats", pa.string()),
+    ("max_partition_stats", pa.string()), ("min_row_id", pa.int64()), ("max_row_id", pa.int64()),
+])
+CONSUMERS = pa.schema([pa.field("consumer_id", pa.string(), False), pa.field("next_snapshot_id", pa.int64(), False)])
+SCHEMAS = {"snapshots": SNAPSHOTS, "files": FILES, "buckets": BUCKETS, "partitions": PARTITIONS, "tags": TAGS,
+           "options": OPTIONS, "schemas": TABLE_SCHEMAS, "manifests": MANIFESTS, "consumers": CONSUMERS}
 
 
 def snapshots(table) -> pa.Table:
@@ -144,12 +167,61 @@ def tags(table) -> pa.Table:
     return pa.Table.from_pylist(rows, TAGS)
 
 
+def options(table) -> pa.Table:
+    """The table's options, as its latest schema holds them."""
+    return pa.Table.from_pylist([{"key": k, "value": str(v)} for k, v in table.schema.options.items()], OPTIONS)
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def schemas(table) -> pa.Table:
+    """Every schema of the table, its fields, keys and options as the JSON text Paimon shows."""
+    manager = SchemaManager(table.io, table.path)
+    rows = []
+    for sid in manager.list_ids():  # per schema (metadata)
+        s = manager.schema(sid)
+        rows.append({"schema_id": s.id, "fields": _json([f.to_json() for f in s.fields]),
+                     "partition_keys": _json(list(s.partition_keys)), "primary_keys": _json(list(s.primary_keys)),
+                     "options": _json(dict(s.options)), "comment": _json(s.comment),
+                     "update_time": _millis(s.time_millis)})
+    return pa.Table.from_pylist(rows, TABLE_SCHEMAS)
+
+
+def manifests(table, snapshot_id: int | None = None) -> pa.Table:
+    """The manifests of the snapshot (its base, delta and changelog lists), each with the partitions it
+    spans."""
+    snapshot = table.snapshots.snapshot(snapshot_id) if snapshot_id is not None else table.snapshots.latest()
+    rows = []
+    if snapshot is not None:
+        lists = ManifestList(table.io, table.path)
+        types = table.schema.partition_types
+        names = [snapshot.base_manifest_list, snapshot.delta_manifest_list, snapshot.changelog_manifest_list]
+        for m in [m for name in names if name for m in lists.read(name)]:
+            empty = not m.partition_stats.min_values or not types
+            rows.append({"file_name": m.file_name, "file_size": m.file_size, "num_added_files": m.num_added_files,
+                         "num_deleted_files": m.num_deleted_files, "schema_id": m.schema_id,
+                         "min_partition_stats": None if empty else _partition_text(
+                             binary_row.deserialize(m.partition_stats.min_values, types)),
+                         "max_partition_stats": None if empty else _partition_text(
+                             binary_row.deserialize(m.partition_stats.max_values, types)),
+                         "min_row_id": None, "max_row_id": None})
+    return pa.Table.from_pylist(rows, MANIFESTS)
+
+
+def consumers_table(table) -> pa.Table:
+    return pa.Table.from_pylist([{"consumer_id": c, "next_snapshot_id": n}
+                                 for c, n in consumers(table.io, table.path).items()], CONSUMERS)
+
+
 _BUILDERS: dict[str, Callable] = {"snapshots": snapshots, "files": files, "buckets": buckets,
-                                  "partitions": partitions, "tags": tags}
+                                  "partitions": partitions, "tags": tags, "options": options, "schemas": schemas,
+                                  "manifests": manifests, "consumers": consumers_table}
 
 
 def read(table, name: str, snapshot_id: int | None = None) -> pa.Table:
     """The system table `name` of `table` (as of snapshot_id where that applies)."""
-    if name in ("snapshots", "tags"):
+    if name in ("snapshots", "tags", "options", "schemas", "consumers"):
         return _BUILDERS[name](table)
     return _BUILDERS[name](table, snapshot_id)

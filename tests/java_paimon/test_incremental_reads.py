@@ -160,3 +160,34 @@ def test_the_source_refuses_what_it_does_not_read(spark, warehouse):
         with pytest.raises(Exception, match=words):
             spark.read.format("paimon").options(**options).load(path).collect()
     assert spark.read.format("paimon").option("incremental-between", "0,1").load(path).collect() == [(1, "a", "x")]
+
+
+def test_metadata_system_tables_are_javas(java, spark, warehouse):
+    """options, schemas (after a schema change), manifests and consumers (one Java's reader left) of our
+    table: the rows Java Paimon's system tables give, through the store and the `paimon` source."""
+    from dbt_paimon.store import system_tables
+    from tests.java_paimon.javapaimon import Changes
+
+    path = f"{warehouse}/db.db/meta"
+    options = {"bucket": "2", "changelog-producer": "input", "snapshot.num-retained.min": "2"}
+    upsert(spark.createDataFrame([(1, "a", "x"), (2, "b", "y")], "id BIGINT, v STRING, dt STRING"), path,
+           primary_keys=["id", "dt"], partition_keys="dt", options=options)
+    from pyspark.sql import types as T
+
+    from dbt_paimon.engine import schema_change
+    schema_change.commit(path, schema_change.evolve(FileStoreTable.open(path).schema,
+                                                    add=[T.StructField("n", T.IntegerType())]))  # schema 1
+    upsert(spark.createDataFrame([(3, "c", "x", 7)], "id BIGINT, v STRING, dt STRING, n INT"), path,
+           primary_keys=["id", "dt"], partition_keys="dt", options=options)
+    java.run([Changes(path, start=1, consumer="downstream")])
+    table = FileStoreTable.open(path)
+    names = ("options", "schemas", "manifests", "consumers")
+    theirs = dict(zip(names, java.run([Read(f"{path}${n}") for n in names])))
+    assert theirs["consumers"].num_rows == 1 and theirs["schemas"].num_rows == 2
+    for name in names:
+        ours = system_tables.read(table, name)
+        expected = theirs[name].select(ours.column_names).to_pylist()
+        key = ours.column_names[0]
+        assert sorted(ours.to_pylist(), key=lambda r: r[key]) == sorted(expected, key=lambda r: r[key]), name
+        via_spark = spark.read.format("paimon").load(f"{path}${name}").collect()
+        assert sorted(r.asDict()[key] for r in via_spark) == sorted(r[key] for r in expected), name

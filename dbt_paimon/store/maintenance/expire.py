@@ -35,7 +35,6 @@ coupled changelog; options that keep it longer are refused, option_validation.py
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -45,6 +44,7 @@ from .file_deletion import EARLIEST_HINT, SNAPSHOT, FileDeletion, Hook, file_key
 from ..common.fileio import FileIO
 from ..common.options import INT_MAX
 from ..schema.schema import TableSchema
+from ..snapshot.consumers import consumers
 from ..snapshot.snapshot import Snapshot, SnapshotManager
 from ..snapshot.tags import TagManager
 
@@ -102,18 +102,7 @@ def _previous(sorted_snapshots: Sequence[Snapshot], target: int, or_equal: bool)
 
 def consumer_min_next_snapshot(io: FileIO, table_path: str) -> int | None:
     """The smallest `nextSnapshot` of the table's consumers (`<table>/consumer/consumer-<id>`)."""
-    folder = f"{table_path.rstrip('/')}/consumer"
-    found = []
-    for name in io.list_names(folder):
-        if not name.startswith("consumer-"):
-            continue
-        try:
-            found.append(int(json.loads(io.read_text(f"{folder}/{name}"))["nextSnapshot"]))
-        except FileNotFoundError:
-            continue
-        except (ValueError, KeyError, TypeError) as e:
-            raise CorruptTableError(f"consumer file {folder}/{name} is unreadable: {e}") from None
-    return min(found) if found else None
+    return min(consumers(io, table_path).values(), default=None)
 
 
 class SnapshotExpiration:
