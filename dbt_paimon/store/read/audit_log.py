@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..format.datafile import VALUE_KIND
-from .incremental import KIND_NAMES, ROW_KIND
+from .incremental import ROW_KIND, row_kinds
 from .read import TableRead
 from .scan import DataSplit
 
@@ -34,7 +33,7 @@ def read_split(reader: TableRead, split: DataSplit) -> pa.Table:
     else:
         kv = reader.read_split_kv(split, drop_deletes=False)
         rows = kv.select(reader.projection)
-        kinds = pc.take(KIND_NAMES, kv.column(VALUE_KIND).cast(pa.int32()))
+        kinds = row_kinds(kv.column(VALUE_KIND))
     return pa.Table.from_arrays([kinds] + rows.columns, schema=with_kinds_schema(reader))
 
 

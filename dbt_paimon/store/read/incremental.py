@@ -18,6 +18,7 @@ not read here and is refused by name.
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import pyarrow as pa
@@ -37,7 +38,19 @@ from .scan import DataSplit
 SCAN_MODES = ("auto", "delta", "changelog")
 ROW_KIND = "rowkind"
 # RowKind bytes (_VALUE_KIND) -> Paimon's short strings
-KIND_NAMES = pa.array(["+I", "-U", "+U", "-D"])
+KIND_NAMES = ("+I", "-U", "+U", "-D")
+
+
+@functools.cache
+def _kind_names() -> pa.Array:
+    # made at first use: pyarrow's first array of Python values imports pandas (~0.3 s), which a
+    # module import must not cost every process that loads the store
+    return pa.array(KIND_NAMES, pa.string())
+
+
+def row_kinds(value_kinds) -> pa.ChunkedArray | pa.Array:
+    """_VALUE_KIND bytes as Paimon's short strings."""
+    return pc.take(_kind_names(), pc.cast(value_kinds, pa.int32()))
 
 
 def scan_mode(schema: TableSchema, mode: str | None) -> str:
@@ -128,6 +141,6 @@ def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequ
         else:
             kv = reader.read_file_kv(split, e.file)
             rows = kv.select(reader.projection)
-            kinds = pc.take(KIND_NAMES, kv.column(VALUE_KIND).cast(pa.int32()))
+            kinds = row_kinds(kv.column(VALUE_KIND))
         parts.append(pa.Table.from_arrays([kinds] + rows.columns, schema=out_schema))
     return pa.concat_tables(parts) if parts else out_schema.empty_table()
