@@ -97,33 +97,23 @@ class PaimonDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         system = self._path()[1]
-        if system == audit_log.AUDIT_LOG:
-            return self._audit_log_reader(schema)
-        if system is not None:
+        if system not in (None, audit_log.AUDIT_LOG):
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
+        # the audit log: the table's rows, each with its row kind in a first column
+        kinds = system == audit_log.AUDIT_LOG
+        columns = schema.fieldNames()[1:] if kinds else schema.fieldNames()
         # No reader here takes Spark's filters: Spark 4.1-4.3 keep the read a reader planned after
         # taking a query's filters on the DataFrame's source object, and a later query on the same
         # DataFrame that pushes no filter reads what the earlier one narrowed (df.where(...).count(),
-        # then df.count()). Queries are narrowed before they reach the source (read/query.py).
+        # then df.count()). Queries are narrowed before they reach the source (sql/query.py).
         between = self.options.get("incremental-between")
         if between:
             if self._snapshot_id() is not None or self._tag():
                 raise PaimonError("give either incremental-between or a snapshot-id / tag, not both")
             return IncrementalReader(self._table(), *incremental.parse_between(between),
-                                     self.options.get("incremental-between-scan-mode"), schema.fieldNames())
-        return PaimonReader(self._table(), self._snapshot_id(), schema.fieldNames(), self._tag(),
-                            merged_only=self.options.get(SPLITS_OPTION) == MERGED)
-
-
-    def _audit_log_reader(self, schema: StructType) -> DataSourceReader:
-        columns = [f.name for f in schema.fields][1:]
-        between = self.options.get("incremental-between")
-        if between:
-            if self._snapshot_id() is not None or self._tag():
-                raise PaimonError("give either incremental-between or a snapshot-id / tag, not both")
-            return IncrementalReader(self._table(), *incremental.parse_between(between),
-                                     self.options.get("incremental-between-scan-mode"), columns, kinds=True)
-        return PaimonReader(self._table(), self._snapshot_id(), columns, self._tag(), kinds=True)
+                                     self.options.get("incremental-between-scan-mode"), columns, kinds=kinds)
+        return PaimonReader(self._table(), self._snapshot_id(), columns, self._tag(),
+                            merged_only=self.options.get(SPLITS_OPTION) == MERGED, kinds=kinds)
 
 
 class SystemTableReader(DataSourceReader):
