@@ -62,6 +62,22 @@ def error_message(exc: BaseException) -> str:
     return text
 
 
+def hold_relations(spark: SparkSession, credentials: PaimonCredentials, held: HeldLocks, sql: str,
+                   writes: set, reads: bool = True) -> None:
+    """Take the locks a statement needs on Spark's own relations (locks.py), kept by `held` until dbt
+    releases the connection: exclusive on those it writes, shared on those it may read. Every SQL
+    this process runs for a node goes through here, the model queries dbt-paimon runs itself too."""
+    store = relation_store(spark)
+    if store is None:
+        return
+    store.refresh(spark)  # tables another process created since: their names may be read here
+    read = store.tables_read(sql) - writes if reads else set()
+    for (schema, name), exclusive in sorted([(w, True) for w in writes] + [(r, False) for r in read]):
+        held.acquire(lock_path(store.lock_root(), schema, name), f"{schema}.{name}", exclusive,
+                     credentials.lock_timeout, log.info)
+    store.refresh(spark)  # what a writer we waited for committed
+
+
 class PaimonCursor(SessionCursor):
     """dbt-spark's session cursor on this process's session, keeping Spark's own relations shared."""
 
@@ -81,13 +97,8 @@ class PaimonCursor(SessionCursor):
             statement = statements.parse(sql, lambda: spark.catalog.currentDatabase())
             if statement.bare_names and _is_temp_view(spark, statement.bare_names[0]):
                 statement = statements.Statement()  # a session's temporary view: nothing to share
-            store.refresh(spark)  # tables another process created since: their names may be read here
-            writes = set(statement.relations)
-            reads = set() if statements.is_metadata(sql) else store.tables_read(sql) - writes
-            for (schema, name), exclusive in sorted([(w, True) for w in writes] + [(r, False) for r in reads]):
-                self._held.acquire(lock_path(store.lock_root(), schema, name), f"{schema}.{name}", exclusive,
-                                   self._credentials.lock_timeout, log.info)
-            store.refresh(spark)  # what a writer we waited for committed
+            hold_relations(spark, self._credentials, self._held, sql, set(statement.relations),
+                           reads=not statements.is_metadata(sql))
             if statement.listed_schema:
                 sync_schema(spark, self._credentials, statement.listed_schema)
         ran = False
@@ -122,6 +133,11 @@ class PaimonSessionConnection(SessionConnection):
 
     def cursor(self) -> PaimonCursor:
         return PaimonCursor(self._spark, self._credentials, self._held)
+
+    def hold_reads(self, sql: str) -> None:
+        """Shared locks on the Spark tables a query dbt-paimon runs itself (a model's or a snapshot's
+        SELECT, read through spark.sql outside the cursor) may read, held with the connection's."""
+        hold_relations(self._spark, self._credentials, self._held, sql, set())
 
 
 class PaimonConnectionWrapper(SessionConnectionWrapper):
@@ -184,6 +200,12 @@ class PaimonConnectionManager(SparkConnectionManager):
         connection.handle = PaimonConnectionWrapper(PaimonSessionConnection(spark, creds, held), held)
         connection.state = ConnectionState.OPEN
         return connection
+
+    def hold_reads(self, sql: str) -> None:
+        """The shared locks on what `sql` reads, for the node this thread runs (see hold_relations)."""
+        wrapper = self.get_thread_connection().handle  # opens a lazily opened connection
+        if isinstance(wrapper, PaimonConnectionWrapper) and isinstance(wrapper.handle, PaimonSessionConnection):
+            wrapper.handle.hold_reads(sql)
 
     @contextmanager
     def exception_handler(self, sql: str) -> Generator[None, None, None]:

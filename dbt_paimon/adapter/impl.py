@@ -171,6 +171,8 @@ class PaimonAdapter(SparkAdapter):
     def paimon_upsert(self, relation: BaseRelation, source: BaseRelation, config: Mapping[str, Any],
                       on_schema_change: Optional[str] = "ignore", full_refresh: bool = False,
                       contract: Optional[Mapping[str, Any]] = None, sql: Optional[str] = None) -> PaimonAdapterResponse:
+        if sql is not None:  # run by spark.sql, not the cursor: the locks the cursor would take
+            self.connections.hold_reads(sql)
         return materializations.upsert_model(self.tables, relation, source, config, on_schema_change,
                                              full_refresh, contract, sql)
 
@@ -192,6 +194,8 @@ class PaimonAdapter(SparkAdapter):
     @available
     def paimon_snapshot_check(self, relation: BaseRelation, config: Mapping[str, Any], columns: Mapping[str, str],
                               sql: Optional[str] = None) -> str:
+        if sql is not None:
+            self.connections.hold_reads(sql)
         # dbt's own reading of hard_deletes (it also refuses invalidate_hard_deletes with hard_deletes)
         snapshots.check(self.tables, relation, config, columns, self.get_hard_deletes_behavior, sql)
         return ""

@@ -114,7 +114,7 @@ class TestSeveralProcessesAtOnce:
 class TestAWrittenRelationIsExclusive:
     @pytest.fixture(scope="class")
     def models(self):
-        return {"base.sql": BASE, "base_view.sql": BASE_VIEW}
+        return {"base.sql": BASE, "base_view.sql": BASE_VIEW, "upserted.sql": UPSERTED}
 
     @pytest.fixture(scope="class")
     def profiles_config_update(self, dbt_profile_target, unique_schema):
@@ -138,6 +138,9 @@ class TestAWrittenRelationIsExclusive:
             assert "waiting for it (up to 1 s" in output
             # reading it waits too (its files may be half gone while it is rebuilt)
             results = run_dbt(["run", "-s", "base_view"], expect_pass=False)
+            assert "is being written by another dbt process" in results.results[0].message
+            # so does a Paimon model, whose query dbt-paimon runs itself (through the view)
+            results = run_dbt(["run", "-s", "upserted"], expect_pass=False)
             assert "is being written by another dbt process" in results.results[0].message
         finally:
             holder.release()
