@@ -36,6 +36,7 @@ log = AdapterLogger("Paimon")
 
 
 _OUR_ERROR = re.compile(re.escape(PaimonError.__module__) + r"\.(?:[A-Za-z]+Error): (.+)")
+_WRAPPED = "Exception thrown in awaitResult"
 _PYTHON_ERROR = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", re.MULTILINE)
 
 
@@ -46,6 +47,11 @@ def error_message(exc: BaseException) -> str:
     java = getattr(exc, "java_exception", None)
     if java is not None:
         try:
+            # a job's failure reaches the driver wrapped ("Exception thrown in awaitResult: "): its cause says why
+            seen = 0
+            while (str(java.getMessage() or "").startswith(_WRAPPED) and java.getCause() is not None
+                   and seen < 20):
+                java, seen = java.getCause(), seen + 1
             text = str(java.getMessage()) or str(java.toString())
         except Exception:  # noqa: BLE001 - the gateway may be gone; keep the text we have
             pass

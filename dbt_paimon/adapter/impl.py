@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 from ..engine import spark_schema
 from ..store import FileIO, FileStoreTable, SchemaManager
 from ..sql import catalog
-from . import incremental, maintenance, materializations, python_models, seeds, snapshots
+from . import changes, incremental, maintenance, materializations, python_models, seeds, snapshots
 from .configs import PaimonConfig
 from .connections import PaimonConnectionManager
 from .credentials import PaimonCredentials
@@ -252,3 +252,18 @@ class PaimonAdapter(SparkAdapter):
     @available
     def paimon_system_table(self, relation: Any, name: Any) -> BaseRelation:
         return maintenance.system_table(self.tables, relation, name)
+
+    # ---- changes as input (changes.py) -----------------------------------------------------------
+    @available
+    def paimon_changes(self, upstream: Any, model: BaseRelation, config: Mapping[str, Any],
+                       consumer_id: Optional[str] = None, full_refresh: bool = False) -> BaseRelation:
+        materialized = str(config.get("materialized") or "")
+        table_format = incremental.table_format(materialized, config.get("file_format"),
+                                                config.get("incremental_strategy"))
+        return changes.changes_view(self.tables, upstream, model, materialized, table_format, consumer_id,
+                                    full_refresh)
+
+    @available
+    def paimon_consume_changes(self, model: BaseRelation) -> str:
+        changes.consume(self.tables, model)
+        return ""

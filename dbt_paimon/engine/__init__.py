@@ -9,6 +9,8 @@
 - compact(spark, path[, buckets]): full compaction of buckets into one COMPACT snapshot.
 - read(spark, path[, snapshot_id=..., tag=...]): the table as a DataFrame, the files that need no
   merge read by Spark's own Parquet reader (read/native.py), the rest merged by the `paimon` source.
+- changes(spark, path, start, end): what the table's rows became after snapshot `start` up to `end`,
+  one record per key with its row kind (read/changes.py).
 Every operation takes `settings=RunSettings(...)`: where it runs, its parallelism and commit retries,
 the object store's settings (a read: the last alone). `RunSettings.from_options` splits a user's
 options into those and the table's own.
@@ -20,6 +22,7 @@ Spark SQL on Paimon tables (`register`) builds on this face: the package dbt_pai
 """
 
 from . import warm_up
+from .read.changes import changes
 from .read.native import frame as read
 from .runtime import local_session
 from .settings import EXECUTIONS, RUN_OPTIONS, Execution, RunSettings
@@ -32,8 +35,8 @@ from .writes.replace import Replace
 from .writes.upsert import TableMismatchError, UpsertResult, check_table, upsert
 
 __all__ = [
-    "upsert", "write", "read", "delete", "compact", "RunSettings", "Execution", "UpsertResult", "WriteResult",
-    "DeleteResult",
+    "upsert", "write", "read", "changes", "delete", "compact", "RunSettings", "Execution", "UpsertResult",
+    "WriteResult", "DeleteResult",
     # for the adapter
     "EXECUTIONS", "RUN_OPTIONS", "TableMismatchError", "check_table", "APPEND_MODE", "OVERWRITE_PARTITIONS",
     "OVERWRITE_TABLE", "REPLACE_WHERE", "Replace", "schema_change", "fits", "from_spark", "to_spark",

@@ -19,6 +19,7 @@ from .schema.option_validation import validate as validate_options
 from .common.options import MergeEngine, did_you_mean, parse_duration_ms
 from .schema.schema import SchemaManager, TableSchema, resolve_columns
 from .common.types import DataType
+from .snapshot.consumers import check_id as check_consumer_id
 from .snapshot.snapshot import Snapshot
 from .table import FileStoreTable, TableWrite
 from .write.commit import FileStoreCommit
@@ -29,5 +30,5 @@ __all__ = [
     # for the adapter
     "fileio", "FileIO", "options", "MergeEngine", "did_you_mean", "parse_duration_ms", "validate_options",
     "SchemaManager", "resolve_columns", "DataType", "FileStoreCommit", "clone_table", "older_than_millis",
-    "copy_tree", "SYSTEM_TABLES",
+    "copy_tree", "SYSTEM_TABLES", "check_consumer_id",
 ]

@@ -35,6 +35,7 @@ from .read.scan import FileStoreScan, next_sequences, PartitionFilter, Plan, bat
 from .schema.schema import SchemaManager, TableSchema, build_schema, check_append_options, check_writable, latest_schema
 from .snapshot.snapshot import APPEND, Snapshot, SnapshotManager
 from .format.stats_collector import DataFileStatsCollector
+from .snapshot.consumers import consumers, reset_consumer
 from .snapshot.tags import Tag, TagManager
 
 _BUCKET_COL = "__paimon_bucket"
@@ -119,6 +120,14 @@ class FileStoreTable:
         plan = self.plan(snapshot_id, tag=tag, batch_read=True)
         schema = self.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
         return audit_log.read_splits(TableRead(self.io, self.path, schema, columns), plan.splits)
+
+    def consumers(self) -> dict[str, int]:
+        """consumer id -> the snapshot it reads next (`<table>/consumer/`, snapshot/consumers.py)."""
+        return consumers(self.io, self.path)
+
+    def reset_consumer(self, consumer_id: str, next_snapshot: int) -> None:
+        """Record where a consumer reads next; snapshot expiration keeps that snapshot and later."""
+        reset_consumer(self.io, self.path, consumer_id, next_snapshot)
 
     def read_schema(self, snapshot, travelled: bool) -> TableSchema:
         """The schema a read of `snapshot` returns: the table's, unless the read travelled in time

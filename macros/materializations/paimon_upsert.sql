@@ -62,6 +62,8 @@
         full_refresh=full_refresh,
         contract=({'constraints': model.constraints, 'columns': model.columns} if config.get('contract').enforced else none)) -%}
   {%- do store_result('main', response=response) -%}
+  {#-- committed: the upstream changes this model read (paimon_changes) are consumed --#}
+  {%- do adapter.paimon_consume_changes(target_relation) -%}
 
   {%- call statement('drop_tmp_relation') -%}
     drop view if exists {{ tmp_relation }}

@@ -39,6 +39,9 @@ from ..spark_types import for_spark, spark_schema
 from pyspark.sql.pandas.types import from_arrow_schema
 
 SOURCE_NAME = "paimon"
+# An incremental read of the audit log with each record's snapshot, bucket and sequence number after
+# its row kind: ours, for folding changes per key (changes.py), not one of Paimon's options
+CHANGE_ORDER = "dbt-paimon.change-order"
 _ROWS_PER_PARTITION = 1_000_000
 
 
@@ -84,8 +87,18 @@ class PaimonDataSource(DataSource):
         if schema_id is not None:  # time travel reads with the schema of that snapshot
             schema = SchemaManager(table.io, table.path).schema(schema_id)
         if self._path()[1] == audit_log.AUDIT_LOG:
-            return StructType([StructField(audit_log.ROW_KIND, StringType(), False)] + spark_schema(schema).fields)
+            order = from_arrow_schema(incremental.ORDER_SCHEMA).fields if self._ordered() else []
+            return StructType([StructField(audit_log.ROW_KIND, StringType(), False)] + order
+                              + spark_schema(schema).fields)
         return spark_schema(schema)
+
+    def _ordered(self) -> bool:
+        """The audit log of an incremental read with where each record stands (CHANGE_ORDER)."""
+        if str(self.options.get(CHANGE_ORDER, "")).lower() != "true":
+            return False
+        if self._path()[1] != audit_log.AUDIT_LOG or not self.options.get("incremental-between"):
+            raise PaimonError(f"{CHANGE_ORDER} is an option of an incremental read of the audit log")
+        return True
 
     def writer(self, schema: StructType, overwrite: bool):
         """Refused with what to do instead: a Paimon table is written through `spark.sql` (INSERT,
@@ -101,7 +114,9 @@ class PaimonDataSource(DataSource):
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
         # the audit log: the table's rows, each with its row kind in a first column
         kinds = system == audit_log.AUDIT_LOG
-        columns = schema.fieldNames()[1:] if kinds else schema.fieldNames()
+        ordered = self._ordered()
+        columns = schema.fieldNames()[1 + (len(incremental.ORDER_SCHEMA) if ordered else 0):] if kinds \
+            else schema.fieldNames()
         # No reader here takes Spark's filters: Spark 4.1-4.3 keep the read a reader planned after
         # taking a query's filters on the DataFrame's source object, and a later query on the same
         # DataFrame that pushes no filter reads what the earlier one narrowed (df.where(...).count(),
@@ -111,7 +126,8 @@ class PaimonDataSource(DataSource):
             if self._snapshot_id() is not None or self._tag():
                 raise PaimonError("give either incremental-between or a snapshot-id / tag, not both")
             return IncrementalReader(self._table(), *incremental.parse_between(between),
-                                     self.options.get("incremental-between-scan-mode"), columns, kinds=kinds)
+                                     self.options.get("incremental-between-scan-mode"), columns, kinds=kinds,
+                                     order=ordered)
         return PaimonReader(self._table(), self._snapshot_id(), columns, self._tag(),
                             merged_only=self.options.get(SPLITS_OPTION) == MERGED, kinds=kinds)
 
@@ -134,11 +150,11 @@ class IncrementalReader(DataSourceReader):
     Spark their inserted and updated records."""
 
     def __init__(self, table: FileStoreTable, start: int, end: int, mode: str | None, columns: list[str],
-                 kinds: bool = False):
-        """kinds: every record, its row kind first (the audit log's)."""
+                 kinds: bool = False, order: bool = False):
+        """kinds: every record, its row kind first (the audit log's); order: and where it stands."""
         self.path, self.io, self.table_schema = table.path, table.io, table.schema
         self.entries = incremental.plan_between(table.io, table.path, table.schema, start, end, mode)
-        self.columns, self.kinds = columns, kinds
+        self.columns, self.kinds, self.order = columns, kinds, order
 
     def partitions(self) -> list[SplitsPartition]:
         chunks = max(1, min(len(self.entries), 256))
@@ -146,7 +162,7 @@ class IncrementalReader(DataSourceReader):
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
         records = incremental.read_entries(self.io, self.path, self.table_schema, pickle.loads(partition.value),
-                                           self.columns)
+                                           self.columns, self.order)
         kept = records if self.kinds else records.filter(
             pc.is_in(records.column(incremental.ROW_KIND), pa.array(["+I", "+U"]))).drop_columns([incremental.ROW_KIND])
         if kept.num_rows:
@@ -217,8 +233,11 @@ def register(spark, storage_options: Mapping[str, object] | None = None) -> None
 
 
 def _for_spark(rows: pa.Table, schema: TableSchema) -> pa.Table:
-    """Rows in the Arrow types Spark expects back; a row kind column (the audit log's) as it is."""
+    """Rows in the Arrow types Spark expects back; the audit log's row kind and order columns as they are."""
     if rows.column_names[:1] != [incremental.ROW_KIND]:
         return for_spark(rows, schema)
-    return for_spark(rows.drop_columns([incremental.ROW_KIND]), schema).add_column(
-        0, pa.field(incremental.ROW_KIND, pa.string(), False), rows.column(incremental.ROW_KIND))
+    head = [incremental.ROW_KIND] + [n for n in incremental.ORDER_SCHEMA.names if n in rows.column_names]
+    out = for_spark(rows.drop_columns(head), schema)
+    for i, name in enumerate(head):
+        out = out.add_column(i, rows.schema.field(name), rows.column(name))
+    return out

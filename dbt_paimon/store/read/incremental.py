@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -28,7 +29,7 @@ from ..common import binary_row
 from ..common.errors import PaimonError
 from ..common.fileio import FileIO
 from ..common.paths import bucket_dir, partition_path
-from ..format.datafile import VALUE_KIND
+from ..format.datafile import SEQUENCE_NUMBER, VALUE_KIND
 from ..manifest.manifest import ADD, ManifestEntry, ManifestFile, ManifestList
 from ..schema.schema import TableSchema
 from ..snapshot.snapshot import Snapshot, SnapshotManager
@@ -37,6 +38,8 @@ from .scan import DataSplit
 
 SCAN_MODES = ("auto", "delta", "changelog")
 ROW_KIND = "rowkind"
+ORDER_SCHEMA = pa.schema([pa.field("_SNAPSHOT_ID", pa.int64(), False), pa.field("_BUCKET", pa.int32(), False),
+                          pa.field(SEQUENCE_NUMBER, pa.int64(), False)])
 # RowKind bytes (_VALUE_KIND) -> Paimon's short strings
 KIND_NAMES = ("+I", "-U", "+U", "-D")
 
@@ -80,11 +83,12 @@ def snapshots_between(snapshots: SnapshotManager, start: int, end: int) -> list[
 
 
 def entries_between(io: FileIO, table_path: str, schema: TableSchema, snapshots: Sequence[Snapshot],
-                    mode: str) -> list[ManifestEntry]:
-    """The files the range's commits added that `mode` ('delta' or 'changelog') reads, in commit order."""
+                    mode: str) -> list[tuple[int, ManifestEntry]]:
+    """The files the range's commits added that `mode` ('delta' or 'changelog') reads, in commit
+    order, each with the id of the snapshot that added it."""
     lists = ManifestList(io, table_path)
     manifests = ManifestFile(io, table_path, schema.partition_types, schema.id)
-    out: list[ManifestEntry] = []
+    out: list[tuple[int, ManifestEntry]] = []
     for snap in snapshots:
         if mode == "delta":
             name = snap.delta_manifest_list if snap.commit_kind == "APPEND" else None
@@ -93,7 +97,7 @@ def entries_between(io: FileIO, table_path: str, schema: TableSchema, snapshots:
         if not name:
             continue
         for meta in lists.read(name):
-            out += [e for e in manifests.read(meta.file_name, meta.file_size) if e.kind == ADD]
+            out += [(snap.id, e) for e in manifests.read(meta.file_name, meta.file_size) if e.kind == ADD]
     return out
 
 
@@ -105,8 +109,9 @@ def read_between(io: FileIO, table_path: str, schema: TableSchema, start: int, e
 
 
 def plan_between(io: FileIO, table_path: str, schema: TableSchema, start: int, end: int,
-                 mode: str | None = None) -> list[ManifestEntry]:
-    """The files an incremental read of snapshots start+1 .. end reads (manifests only)."""
+                 mode: str | None = None) -> list[tuple[int, ManifestEntry]]:
+    """The files an incremental read of snapshots start+1 .. end reads (manifests only), each with
+    the snapshot that added it."""
     files = scan_mode(schema, mode)
     return entries_between(io, table_path, schema, snapshots_between(SnapshotManager(io, table_path), start, end),
                            files)
@@ -121,14 +126,18 @@ def parse_between(value: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
-def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequence[ManifestEntry],
-                 projection: Sequence[str] | None = None) -> pa.Table:
-    """The records of some files of plan_between, unmerged, `rowkind` first."""
+def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequence[tuple[int, ManifestEntry]],
+                 projection: Sequence[str] | None = None, order: bool = False) -> pa.Table:
+    """The records of some files of plan_between, unmerged, `rowkind` first. order: with where each
+    record stands in the table's history after the row kind (ORDER_COLUMNS: the snapshot that wrote
+    it, its bucket, its sequence number), which is what folding a key's records into its last
+    change needs (engine/read/changes.py)."""
     reader = TableRead(io, table_path, schema, projection)
-    out_schema = pa.schema([pa.field(ROW_KIND, pa.string(), False)] + list(reader.output_schema))
+    head = [pa.field(ROW_KIND, pa.string(), False)] + (list(ORDER_SCHEMA) if order else [])
+    out_schema = pa.schema(head + list(reader.output_schema))
     decoded: dict[bytes, tuple] = {}
     parts = []
-    for e in entries:  # per file
+    for snapshot_id, e in entries:  # per file
         if e.partition not in decoded:
             decoded[e.partition] = binary_row.deserialize(e.partition, schema.partition_types)
         values = decoded[e.partition]
@@ -138,9 +147,14 @@ def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequ
         if schema.is_append:
             rows = reader.read_files(split, [e.file])
             kinds = pa.repeat(pa.scalar("+I"), rows.num_rows)
+            sequences = pa.array(np.arange(rows.num_rows, dtype=np.int64))
         else:
             kv = reader.read_file_kv(split, e.file)
             rows = kv.select(reader.projection)
             kinds = row_kinds(kv.column(VALUE_KIND))
-        parts.append(pa.Table.from_arrays([kinds] + rows.columns, schema=out_schema))
+            sequences = kv.column(SEQUENCE_NUMBER)
+        n = rows.num_rows
+        placed = [pa.repeat(pa.scalar(snapshot_id, pa.int64()), n), pa.repeat(pa.scalar(e.bucket, pa.int32()), n),
+                  sequences] if order else []
+        parts.append(pa.Table.from_arrays([kinds] + placed + rows.columns, schema=out_schema))
     return pa.concat_tables(parts) if parts else out_schema.empty_table()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ..common.errors import CorruptTableError
+from ..common.errors import CorruptTableError, PaimonError
 from ..common.fileio import FileIO
 
 PREFIX = "consumer-"
@@ -25,3 +25,20 @@ def consumers(io: FileIO, table_path: str) -> dict[str, int]:
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptTableError(f"consumer file {folder}/{name} is unreadable: {e}") from None
     return found
+
+
+def check_id(consumer_id: str) -> str:
+    """A consumer id as one file name inside the table's consumer folder (no path can be built from it)."""
+    text = str(consumer_id)
+    if not text or not all(c.isalnum() or c in "-_." for c in text) or text.startswith("."):
+        raise PaimonError(f"consumer-id {consumer_id!r} must be letters, digits, '-', '_' and '.' "
+                          f"(not starting with '.'): it names a file of the table")
+    return text
+
+
+def reset_consumer(io: FileIO, table_path: str, consumer_id: str, next_snapshot: int) -> None:
+    """Record that `consumer_id` reads `next_snapshot` next (Paimon's ConsumerManager.resetConsumer):
+    the file is replaced atomically, so a reader sees the old position or the new one."""
+    folder = f"{table_path.rstrip('/')}/consumer"
+    io.mkdirs(folder)
+    io.overwrite_text(f"{folder}/{PREFIX}{check_id(consumer_id)}", json.dumps({"nextSnapshot": int(next_snapshot)}))

@@ -1,0 +1,113 @@
+"""engine.changes(): a table's changes between two snapshots, one record per key, held against the
+table's own states at both ends (read through the store): every key whose row differs comes out,
+as its row at the end or as -D when it is gone, and nothing else but keys the range wrote.
+Random histories of upserts (keys moving partitions) and deletes, on the bucket modes and the
+merge engines whose records can be folded; the others are refused by name."""
+
+import pytest
+
+from dbt_paimon.engine import changes, compact, delete, upsert, write
+from dbt_paimon.store import PaimonError
+from dbt_paimon.store.table import FileStoreTable
+
+from ..helpers import COLUMNS, frame
+from ..model import random_batches
+
+
+def _state(path, snapshot_id, keys):
+    if snapshot_id is None or snapshot_id == 0:
+        return {}
+    rows = FileStoreTable.open(path).to_arrow(snapshot_id=snapshot_id).to_pylist()
+    return {tuple(r[k] for k in keys): r for r in rows}
+
+
+def _check(spark, path, start, end, keys):
+    before, after = _state(path, start, keys), _state(path, end, keys)
+    got = {}
+    for r in changes(spark, path, start, end).collect():
+        row = r.asDict()
+        key = tuple(row[k] for k in keys)
+        assert key not in got, f"key {key} came out twice between {start} and {end}"
+        got[key] = (row.pop("rowkind"), row)
+    differ = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert differ <= set(got), f"{start}..{end}: changed keys missing: {sorted(differ - set(got))[:5]}"
+    for key, (kind, row) in got.items():
+        if key in after:
+            assert kind in ("+I", "+U") and row == after[key], (start, end, key, kind, row, after[key])
+        else:
+            assert kind == "-D", (start, end, key, kind, row)
+    return got
+
+
+def _history(spark, path, keys, partition_keys, options, seed):
+    """Three upserts and a delete; the snapshot ids after each. The `full-compaction` producer writes
+    the changelog when a full compaction runs: one follows each write there."""
+    ids = []
+
+    def written():
+        if options.get("changelog-producer") == "full-compaction":
+            compact(spark, path)
+        ids.append(FileStoreTable.open(path).snapshots.latest_id())
+
+    for i, batch in enumerate(random_batches(seed=seed, batches=3, size=25, key_space=40)):
+        upsert(frame(spark, batch), path, primary_keys=keys, partition_keys=partition_keys, options=options)
+        written()
+        if i == 1:
+            delete(spark, path, "id % 4 = 0")
+            written()
+    return ids
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param((["id"], ["dt"], {}), id="cross-partition"),
+    pytest.param((["id", "dt"], ["dt"], {"bucket": "2"}), id="fixed-bucket"),
+    pytest.param((["id"], [], {"changelog-producer": "lookup"}), id="dynamic-bucket-lookup"),
+    pytest.param((["id"], ["dt"], {"merge-engine": "partial-update", "changelog-producer": "full-compaction",
+                                 "partial-update.remove-record-on-delete": "true"}),
+                 id="cross-partition-partial-update-full-compaction"),
+])
+def test_changes_are_each_changed_key_once_as_it_became(spark, warehouse, case):
+    keys, partition_keys, options = case
+    path = f"{warehouse}/db.db/changes_{'_'.join(keys)}_{len(options)}_{len(partition_keys)}"
+    ids = _history(spark, path, keys, partition_keys, options, seed=len(keys) * 7 + len(options))
+    for start, end in [(0, ids[0]), (ids[0], ids[1]), (ids[0], ids[-1]), (ids[1], ids[2]), (ids[2], ids[-1])]:
+        _check(spark, path, start, end, keys)
+    # nothing written between: nothing out
+    assert changes(spark, path, ids[-1], ids[-1]).count() == 0
+    # a start of None: every row of the end, as +I
+    everything = changes(spark, path, None, ids[1]).collect()
+    assert {r.rowkind for r in everything} == {"+I"}
+    assert len(everything) == len(_state(path, ids[1], keys))
+
+
+def test_a_deleted_key_comes_out_once_as_minus_d_and_a_moved_one_where_it_went(spark, warehouse):
+    path = f"{warehouse}/db.db/changes_moves"
+    row = {c: None for c in COLUMNS}
+    upsert(frame(spark, [{**row, "id": 1, "dt": "a", "v": 1}, {**row, "id": 2, "dt": "a", "v": 2}]), path,
+           primary_keys="id", partition_keys="dt")
+    first = FileStoreTable.open(path).snapshots.latest_id()
+    upsert(frame(spark, [{**row, "id": 1, "dt": "b", "v": 10}]), path, primary_keys="id", partition_keys="dt")
+    delete(spark, path, "id = 2")
+    last = FileStoreTable.open(path).snapshots.latest_id()
+    got = {r.id: (r.rowkind, r.dt, r.v) for r in changes(spark, path, first, last).collect()}
+    assert got == {1: ("+I", "b", 10), 2: ("-D", "a", 2)}
+
+
+def test_records_that_are_not_rows_are_refused_naming_the_producer_to_set(spark, warehouse):
+    path = f"{warehouse}/db.db/changes_partial"
+    row = {c: None for c in COLUMNS}
+    for name, options in (("pu", {"merge-engine": "partial-update"}), ("seq", {"sequence.field": "seq"})):
+        where = f"{path}_{name}"
+        upsert(frame(spark, [{**row, "id": 1, "dt": "a", "seq": 1}]), where, primary_keys="id", options=options)
+        upsert(frame(spark, [{**row, "id": 1, "dt": "a", "seq": 2}]), where, primary_keys="id", options=options)
+        with pytest.raises(PaimonError, match=r"changelog-producer '(lookup|full-compaction)'"):
+            changes(spark, where, 1, 2)
+
+
+def test_an_append_tables_changes_are_its_new_rows(spark, warehouse):
+    path = f"{warehouse}/db.db/changes_append"
+    row = {c: None for c in COLUMNS}
+    write(frame(spark, [{**row, "id": i, "dt": "a"} for i in range(3)]), path)
+    write(frame(spark, [{**row, "id": i, "dt": "b"} for i in range(3, 5)]), path)
+    got = sorted((r.rowkind, r.id) for r in changes(spark, path, 1, 2).collect())
+    assert got == [("+I", 3), ("+I", 4)]
