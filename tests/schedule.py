@@ -53,7 +53,7 @@ SECONDS = {
     "tests/engine/read/test_read_paths.py": 70,
     "tests/java_paimon/test_read_paths_java.py": 20,
     "tests/engine/read/test_lost_rows.py": 18,
-    "tests/engine/read/test_changes.py": 45,
+    "tests/engine/read/test_changes.py": 60,
     "tests/key_index/test_key_index_kills.py": 38,
     "tests/engine/test_sequence_field.py": 43,
     "tests/engine/test_bucket_modes.py": 58,
@@ -63,6 +63,7 @@ SECONDS = {
     "tests/engine/test_concurrent_writers.py": 27,
     "tests/engine/test_recommit.py": 30,
     "tests/sql/test_java_reads_statements.py": 22,
+    "tests/sql/test_change_queries.py": 25,
     "tests/java_paimon/test_changelog.py": 61,
     "tests/java_paimon/test_deletion_vectors.py": 54,
     "tests/paimon_spark/test_deletion_vector_writers.py": 45,
@@ -87,7 +88,7 @@ SECONDS = {
     "tests/store/test_expire.py": 12,
     "tests/store/test_object_store.py": 12,
     "tests/engine/test_bootstrap_pruning.py": 11,
-    "tests/java_paimon/test_incremental_reads.py": 20,
+    "tests/java_paimon/test_incremental_reads.py": 45,
 }
 
 

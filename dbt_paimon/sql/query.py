@@ -9,9 +9,11 @@ table's own name kept as its alias, so `t.col` still resolves). Spark analyses a
 `spark.sql` returns, so the views are dropped then; the DataFrame keeps their plans, and with them
 the snapshot read: the same rows however often it is used.
 
-A name under a time travel clause, with options, shadowed by a CTE of the statement, or anything
-the parser refuses is left as written (the `paimon` source reads it); so is the whole query when
-the rewritten text fails where the original would not.
+A system table (`t$audit_log`), a table given options (`t WITH ('incremental-between' = '1,3')`)
+and Paimon's `paimon_incremental_query('t', 1, 3)` are read through the `paimon` source with those
+options, under a view likewise. A name under a time travel clause, shadowed by a CTE of the
+statement, or anything the parser refuses is left as written (the `paimon` source reads it); so is
+the whole query when the rewritten text fails where the original would not.
 """
 
 from __future__ import annotations
@@ -27,12 +29,16 @@ from pyspark.sql import DataFrame, SparkSession
 from .catalog import quote, scala_list
 from .target import resolve
 from ..engine.read.native import frame
+from ..engine.read.source import SOURCE_NAME
+from ..store.common.errors import PaimonError
 
 log = logging.getLogger(__name__)
 
 # a statement that may be a query starts with one of these (after comments)
 _QUERY_WORD = re.compile(r"(?:select|with|from|table|values|\()", re.IGNORECASE)
 _VIEW_PREFIX = "__paimon_read_"
+INCREMENTAL_QUERY = "paimon_incremental_query"
+_WITH_OPTIONS = re.compile(r"\s*WITH\s*\(", re.IGNORECASE)
 _counter = itertools.count()
 _lock = threading.Lock()
 
@@ -65,6 +71,63 @@ def _relations(spark: SparkSession, plan) -> tuple[list, set[str]]:
     return found, ctes
 
 
+def _functions(spark: SparkSession, plan) -> list:
+    """Every `paimon_incremental_query(...)` the plan calls as a table (subqueries included)."""
+    found = []
+
+    def walk(node) -> None:
+        if str(node.getClass().getSimpleName()) == "UnresolvedTableValuedFunction":
+            name = [str(p) for p in scala_list(spark, node.name())]
+            if name and name[-1].lower() == INCREMENTAL_QUERY:
+                found.append(node)
+        for child in scala_list(spark, node.children()):
+            walk(child)
+        for sub in scala_list(spark, node.subqueries()):
+            walk(sub)
+
+    walk(plan)
+    return found
+
+
+def _incremental_query(spark: SparkSession, node) -> tuple[str, DataFrame]:
+    """paimon_incremental_query('t', start, end[, scan mode]) as Paimon's Spark connector takes it:
+    the table's records between the two snapshots (or tags), as the `paimon` source reads them."""
+    args = [a for a in scala_list(spark, node.functionArgs())]
+    values = []
+    for a in args:
+        if str(a.getClass().getSimpleName()) != "Literal":
+            raise PaimonError(f"{INCREMENTAL_QUERY} takes literals ('table', start, end[, 'scan mode']), "
+                              f"got {a.sql()}")
+        values.append(str(a.value()))
+    if len(values) not in (3, 4):
+        raise PaimonError(f"{INCREMENTAL_QUERY} takes ('table', start, end[, 'scan mode']), got {len(values)} "
+                          f"argument(s)")
+    name = values[0]
+    parts = [p.strip("`") for p in name.split(".")]
+    base, _, system = parts[-1].partition("$")
+    target = resolve(spark, parts[:-1] + [base])
+    if target is None:
+        raise PaimonError(f"{INCREMENTAL_QUERY}: {name!r} is not a Paimon table of this session")
+    reader = spark.read.format(SOURCE_NAME).option("incremental-between", f"{values[1]},{values[2]}")
+    if len(values) == 4:
+        reader = reader.option("incremental-between-scan-mode", values[3])
+    return name, reader.load(target.path + (f"${system}" if system else ""))
+
+
+def _source_read(spark: SparkSession, parts: list[str], options) -> Optional[DataFrame]:
+    """A name the native plan does not read, through the `paimon` source: a system table of one of
+    our tables (`t$audit_log`, `db.t$snapshots`), or a table given options (`t WITH
+    ('incremental-between' = '1,3')`), with those options."""
+    base, sep, system = parts[-1].partition("$")
+    if not sep and options.isEmpty():
+        return None
+    target = resolve(spark, parts[:-1] + [base])
+    if target is None:
+        return None
+    given = {str(k): str(options.get(k)) for k in options.keySet()}  # a Java map: its own keys
+    return spark.read.format(SOURCE_NAME).options(**given).load(target.path + (f"${system}" if sep else ""))
+
+
 def _is_command(spark: SparkSession, plan) -> bool:
     command = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
     return bool(command.isInstance(plan)) or str(plan.getClass().getSimpleName()).endswith("Statement")
@@ -82,30 +145,48 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
     if _is_command(spark, plan):
         return None
     relations, ctes = _relations(spark, plan)
-    edits = []  # (start, stop, replacement, view, path)
+    edits = []  # (start, stop, replacement, view, path or DataFrame)
     for node, parent in relations:
         parts = [str(p) for p in scala_list(spark, node.multipartIdentifier())]
         origin = node.origin()
-        if node.isStreaming() or not node.options().isEmpty() or not origin.startIndex().isDefined():
+        if node.isStreaming() or not origin.startIndex().isDefined():
             continue
         if len(parts) == 1 and parts[0].lower() in ctes:
+            continue
+        start, stop = origin.startIndex().get(), origin.stopIndex().get()
+        bare = parent == "SubqueryAlias" or text[:start].rstrip().lower().endswith("table")
+        read = _source_read(spark, parts, node.options())
+        if read is not None:  # `t$audit_log`, `t WITH (...)`: read with its options
+            view = _next_view()
+            name = parts[-1].partition("$")[0]
+            edits.append((start, _options_end(text, stop), view if bare else f"{view} AS {quote(name)}", view, read))
+            continue
+        if not node.options().isEmpty():
             continue
         target = resolve(spark, parts)
         if target is None:
             continue
-        start, stop = origin.startIndex().get(), origin.stopIndex().get()
         view = _next_view()
-        bare = parent == "SubqueryAlias" or text[:start].rstrip().lower().endswith("table")
         edits.append((start, stop, view if bare else f"{view} AS {quote(parts[-1])}", view, target.path))
+    for node in _functions(spark, plan):
+        origin = node.origin()
+        if not origin.startIndex().isDefined():
+            continue
+        name, rows = _incremental_query(spark, node)
+        view = _next_view()
+        edits.append((origin.startIndex().get(), origin.stopIndex().get(), view, view, rows))
     if not edits:
         return None
     views = []
     try:
         planned = {}
-        for _, _, _, view, path in edits:
-            if path not in planned:  # one snapshot per table, however often the query names it
-                planned[path] = frame(spark, path)
-            planned[path].createOrReplaceTempView(view)
+        for _, _, _, view, read in edits:
+            if isinstance(read, DataFrame):
+                read.createOrReplaceTempView(view)
+            else:
+                if read not in planned:  # one snapshot per table, however often the query names it
+                    planned[read] = frame(spark, read)
+                planned[read].createOrReplaceTempView(view)
             views.append(view)
         out, last = [], 0
         for start, stop, replacement, _, _ in sorted(edits):
@@ -120,3 +201,26 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
     finally:
         for view in views:
             spark.catalog.dropTempView(view)
+
+
+def _options_end(text: str, stop: int) -> int:
+    """Where a relation's `WITH (...)` options end (the relation's own span leaves them out), so the
+    rewrite replaces them with the name: the view reads with them already."""
+    found = _WITH_OPTIONS.match(text, stop + 1)
+    if not found:
+        return stop
+    depth, i = 1, found.end()
+    quote_char = None
+    while i < len(text) and depth:  # per character of the clause only, never of the data
+        c = text[i]
+        if quote_char:
+            if c == quote_char:
+                quote_char = None
+        elif c in "'\"`":
+            quote_char = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        i += 1
+    return i - 1

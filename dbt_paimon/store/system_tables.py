@@ -19,15 +19,17 @@ from .compaction.compact_strategy import sorted_run_count
 from .common import binary_row
 from .common.errors import PaimonError
 from .common.paths import data_file_path
-from .read.audit_log import AUDIT_LOG
+from .read.audit_log import AUDIT_LOG, BINLOG
+from .read.read_optimized import READ_OPTIMIZED
 from .manifest.manifest import ManifestList
 from .schema.schema import SchemaManager
 from .snapshot.consumers import consumers
 from .snapshot.tags import TagManager
 
-# audit_log is read apart: its rows are the table's (read/audit_log.py), not metadata
+# audit_log, binlog and ro are read apart: their rows are the table's (read/audit_log.py, read_optimized.py)
 SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags", "options", "schemas", "manifests",
-                 "consumers", AUDIT_LOG)
+                 "consumers", AUDIT_LOG, BINLOG, READ_OPTIMIZED)
+DATA_TABLES = (AUDIT_LOG, BINLOG, READ_OPTIMIZED)
 
 
 def split_name(path: str) -> tuple[str, str | None]:

@@ -28,7 +28,8 @@ from .maintenance.orphan_files import OrphanFilesClean, OrphanFilesResult, older
 from .common.paths import bucket_dir, partition_path
 from .write.postpone import PartitionBuckets
 from .read import audit_log
-from .read.incremental import read_between
+from .read import between
+from .read.read_optimized import top_level
 from .read.read import TableRead
 from .maintenance.rollback import RollbackResult, rollback
 from .read.scan import FileStoreScan, next_sequences, PartitionFilter, Plan, batch_scan_skip_level0
@@ -111,7 +112,22 @@ class FileStoreTable:
         """Paimon's `incremental-between = 'start,end'` (start exclusive) with its
         `incremental-between-scan-mode` (auto, delta, changelog): the records those snapshots wrote,
         unmerged, each with its `rowkind` (read/incremental.py)."""
-        return read_between(self.io, self.path, self.schema, start, end, scan_mode, columns)
+        options = {between.BETWEEN: f"{start},{end}", between.SCAN_MODE: scan_mode or "auto"}
+        planned = between.plan(self.io, self.path, self.schema, options)
+        return between.read_units(self.io, self.path, self.schema, planned, planned.units, columns)
+
+    def read_incremental(self, options: Mapping[str, str], columns: Sequence[str] | None = None) -> pa.Table:
+        """An incremental read by Paimon's options (incremental-between with snapshot ids or tag names,
+        incremental-between-timestamp, -scan-mode, -tag-to-snapshot: read/between.py), every record
+        with its `rowkind`."""
+        planned = between.plan(self.io, self.path, self.schema, options)
+        return between.read_units(self.io, self.path, self.schema, planned, planned.units, columns)
+
+    def read_optimized(self, snapshot_id: int | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """The `ro` system table: a key table's top-level files only, no merge (read/read_optimized.py)."""
+        plan = self.plan(snapshot_id, batch_read=True)
+        schema = self.read_schema(plan.snapshot, snapshot_id is not None)
+        return TableRead(self.io, self.path, schema, columns).read(top_level(self.schema, plan.splits))
 
     def audit_log(self, snapshot_id: int | None = None, tag: str | None = None,
                   columns: Sequence[str] | None = None) -> pa.Table:

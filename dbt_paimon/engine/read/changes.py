@@ -17,9 +17,11 @@ records never come out.
 
 Folding is right only where the records are the rows' images: a `deduplicate` table without
 `sequence.field` (its delta records are its rows), or any table whose changelog `lookup` or
-`full-compaction` produces (full images, before and after). Elsewhere (partial-update,
-aggregation, first-row, a sequence field deciding which record wins) the records are not what the
-table reads, and changes() says which producer to set. An append table's changes are its new rows.
+`full-compaction` produces (full before and after images). Elsewhere (partial-update,
+aggregation, first-row, a sequence field deciding which record wins), and across an OVERWRITE
+commit (rows replaced with no record each), the two snapshots are compared instead (Paimon's
+`diff` mode, store/read/diff.py): each key whose row differs, as at the end, or -D; its cost
+follows the buckets the range changed. An append table's changes are its new rows.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from pyspark.sql import functions as F
 from ...store.common.errors import PaimonError
 from ...store.common.fileio import FileIO
 from ...store.common.options import MergeEngine
-from ...store.read import incremental
+from ...store.read import between, incremental
 from ...store.schema.schema import TableSchema
 from ...store.table import FileStoreTable
 from ..settings import RunSettings
@@ -44,22 +46,12 @@ _SNAPSHOT, _BUCKET, _SEQUENCE = incremental.ORDER_SCHEMA.names
 _IMAGES = ("lookup", "full-compaction")
 
 
-def check_foldable(schema: TableSchema, name: str) -> None:
-    """Refuse, naming what to set, a table whose records are not its rows' images (see above)."""
+def foldable(schema: TableSchema) -> bool:
+    """Whether the table's records are its rows' images (see above)."""
     core = schema.core
-    if schema.is_append or core.changelog_producer in _IMAGES:
-        return
-    engine = str(core.merge_engine)
-    why = (f"its merge-engine is {engine!r}" if engine != MergeEngine.DEDUPLICATE.value
-           else f"its sequence.field {','.join(core.sequence_fields)!r} decides which record wins"
-           if core.sequence_fields else None)
-    if why:
-        # lookup's changelog of partial-update and aggregation tables is not written here (option_validation)
-        producer = ("'full-compaction'" if engine in (MergeEngine.PARTIAL_UPDATE.value, MergeEngine.AGGREGATION.value)
-                    else "'lookup' (or 'full-compaction')")
-        raise PaimonError(f"the changes of {name} cannot be read from what its commits wrote: {why}, so a "
-                          f"record is not the row readers see; give it the option changelog-producer {producer}, "
-                          f"whose changelog holds the rows as they became")
+    if core.changelog_producer in _IMAGES:
+        return True
+    return str(core.merge_engine) == MergeEngine.DEDUPLICATE.value and not core.sequence_fields
 
 
 def changes(spark: SparkSession, path: str, start: Optional[int], end: int,
@@ -73,25 +65,41 @@ def changes(spark: SparkSession, path: str, start: Optional[int], end: int,
         return rows.select(F.lit("+I").alias(ROW_KIND), *[F.col(f"`{c}`") for c in rows.columns])
     table = FileStoreTable.open(path, FileIO.get(path, storage or None))
     schema = table.schema
-    check_foldable(schema, path)
-    for snapshot in incremental.snapshots_between(table.snapshots, start, end):
-        if snapshot.commit_kind == "OVERWRITE":  # rows replaced without a record of each: no change to read
-            raise PaimonError(f"snapshot {snapshot.id} of {path} overwrote rows (an OVERWRITE commit records no "
-                              f"change per row): read the table anew instead of its changes since snapshot {start}")
-    records = (spark.read.format("paimon").options(**storage)
-               .option("incremental-between", f"{start},{end}").option(CHANGE_ORDER, "true")
-               .load(f"{path}$audit_log"))
-    columns = [c for c in records.columns if c not in (ROW_KIND, _SNAPSHOT, _BUCKET, _SEQUENCE)]
-    out = [F.col(ROW_KIND)] + [F.col(f"`{c}`") for c in columns]
+    overwritten = [s.id for s in incremental.snapshots_between(table.snapshots, start, end)
+                   if s.commit_kind == "OVERWRITE"]
     if schema.is_append:
-        return records.select(*out)
+        if overwritten:  # rows replaced with no record each, and no key to compare them by
+            raise PaimonError(f"snapshot {overwritten[0]} of {path} overwrote rows of an append table (an OVERWRITE "
+                              f"commit records no change per row): read the table anew instead of its changes "
+                              f"since snapshot {start}")
+        return _read(spark, path, storage, start, end).select(F.col(ROW_KIND), *_values(schema))
+    if start == 0:  # before the first snapshot: every row of the end is new
+        return changes(spark, path, None, end, settings)
+    keys = [F.col(f"`{k}`") for k in schema.primary_keys]
+    if overwritten or not foldable(schema):
+        differing = _read(spark, path, storage, start, end, {"incremental-between-scan-mode": "diff",
+                                                              between.WHOLE_DIFF: "true"})
+        # a key that moved partitions differs in both: gone where it was, there where it went
+        first = Window.partitionBy(*keys).orderBy((F.col(ROW_KIND) != "-D").desc())
+        return (differing.withColumn("__n", F.row_number().over(first)).where("__n = 1")
+                .select(F.col(ROW_KIND), *_values(schema)))
+    records = _read(spark, path, storage, start, end, {CHANGE_ORDER: "true"})
     if schema.core.ignore_delete:  # the table never deletes: its -D records change nothing
         records = records.where(F.col(ROW_KIND) != "-D")
-    keys = [F.col(f"`{k}`") for k in schema.primary_keys]
     where = keys + [F.col(f"`{p}`") for p in schema.partition_keys if p not in schema.primary_keys]
     last = Window.partitionBy(*where, F.col(_BUCKET)).orderBy(
         F.col(_SNAPSHOT).desc(), F.col(_SEQUENCE).desc(), (F.col(ROW_KIND) != "-U").desc())
     in_bucket = records.withColumn("__n", F.row_number().over(last)).where("__n = 1")
     latest = Window.partitionBy(*keys).orderBy(F.col(_SNAPSHOT).desc(), (F.col(ROW_KIND) != "-D").desc())
     folded = in_bucket.withColumn("__n", F.row_number().over(latest)).where("__n = 1")
-    return folded.where(F.col(ROW_KIND) != "-U").select(*out)
+    return folded.where(F.col(ROW_KIND) != "-U").select(F.col(ROW_KIND), *_values(schema))
+
+
+def _read(spark: SparkSession, path: str, storage: dict, start: int, end: int,
+          options: Optional[dict] = None) -> DataFrame:
+    return (spark.read.format("paimon").options(**storage).options(**(options or {}))
+            .option("incremental-between", f"{start},{end}").load(f"{path}$audit_log"))
+
+
+def _values(schema: TableSchema) -> list:
+    return [F.col(f"`{f.name}`") for f in schema.fields]

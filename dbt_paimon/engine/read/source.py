@@ -5,14 +5,17 @@
     spark.read.format("paimon").option("tag", "v1").load(path)         # ... to a tag
     spark.read.format("paimon").load(path + "$files")                  # a system table
     spark.read.format("paimon").load(path + "$audit_log")              # rows with their row kinds
+    spark.read.format("paimon").load(path + "$ro")                     # the top level only: no merge
+    spark.read.format("paimon").load(path + "$binlog")                 # the audit log, values in arrays
     spark.read.format("paimon").option("incremental-between", "3,7").load(path)  # what 4..7 wrote
+    spark.read.format("paimon").option("incremental-between", "v1,v2").load(path)  # tags: their diff
 
 The driver plans the snapshot (manifests only); each input partition carries a few splits, one
 split being one (partition, bucket), which an executor reads and merges with the table's merge
 engine (vectorised, store.read.TableRead) and hands to Spark as Arrow batches. An incremental read
-(`incremental-between`, `incremental-between-scan-mode`: store/read/incremental.py) hands Spark the
-inserted and updated records of the range (+I, +U), as Paimon's Spark connector does; their row
-kinds, retractions included, are the store's `FileStoreTable.read_between`.
+(Paimon's options `incremental-between`, `-timestamp`, `-scan-mode`, `-tag-to-snapshot`:
+store/read/between.py) hands Spark the inserted and updated records (+I, +U), as Paimon's Spark
+connector does; the audit log (`path$audit_log`) every record with its row kind.
 """
 
 from __future__ import annotations
@@ -21,15 +24,15 @@ import pickle
 from typing import Iterator, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from ...store.common.errors import PaimonError
 from ...store.common import fileio
 from ...store.common.fileio import FileIO, is_storage_option
-from ...store.read import audit_log, incremental
+from ...store.read import audit_log, between, incremental, read_optimized
+from ...store.read.read_optimized import READ_OPTIMIZED
 from ...store.read.read import TableRead
 from ...store import system_tables
 from ...store.schema.schema import SchemaManager, TableSchema
@@ -79,24 +82,26 @@ class PaimonDataSource(DataSource):
         return table.snapshots.snapshot(sid).schema_id if sid is not None else None
 
     def schema(self) -> StructType:
-        if self._path()[1] not in (None, audit_log.AUDIT_LOG):
+        if self._path()[1] not in (None, *system_tables.DATA_TABLES):
             return from_arrow_schema(system_tables.SCHEMAS[self._path()[1]])
         table = self._table()
         schema_id = self._schema_id(table)
         schema = table.schema
         if schema_id is not None:  # time travel reads with the schema of that snapshot
             schema = SchemaManager(table.io, table.path).schema(schema_id)
-        if self._path()[1] == audit_log.AUDIT_LOG:
+        if self._path()[1] in (audit_log.AUDIT_LOG, audit_log.BINLOG):
             order = from_arrow_schema(incremental.ORDER_SCHEMA).fields if self._ordered() else []
-            return StructType([StructField(audit_log.ROW_KIND, StringType(), False)] + order
-                              + spark_schema(schema).fields)
+            fields = spark_schema(schema).fields
+            if self._path()[1] == audit_log.BINLOG:  # each value in an array (Paimon's BinlogTable)
+                fields = [StructField(f.name, ArrayType(f.dataType, True), True) for f in fields]
+            return StructType([StructField(audit_log.ROW_KIND, StringType(), False)] + order + fields)
         return spark_schema(schema)
 
     def _ordered(self) -> bool:
         """The audit log of an incremental read with where each record stands (CHANGE_ORDER)."""
         if str(self.options.get(CHANGE_ORDER, "")).lower() != "true":
             return False
-        if self._path()[1] != audit_log.AUDIT_LOG or not self.options.get("incremental-between"):
+        if self._path()[1] != audit_log.AUDIT_LOG or not between.given(self.options):
             raise PaimonError(f"{CHANGE_ORDER} is an option of an incremental read of the audit log")
         return True
 
@@ -110,10 +115,11 @@ class PaimonDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         system = self._path()[1]
-        if system not in (None, audit_log.AUDIT_LOG):
+        if system not in (None, *system_tables.DATA_TABLES):
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
         # the audit log: the table's rows, each with its row kind in a first column
-        kinds = system == audit_log.AUDIT_LOG
+        kinds = system in (audit_log.AUDIT_LOG, audit_log.BINLOG)
+        binlog = system == audit_log.BINLOG
         ordered = self._ordered()
         columns = schema.fieldNames()[1 + (len(incremental.ORDER_SCHEMA) if ordered else 0):] if kinds \
             else schema.fieldNames()
@@ -121,15 +127,17 @@ class PaimonDataSource(DataSource):
         # taking a query's filters on the DataFrame's source object, and a later query on the same
         # DataFrame that pushes no filter reads what the earlier one narrowed (df.where(...).count(),
         # then df.count()). Queries are narrowed before they reach the source (sql/query.py).
-        between = self.options.get("incremental-between")
-        if between:
+        if between.given(self.options):
+            if system == READ_OPTIMIZED:
+                raise PaimonError("the ro system table reads a snapshot's top level; read a table's changes from "
+                                  "the table or its audit_log")
             if self._snapshot_id() is not None or self._tag():
-                raise PaimonError("give either incremental-between or a snapshot-id / tag, not both")
-            return IncrementalReader(self._table(), *incremental.parse_between(between),
-                                     self.options.get("incremental-between-scan-mode"), columns, kinds=kinds,
-                                     order=ordered)
+                raise PaimonError("give either an incremental read or a snapshot-id / tag, not both")
+            return IncrementalReader(self._table(), dict(self.options), columns, kinds=kinds, order=ordered,
+                                     binlog=binlog)
         return PaimonReader(self._table(), self._snapshot_id(), columns, self._tag(),
-                            merged_only=self.options.get(SPLITS_OPTION) == MERGED, kinds=kinds)
+                            merged_only=self.options.get(SPLITS_OPTION) == MERGED, kinds=kinds,
+                            top_level=system == READ_OPTIMIZED, binlog=binlog)
 
 
 class SystemTableReader(DataSourceReader):
@@ -146,27 +154,28 @@ class SystemTableReader(DataSourceReader):
 
 
 class IncrementalReader(DataSourceReader):
-    """The files a range of snapshots wrote, planned on the driver, a few per task; each task hands
-    Spark their inserted and updated records."""
+    """An incremental read (store/read/between.py) planned on the driver: files (delta, changelog)
+    or buckets (diff), a few per task; each task hands Spark their inserted and updated records, or
+    every record with its row kind (the audit log)."""
 
-    def __init__(self, table: FileStoreTable, start: int, end: int, mode: str | None, columns: list[str],
-                 kinds: bool = False, order: bool = False):
-        """kinds: every record, its row kind first (the audit log's); order: and where it stands."""
+    def __init__(self, table: FileStoreTable, options: dict, columns: list[str], kinds: bool = False,
+                 order: bool = False, binlog: bool = False):
+        """kinds: every record, its row kind first (the audit log's); order: and where it stands;
+        binlog: each value in an array (the binlog's)."""
         self.path, self.io, self.table_schema = table.path, table.io, table.schema
-        self.entries = incremental.plan_between(table.io, table.path, table.schema, start, end, mode)
-        self.columns, self.kinds, self.order = columns, kinds, order
+        self.planned = between.plan(table.io, table.path, table.schema, options)
+        self.columns, self.kinds, self.order, self.binlog = columns, kinds, order, binlog
 
     def partitions(self) -> list[SplitsPartition]:
-        chunks = max(1, min(len(self.entries), 256))
-        return [SplitsPartition(pickle.dumps(self.entries[i::chunks])) for i in range(chunks)]
+        units = self.planned.units
+        chunks = max(1, min(len(units), 256))
+        return [SplitsPartition(pickle.dumps(units[i::chunks])) for i in range(chunks)]
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
-        records = incremental.read_entries(self.io, self.path, self.table_schema, pickle.loads(partition.value),
-                                           self.columns, self.order)
-        kept = records if self.kinds else records.filter(
-            pc.is_in(records.column(incremental.ROW_KIND), pa.array(["+I", "+U"]))).drop_columns([incremental.ROW_KIND])
-        if kept.num_rows:
-            yield from _for_spark(kept, self.table_schema).to_batches(max_chunksize=1 << 16)
+        rows = between.read_units(self.io, self.path, self.table_schema, self.planned, pickle.loads(partition.value),
+                                  self.columns, kinds=self.kinds, order=self.order)
+        if rows.num_rows:
+            yield from _for_spark(rows, self.table_schema, self.binlog).to_batches(max_chunksize=1 << 16)
 
 
 class SplitsPartition(InputPartition):
@@ -176,16 +185,17 @@ class SplitsPartition(InputPartition):
 
 class PaimonReader(DataSourceReader):
     def __init__(self, table: FileStoreTable, snapshot_id: int | None, columns: list[str], tag: str | None = None,
-                 merged_only: bool = False, kinds: bool = False):
+                 merged_only: bool = False, kinds: bool = False, top_level: bool = False, binlog: bool = False):
         """merged_only: read only the splits Spark's Parquet reader does not (read/native.py); kinds:
-        each key's merged record, deletes kept, its row kind first (the audit log's)."""
+        each key's merged record, deletes kept, its row kind first (the audit log's); top_level:
+        only the files a full compaction wrote (the `ro` system table)."""
         self.path = table.path
         self.io = table.io  # travels to the executors with the store's settings
         # A batch read: level-0 files of a first-row table stay out, as in Java and pypaimon.
         plan = table.plan(snapshot_id, tag=tag, batch_read=True)
-        self.splits = plan.splits
+        self.splits = read_optimized.top_level(table.schema, plan.splits) if top_level else plan.splits
         self.table_schema = table.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
-        self.columns, self.kinds = columns, kinds
+        self.columns, self.kinds, self.binlog = columns, kinds, binlog
         if merged_only:
             native = Splits(table.path, table.io, self.table_schema)
             self.splits = [s for s in self.splits if not native.native(s)]
@@ -205,7 +215,7 @@ class PaimonReader(DataSourceReader):
         for split in pickle.loads(partition.value):
             part = audit_log.read_split(reader, split) if self.kinds else reader.read_split(split)
             if part.num_rows:
-                yield from _for_spark(part, self.table_schema).to_batches(max_chunksize=1 << 16)
+                yield from _for_spark(part, self.table_schema, self.binlog).to_batches(max_chunksize=1 << 16)
 
 
 def register(spark, storage_options: Mapping[str, object] | None = None) -> None:
@@ -232,12 +242,15 @@ def register(spark, storage_options: Mapping[str, object] | None = None) -> None
     spark.dataSource.register(ConfiguredPaimonDataSource)
 
 
-def _for_spark(rows: pa.Table, schema: TableSchema) -> pa.Table:
-    """Rows in the Arrow types Spark expects back; the audit log's row kind and order columns as they are."""
+def _for_spark(rows: pa.Table, schema: TableSchema, binlog: bool = False) -> pa.Table:
+    """Rows in the Arrow types Spark expects back; the audit log's row kind and order columns as they
+    are; binlog: each value in a one-element array (a batch read's binlog)."""
     if rows.column_names[:1] != [incremental.ROW_KIND]:
         return for_spark(rows, schema)
     head = [incremental.ROW_KIND] + [n for n in incremental.ORDER_SCHEMA.names if n in rows.column_names]
     out = for_spark(rows.drop_columns(head), schema)
+    if binlog:
+        out = audit_log.as_binlog(out)
     for i, name in enumerate(head):
         out = out.add_column(i, rows.schema.field(name), rows.column(name))
     return out

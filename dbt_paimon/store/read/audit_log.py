@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from ..format.datafile import VALUE_KIND
@@ -19,6 +20,9 @@ from .read import TableRead
 from .scan import DataSplit
 
 AUDIT_LOG = "audit_log"
+# Paimon's BinlogTable: the audit log with each value in an array; a batch read's arrays hold one
+# value (an update's before and after are packed into one row by its streaming reads only)
+BINLOG = "binlog"
 
 
 def with_kinds_schema(reader: TableRead) -> pa.Schema:
@@ -40,3 +44,10 @@ def read_split(reader: TableRead, split: DataSplit) -> pa.Table:
 def read_splits(reader: TableRead, splits: Sequence[DataSplit]) -> pa.Table:
     parts = [read_split(reader, s) for s in splits]  # per split (a bucket), not per row
     return pa.concat_tables(parts) if parts else with_kinds_schema(reader).empty_table()
+
+
+def as_binlog(rows: pa.Table) -> pa.Table:
+    """Each column of `rows` as one-element arrays (the binlog's layout of a batch read)."""
+    offsets = pa.array(np.arange(rows.num_rows + 1, dtype=np.int32))
+    arrays = [pa.ListArray.from_arrays(offsets, c.combine_chunks()) for c in rows.columns]
+    return pa.Table.from_arrays(arrays, names=rows.column_names)

@@ -12,8 +12,8 @@ the first snapshot). `incremental-between-scan-mode` says which files:
 Each file's records are read as they are stored, not merged: a key written twice in the range is
 read twice, a deletion as a `-D` record, each record with its row kind (`rowkind`: +I, -U, +U, -D,
 the column Paimon's audit_log table names so). Files are read in the current schema (fields matched
-by id), as every read here. Paimon's `diff` mode (before and after images of the two snapshots) is
-not read here and is refused by name.
+by id), as every read here. Paimon's `diff` mode compares the two snapshots instead (diff.py);
+between.py chooses from Paimon's options.
 """
 
 from __future__ import annotations
@@ -59,11 +59,10 @@ def row_kinds(value_kinds) -> pa.ChunkedArray | pa.Array:
 def scan_mode(schema: TableSchema, mode: str | None) -> str:
     """The files a scan mode reads on this table: 'delta' or 'changelog'."""
     mode = (mode or "auto").lower()
-    if mode == "diff":
-        raise PaimonError("incremental-between-scan-mode 'diff' is not read by dbt-paimon yet; "
-                          "use 'auto', 'delta' or 'changelog'")
+    if mode == "diff":  # two snapshots compared, not records read: between.py plans it (diff.py)
+        raise PaimonError("incremental-between-scan-mode 'diff' compares two snapshots; it reads no records")
     if mode not in SCAN_MODES:
-        raise PaimonError(f"incremental-between-scan-mode must be one of {', '.join(SCAN_MODES)}, got {mode!r}")
+        raise PaimonError(f"incremental-between-scan-mode must be one of {', '.join(SCAN_MODES)}, diff; got {mode!r}")
     if mode == "auto":
         return "changelog" if not schema.is_append and schema.core.changelog_producer != "none" else "delta"
     if mode == "changelog" and schema.is_append:
@@ -115,15 +114,6 @@ def plan_between(io: FileIO, table_path: str, schema: TableSchema, start: int, e
     files = scan_mode(schema, mode)
     return entries_between(io, table_path, schema, snapshots_between(SnapshotManager(io, table_path), start, end),
                            files)
-
-
-def parse_between(value: str) -> tuple[int, int]:
-    """The option `incremental-between` as snapshot ids 'start,end' (tag names are refused by name)."""
-    parts = [p.strip() for p in str(value).split(",")]
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise PaimonError(f"incremental-between must be two snapshot ids 'start,end' (the start exclusive), "
-                          f"got {value!r}; dbt-paimon does not read tag names there yet")
-    return int(parts[0]), int(parts[1])
 
 
 def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequence[tuple[int, ManifestEntry]],
