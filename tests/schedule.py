@@ -89,6 +89,7 @@ SECONDS = {
     "tests/store/test_object_store.py": 12,
     "tests/engine/test_bootstrap_pruning.py": 11,
     "tests/java_paimon/test_incremental_reads.py": 45,
+    "tests/java_paimon/test_changes_java.py": 20,
 }
 
 

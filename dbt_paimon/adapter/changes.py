@@ -42,7 +42,8 @@ MACRO = "paimon_changes"
 # materializations that write the model into a Paimon table and then call consume()
 CONSUMING = ("paimon_upsert", "incremental", "table")
 
-_pending: Dict[Tuple[str, str], List[Tuple[str, str, int]]] = {}  # model's table path -> (upstream, id, next)
+# (model's table path, its name) -> what it read: (upstream path, consumer id, next snapshot)
+_pending: Dict[Tuple[str, str], List[Tuple[str, str, int]]] = {}
 _lock = threading.Lock()
 
 
@@ -75,6 +76,10 @@ def changes_view(tables: Tables, upstream: Any, model: BaseRelation, materialize
             raise DbtRuntimeError(
                 f"{what}: the consumer {consumer!r} reads snapshot {start + 1} next, which has expired (the table "
                 f"has snapshots {earliest}..{latest}); run {name} with --full-refresh to read the table anew")
+        if latest is None or start > latest:  # rolled back past what the model read: no record of that
+            raise DbtRuntimeError(
+                f"{what}: the consumer {consumer!r} reads snapshot {start + 1} next, but the table's latest is "
+                f"{latest} (rolled back since?); run {name} with --full-refresh to read the table anew")
     if latest is None:  # no snapshot yet: no rows
         frame = tables.spark().createDataFrame([], StructType(
             [StructField("rowkind", StringType(), False)] + spark_schema(table.schema).fields))

@@ -100,6 +100,15 @@ class TestChangesAsInput:
         run_dbt(["run", "-s", "orders_copy", "--full-refresh", "--vars", json.dumps({"batch": 4})])
         assert self._rows(project, "orders_copy") == self._rows(project, "orders")
 
+        # an upstream rolled back past what the copy read has no record of what it undid: refused
+        orders = FileStoreTable.open(self._path(project, "orders"))
+        back_to = orders.snapshots.latest_id() - 1
+        run_dbt(["run-operation", "paimon_rollback", "--args",
+                 json.dumps({"relation": f"{project.test_schema}.orders", "snapshot_id": back_to})])
+        results = run_dbt(["run", "-s", "orders_copy", "--vars", json.dumps({"batch": 4})], expect_pass=False)
+        assert "(rolled back since?); run" in results.results[0].message
+        assert "with --full-refresh" in results.results[0].message
+
     def test_a_model_that_keeps_no_table_is_refused(self, project):
         with open(os.path.join(project.project_root, "models", "in_a_view.sql"), "w") as f:
             f.write(IN_A_VIEW)
