@@ -3,6 +3,7 @@
 # constraints.txt or bench/requirements.txt change), then runs bench/run.py with the given arguments.
 #   bash bench/bench.sh --workload W1            # see: bash bench/bench.sh --help
 #   bash bench/bench.sh read --workload W1       # the format read bench (format_read_bench.py --help)
+#   bash bench/bench.sh changes                  # the changes read bench (changes_bench.py --help)
 # A separate venv: the peers (deltalake, pyiceberg, pypaimon-rust, matplotlib) are no project deps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,4 +21,6 @@ export PYTHONHASHSEED=0
 # `read ...`: the format read bench (Delta, Iceberg, Paimon 2.0 and dbt-paimon on each one's Spark);
 # it and the Spark-based upsert peers build their side venvs and fetch their jars themselves (spark_side.py)
 if [ "${1:-}" = read ]; then shift; exec "$VENV/bin/python" bench/format_read_bench.py "$@"; fi
+# `changes ...`: reading a table's changes against reading the table (changes_bench.py --help)
+if [ "${1:-}" = changes ]; then shift; exec "$VENV/bin/python" bench/changes_bench.py "$@"; fi
 exec "$VENV/bin/python" bench/run.py "$@"

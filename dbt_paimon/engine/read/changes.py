@@ -86,6 +86,8 @@ def changes(spark: SparkSession, path: str, start: Optional[int], end: int,
     records = _read(spark, path, storage, start, end, {CHANGE_ORDER: "true"})
     if schema.core.ignore_delete:  # the table never deletes: its -D records change nothing
         records = records.where(F.col(ROW_KIND) != "-D")
+    # one shuffle by key serves both windows below (each is clustered by the key and more)
+    records = records.repartition(*keys)
     where = keys + [F.col(f"`{p}`") for p in schema.partition_keys if p not in schema.primary_keys]
     last = Window.partitionBy(*where, F.col(_BUCKET)).orderBy(
         F.col(_SNAPSHOT).desc(), F.col(_SEQUENCE).desc(), (F.col(ROW_KIND) != "-U").desc())

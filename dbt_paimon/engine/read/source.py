@@ -167,8 +167,10 @@ class IncrementalReader(DataSourceReader):
         self.columns, self.kinds, self.order, self.binlog = columns, kinds, order, binlog
 
     def partitions(self) -> list[SplitsPartition]:
+        # a task per million rows, not per file: a range's files are many and small (one per
+        # bucket a commit touched), and a task costs Spark a Python worker's round trip
         units = self.planned.units
-        chunks = max(1, min(len(units), 256))
+        chunks = max(1, min(len(units), between.row_count(self.planned) // _ROWS_PER_PARTITION + 1, 256))
         return [SplitsPartition(pickle.dumps(units[i::chunks])) for i in range(chunks)]
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:

@@ -50,6 +50,13 @@ class Between:
         return self.buckets if self.diff else self.records
 
 
+def row_count(planned: Between) -> int:
+    """The rows a planned read reads at most (file metadata)."""
+    if not planned.diff:
+        return sum(e.file.row_count for _, e in planned.records)
+    return sum(side.row_count for b in planned.buckets for side in (b.before, b.after) if side is not None)
+
+
 def given(options: Mapping[str, str]) -> bool:
     return bool(options.get(BETWEEN) or options.get(BETWEEN_TIMESTAMP))
 
