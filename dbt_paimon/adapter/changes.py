@@ -80,19 +80,17 @@ def changes_view(tables: Tables, upstream: Any, model: BaseRelation, materialize
             raise DbtRuntimeError(
                 f"{what}: the consumer {consumer!r} reads snapshot {start + 1} next, but the table's latest is "
                 f"{latest} (rolled back since?); run {name} with --full-refresh to read the table anew")
-    if latest is None:  # no snapshot yet: no rows
+    if latest is None or (start is not None and start >= latest):  # nothing (committed since): no rows
         frame = tables.spark().createDataFrame([], StructType(
             [StructField("rowkind", StringType(), False)] + spark_schema(table.schema).fields))
     else:
         try:
-            if start is not None and start >= latest:  # nothing committed since: the columns, no rows
-                frame = engine_changes(tables.spark(), path, None, latest).limit(0)
-            else:
-                frame = engine_changes(tables.spark(), path, start, latest)
+            frame = engine_changes(tables.spark(), path, start, latest)
         except PaimonError as e:
             raise DbtRuntimeError(f"{what}: {e}") from e
         except Exception as e:  # noqa: BLE001 - any failure to plan the read: an error naming both tables
             raise DbtRuntimeError(f"{what}: {error_message(e)}") from e
+    if latest is not None:
         with _lock:
             entry = (path, consumer, latest + 1)
             waiting = [p for p in _pending.get(_key(tables, model), []) if p[:2] != entry[:2]]

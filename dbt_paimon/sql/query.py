@@ -89,7 +89,7 @@ def _functions(spark: SparkSession, plan) -> list:
     return found
 
 
-def _incremental_query(spark: SparkSession, node) -> tuple[str, DataFrame]:
+def _incremental_query(spark: SparkSession, node) -> DataFrame:
     """paimon_incremental_query('t', start, end[, scan mode]) as Paimon's Spark connector takes it:
     the table's records between the two snapshots (or tags), as the `paimon` source reads them."""
     args = [a for a in scala_list(spark, node.functionArgs())]
@@ -102,30 +102,26 @@ def _incremental_query(spark: SparkSession, node) -> tuple[str, DataFrame]:
     if len(values) not in (3, 4):
         raise PaimonError(f"{INCREMENTAL_QUERY} takes ('table', start, end[, 'scan mode']), got {len(values)} "
                           f"argument(s)")
-    name = values[0]
-    parts = [p.strip("`") for p in name.split(".")]
-    base, _, system = parts[-1].partition("$")
-    target = resolve(spark, parts[:-1] + [base])
-    if target is None:
-        raise PaimonError(f"{INCREMENTAL_QUERY}: {name!r} is not a Paimon table of this session")
-    reader = spark.read.format(SOURCE_NAME).option("incremental-between", f"{values[1]},{values[2]}")
+    options = {"incremental-between": f"{values[1]},{values[2]}"}
     if len(values) == 4:
-        reader = reader.option("incremental-between-scan-mode", values[3])
-    return name, reader.load(target.path + (f"${system}" if system else ""))
+        options["incremental-between-scan-mode"] = values[3]
+    rows = _source_read(spark, [p.strip("`") for p in values[0].split(".")], options)
+    if rows is None:
+        raise PaimonError(f"{INCREMENTAL_QUERY}: {values[0]!r} is not a Paimon table of this session")
+    return rows
 
 
-def _source_read(spark: SparkSession, parts: list[str], options) -> Optional[DataFrame]:
+def _source_read(spark: SparkSession, parts: list[str], options: dict) -> Optional[DataFrame]:
     """A name the native plan does not read, through the `paimon` source: a system table of one of
     our tables (`t$audit_log`, `db.t$snapshots`), or a table given options (`t WITH
     ('incremental-between' = '1,3')`), with those options."""
     base, sep, system = parts[-1].partition("$")
-    if not sep and options.isEmpty():
+    if not sep and not options:
         return None
     target = resolve(spark, parts[:-1] + [base])
     if target is None:
         return None
-    given = {str(k): str(options.get(k)) for k in options.keySet()}  # a Java map: its own keys
-    return spark.read.format(SOURCE_NAME).options(**given).load(target.path + (f"${system}" if sep else ""))
+    return spark.read.format(SOURCE_NAME).options(**options).load(target.path + (f"${system}" if sep else ""))
 
 
 def _is_command(spark: SparkSession, plan) -> bool:
@@ -155,13 +151,14 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
             continue
         start, stop = origin.startIndex().get(), origin.stopIndex().get()
         bare = parent == "SubqueryAlias" or text[:start].rstrip().lower().endswith("table")
-        read = _source_read(spark, parts, node.options())
+        given = {str(k): str(node.options().get(k)) for k in node.options().keySet()}  # a Java map
+        read = _source_read(spark, parts, given)
         if read is not None:  # `t$audit_log`, `t WITH (...)`: read with its options
             view = _next_view()
             name = parts[-1].partition("$")[0]
             edits.append((start, _options_end(text, stop), view if bare else f"{view} AS {quote(name)}", view, read))
             continue
-        if not node.options().isEmpty():
+        if given:
             continue
         target = resolve(spark, parts)
         if target is None:
@@ -172,7 +169,7 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         origin = node.origin()
         if not origin.startIndex().isDefined():
             continue
-        name, rows = _incremental_query(spark, node)
+        rows = _incremental_query(spark, node)
         view = _next_view()
         edits.append((origin.startIndex().get(), origin.stopIndex().get(), view, view, rows))
     if not edits:

@@ -112,9 +112,8 @@ class FileStoreTable:
         """Paimon's `incremental-between = 'start,end'` (start exclusive) with its
         `incremental-between-scan-mode` (auto, delta, changelog): the records those snapshots wrote,
         unmerged, each with its `rowkind` (read/incremental.py)."""
-        options = {between.BETWEEN: f"{start},{end}", between.SCAN_MODE: scan_mode or "auto"}
-        planned = between.plan(self.io, self.path, self.schema, options)
-        return between.read_units(self.io, self.path, self.schema, planned, planned.units, columns)
+        return self.read_incremental({between.BETWEEN: f"{start},{end}", between.SCAN_MODE: scan_mode or "auto"},
+                                     columns)
 
     def read_incremental(self, options: Mapping[str, str], columns: Sequence[str] | None = None) -> pa.Table:
         """An incremental read by Paimon's options (incremental-between with snapshot ids or tag names,

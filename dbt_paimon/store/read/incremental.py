@@ -100,13 +100,6 @@ def entries_between(io: FileIO, table_path: str, schema: TableSchema, snapshots:
     return out
 
 
-def read_between(io: FileIO, table_path: str, schema: TableSchema, start: int, end: int,
-                 mode: str | None = None, projection: Sequence[str] | None = None) -> pa.Table:
-    """The records of snapshots start+1 .. end (see above): `rowkind` first, then the projected
-    columns (default: every field)."""
-    return read_entries(io, table_path, schema, plan_between(io, table_path, schema, start, end, mode), projection)
-
-
 def plan_between(io: FileIO, table_path: str, schema: TableSchema, start: int, end: int,
                  mode: str | None = None) -> list[tuple[int, ManifestEntry]]:
     """The files an incremental read of snapshots start+1 .. end reads (manifests only), each with
@@ -119,7 +112,7 @@ def plan_between(io: FileIO, table_path: str, schema: TableSchema, start: int, e
 def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequence[tuple[int, ManifestEntry]],
                  projection: Sequence[str] | None = None, order: bool = False) -> pa.Table:
     """The records of some files of plan_between, unmerged, `rowkind` first. order: with where each
-    record stands in the table's history after the row kind (ORDER_COLUMNS: the snapshot that wrote
+    record stands in the table's history after the row kind (ORDER_SCHEMA: the snapshot that wrote
     it, its bucket, its sequence number), which is what folding a key's records into its last
     change needs (engine/read/changes.py)."""
     reader = TableRead(io, table_path, schema, projection)

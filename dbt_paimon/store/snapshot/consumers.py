@@ -11,9 +11,13 @@ from ..common.fileio import FileIO
 PREFIX = "consumer-"
 
 
+def _folder(table_path: str) -> str:
+    return f"{table_path.rstrip('/')}/consumer"
+
+
 def consumers(io: FileIO, table_path: str) -> dict[str, int]:
     """consumer id -> the snapshot it reads next, of every consumer of the table."""
-    folder = f"{table_path.rstrip('/')}/consumer"
+    folder = _folder(table_path)
     found = {}
     for name in sorted(io.list_names(folder)):
         if not name.startswith(PREFIX):
@@ -39,6 +43,6 @@ def check_id(consumer_id: str) -> str:
 def reset_consumer(io: FileIO, table_path: str, consumer_id: str, next_snapshot: int) -> None:
     """Record that `consumer_id` reads `next_snapshot` next (Paimon's ConsumerManager.resetConsumer):
     the file is replaced atomically, so a reader sees the old position or the new one."""
-    folder = f"{table_path.rstrip('/')}/consumer"
+    folder = _folder(table_path)
     io.mkdirs(folder)
     io.overwrite_text(f"{folder}/{PREFIX}{check_id(consumer_id)}", json.dumps({"nextSnapshot": int(next_snapshot)}))
