@@ -33,16 +33,29 @@ def pypaimon_rows(path, snapshot_id=None):
     return by_key(pypaimon_read(path, snapshot_id).to_pylist())
 
 
-def live_places(path) -> Counter:
+def live_places(path, snapshot_id: int | None = None) -> Counter:
     """How many (partition, bucket) places each key is live in, read split by split."""
     table = FileStoreTable.open(path)
     keys = list(table.schema.primary_keys)
     reader = table.new_read(keys)
     places: Counter = Counter()
-    for split in table.plan().splits:
+    for split in table.plan(snapshot_id).splits:
         for row in reader.read_split(split).to_pylist():
             places[tuple(row[k] for k in keys)] += 1
     return places
+
+
+def keys_live_twice(path) -> dict:
+    """Every snapshot's keys live in more than one place, by snapshot id and the kind of its commit:
+    what a failed contention test reports, so that a rare failure names the commit that made it."""
+    table = FileStoreTable.open(path)
+    found = {}
+    for sid in range(1, table.latest_snapshot().id + 1):
+        twice = sorted(k for k, n in live_places(path, sid).items() if n > 1)
+        if twice:
+            snap = table.snapshots().snapshot(sid)
+            found[sid] = (snap.commit_kind, snap.commit_user[:8], twice)
+    return found
 
 
 def data_files(path) -> set:
