@@ -244,8 +244,22 @@ def _external_catalog(spark: SparkSession):
 
 
 def scala_list(spark: SparkSession, seq) -> list:
-    """A Scala Seq from Spark's catalog API as a Python list."""
-    return list(spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq))
+    """A Scala Seq from Spark's API as a Python list. Taken by index, not iterated: py4j ends an
+    iteration by a Java exception, and pyspark's handler of Java exceptions costs ~17 ms, which made
+    the plan walk of sql/query.py ~0.6 s of every query dbt sends."""
+    if seq.isEmpty():
+        return []
+    items = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)
+    return [items.get(i) for i in range(items.size())]
+
+
+def java_dict(mapping) -> dict:
+    """A java.util.Map as a Python dict (keys as strings, values as py4j gives them), taken by
+    index (as scala_list says why)."""
+    if mapping.isEmpty():
+        return {}
+    keys = mapping.keySet().toArray()
+    return {str(keys[i]): mapping.get(keys[i]) for i in range(len(keys))}
 
 
 def _entry_of(schema: str, table) -> CatalogEntry:

@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 
-from .catalog import quote, scala_list
+from .catalog import java_dict, quote, scala_list
 from .target import resolve
 from ..engine.read.native import frame
 from ..engine.read.source import SOURCE_NAME
@@ -48,16 +48,21 @@ def _next_view() -> str:
         return f"{_VIEW_PREFIX}{next(_counter)}"
 
 
-def _relations(spark: SparkSession, plan) -> tuple[list, set[str]]:
-    """(relation, its parent's class name) of every table the plan reads by name, subqueries and
-    CTEs included, and the names of the statement's CTEs."""
-    found, ctes = [], set()
+def _named(spark: SparkSession, plan) -> tuple[list, set[str], list]:
+    """What the plan names, subqueries and CTEs included, in one walk (each step is a call into the
+    JVM): (relation, its parent's class name) of every table it reads by name, the names of the
+    statement's CTEs, and every `paimon_incremental_query(...)` it calls as a table."""
+    found, ctes, functions = [], set(), []
 
     def walk(node, parent: str) -> None:
         kind = str(node.getClass().getSimpleName())
         if kind == "UnresolvedRelation":
             found.append((node, parent))
             return
+        if kind == "UnresolvedTableValuedFunction":
+            name = [str(p) for p in scala_list(spark, node.name())]
+            if name and name[-1].lower() == INCREMENTAL_QUERY:
+                functions.append(node)
         if kind == "UnresolvedWith":
             for pair in scala_list(spark, node.cteRelations()):
                 ctes.add(str(pair._1()).lower())
@@ -68,25 +73,7 @@ def _relations(spark: SparkSession, plan) -> tuple[list, set[str]]:
             walk(sub, kind)
 
     walk(plan, "")
-    return found, ctes
-
-
-def _functions(spark: SparkSession, plan) -> list:
-    """Every `paimon_incremental_query(...)` the plan calls as a table (subqueries included)."""
-    found = []
-
-    def walk(node) -> None:
-        if str(node.getClass().getSimpleName()) == "UnresolvedTableValuedFunction":
-            name = [str(p) for p in scala_list(spark, node.name())]
-            if name and name[-1].lower() == INCREMENTAL_QUERY:
-                found.append(node)
-        for child in scala_list(spark, node.children()):
-            walk(child)
-        for sub in scala_list(spark, node.subqueries()):
-            walk(sub)
-
-    walk(plan)
-    return found
+    return found, ctes, functions
 
 
 def _incremental_query(spark: SparkSession, node) -> DataFrame:
@@ -140,7 +127,7 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         return None
     if _is_command(spark, plan):
         return None
-    relations, ctes = _relations(spark, plan)
+    relations, ctes, functions = _named(spark, plan)
     edits = []  # (start, stop, replacement, view, path or DataFrame)
     for node, parent in relations:
         parts = [str(p) for p in scala_list(spark, node.multipartIdentifier())]
@@ -151,7 +138,7 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
             continue
         start, stop = origin.startIndex().get(), origin.stopIndex().get()
         bare = parent == "SubqueryAlias" or text[:start].rstrip().lower().endswith("table")
-        given = {str(k): str(node.options().get(k)) for k in node.options().keySet()}  # a Java map
+        given = {k: str(v) for k, v in java_dict(node.options()).items()}
         read = _source_read(spark, parts, given)
         if read is not None:  # `t$audit_log`, `t WITH (...)`: read with its options
             view = _next_view()
@@ -165,7 +152,7 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
             continue
         view = _next_view()
         edits.append((start, stop, view if bare else f"{view} AS {quote(parts[-1])}", view, target.path))
-    for node in _functions(spark, plan):
+    for node in functions:
         origin = node.origin()
         if not origin.startIndex().isDefined():
             continue

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from ..store.common.errors import SchemaError
-from .catalog import scala_list
+from .catalog import java_dict, scala_list
 
 # Spark's logical plan (class simple name) -> what the statement does to its table
 KINDS = {
@@ -177,7 +177,9 @@ def alias(statement: Statement) -> Optional[str]:
 
 
 def scala_map(spark: SparkSession, mapping) -> dict:
-    return dict(spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(mapping))
+    if mapping.isEmpty():
+        return {}
+    return java_dict(spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(mapping))
 
 
 def option(value) -> Any:
