@@ -274,6 +274,15 @@ def _native_parts(spark: SparkSession, schema: TableSchema, splits: "Splits", na
     return parts
 
 
+# Spark lists every path a read is given; beyond this many paths it lists them in a Spark job of a
+# task per path: ~2 s in a fresh session for a table of 100 partitions, what the first read of each
+# new snapshot cost (a dbt test right after its model's run). Our paths are files on the local disk
+# that the manifests name (Spark's own listing of them in the driver takes milliseconds), so our
+# reads are planned with the threshold out of reach, under a lock that keeps the session's value.
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+_listing = threading.Lock()
+
+
 def _read(spark: SparkSession, file_schema: TableSchema, schema: TableSchema, paths: list[str],
           base: Optional[str]) -> DataFrame:
     """The files' columns of the table's fields, by the names and types they were written with;
@@ -283,8 +292,16 @@ def _read(spark: SparkSession, file_schema: TableSchema, schema: TableSchema, pa
     present = [f.name for f in file_schema.fields if f.id in ids]
     reader = spark.read.schema(spark_schema(file_schema, present))
     if base is None:
-        return reader.option("recursiveFileLookup", "true").parquet(*paths)
-    return reader.option("basePath", fileio.local_path(base)).parquet(*paths)
+        reader = reader.option("recursiveFileLookup", "true")
+    else:
+        reader = reader.option("basePath", fileio.local_path(base))
+    with _listing:
+        before = spark.conf.get(_LISTING_THRESHOLD)
+        spark.conf.set(_LISTING_THRESHOLD, str(1 << 30))
+        try:
+            return reader.parquet(*paths)   # Spark lists the files here, when the read is planned
+        finally:
+            spark.conf.set(_LISTING_THRESHOLD, before)
 
 
 def _renamed(schema: TableSchema, file_schema: TableSchema, df: DataFrame) -> DataFrame:
