@@ -4,6 +4,7 @@
 #   bash bench/bench.sh --workload W1            # see: bash bench/bench.sh --help
 #   bash bench/bench.sh read --workload W1       # the format read bench (format_read_bench.py --help)
 #   bash bench/bench.sh changes                  # the changes read bench (changes_bench.py --help)
+#   bash bench/bench.sh dbt                      # dbt build on dbt-paimon, Delta, Iceberg (dbt_build_bench.py --help)
 # A separate venv: the peers (deltalake, pyiceberg, pypaimon-rust, matplotlib) are no project deps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +24,6 @@ export PYTHONHASHSEED=0
 if [ "${1:-}" = read ]; then shift; exec "$VENV/bin/python" bench/format_read_bench.py "$@"; fi
 # `changes ...`: reading a table's changes against reading the table (changes_bench.py --help)
 if [ "${1:-}" = changes ]; then shift; exec "$VENV/bin/python" bench/changes_bench.py "$@"; fi
+# `dbt ...`: one dbt project built by dbt-paimon and by dbt-spark on Delta and on Iceberg (dbt_build_bench.py --help)
+if [ "${1:-}" = dbt ]; then shift; exec "$VENV/bin/python" bench/dbt_build_bench.py "$@"; fi
 exec "$VENV/bin/python" bench/run.py "$@"
