@@ -7,7 +7,11 @@ names that is one of ours is planned at its latest snapshot (native.frame), put 
 view of a name of its own, and the query runs with the view's name where the table's stood (the
 table's own name kept as its alias, so `t.col` still resolves). Spark analyses a query when
 `spark.sql` returns, so the views are dropped then; the DataFrame keeps their plans, and with them
-the snapshot read: the same rows however often it is used.
+the snapshot read: the same rows however often it is used. The query of a statement that writes
+its rows into a table (CREATE or REPLACE TABLE ... AS SELECT, INSERT ... SELECT: dbt-spark's
+`table` models over a Paimon table, dbt's stored test failures) is read the same way, its target
+left as written; Spark runs such a statement when `spark.sql` is called, while the views exist.
+A view's query is not: Spark keeps a view's text, which may not name a temporary view.
 
 A system table (`t$audit_log`), a table given options (`t WITH ('incremental-between' = '1,3')`)
 and Paimon's `paimon_incremental_query('t', 1, 3)` are read through the `paimon` source with those
@@ -34,8 +38,12 @@ from ..store.common.errors import PaimonError
 
 log = logging.getLogger(__name__)
 
-# a statement that may be a query starts with one of these (after comments)
-_QUERY_WORD = re.compile(r"(?:select|with|from|table|values|\()", re.IGNORECASE)
+# a statement that may be a query, or write a query's rows, starts with one of these (after comments)
+_QUERY_WORD = re.compile(r"(?:select|with|from|table|values|\(|create|replace|insert)", re.IGNORECASE)
+# the statements whose query is read as a query is (their target left as written): dbt-spark's
+# `table` and `incremental` models and dbt's stored test failures write with these. A view is not
+# among them: its text is kept and read again later, and could not name the temporary views
+_WRITES_A_QUERY = {"CreateTableAsSelect", "ReplaceTableAsSelect", "InsertIntoStatement"}
 _VIEW_PREFIX = "__paimon_read_"
 INCREMENTAL_QUERY = "paimon_incremental_query"
 _WITH_OPTIONS = re.compile(r"\s*WITH\s*\(", re.IGNORECASE)
@@ -125,7 +133,9 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(text)
     except Exception:  # noqa: BLE001 - Spark reports its own parse errors when it runs the text
         return None
-    if _is_command(spark, plan):
+    if str(plan.getClass().getSimpleName()) in _WRITES_A_QUERY:
+        plan = plan.query()  # Spark runs the statement when spark.sql is called: the views are there
+    elif _is_command(spark, plan):
         return None
     relations, ctes, functions = _named(spark, plan)
     edits = []  # (start, stop, replacement, view, path or DataFrame)
