@@ -11,7 +11,9 @@ the snapshot read: the same rows however often it is used. The query of a statem
 its rows into a table (CREATE or REPLACE TABLE ... AS SELECT, INSERT ... SELECT: dbt-spark's
 `table` models over a Paimon table, dbt's stored test failures) is read the same way, its target
 left as written; Spark runs such a statement when `spark.sql` is called, while the views exist.
-A view's query is not: Spark keeps a view's text, which may not name a temporary view.
+A view is made from its text as written (Spark keeps the text, which may not name a temporary
+view); a query naming a permanent view whose text reads our tables reads that text natively in
+its place, under the view's column names and types (dbt's `view` models over Paimon tables).
 
 A system table (`t$audit_log`), a table given options (`t WITH ('incremental-between' = '1,3')`)
 and Paimon's `paimon_incremental_query('t', 1, 3)` are read through the `paimon` source with those
@@ -29,9 +31,11 @@ import threading
 from typing import Callable, Optional
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from .catalog import java_dict, quote, scala_list
-from .target import resolve
+from .target import SESSION_CATALOG, resolve
 from ..engine.read.native import frame
 from ..engine.read.source import SOURCE_NAME
 from ..store.common.errors import PaimonError
@@ -47,6 +51,7 @@ _WRITES_A_QUERY = {"CreateTableAsSelect", "ReplaceTableAsSelect", "InsertIntoSta
 _VIEW_PREFIX = "__paimon_read_"
 INCREMENTAL_QUERY = "paimon_incremental_query"
 _WITH_OPTIONS = re.compile(r"\s*WITH\s*\(", re.IGNORECASE)
+_VIEW_DEPTH = 8   # views over views read natively up to this depth; deeper ones as Spark reads them
 _counter = itertools.count()
 _lock = threading.Lock()
 
@@ -124,9 +129,11 @@ def _is_command(spark: SparkSession, plan) -> bool:
     return bool(command.isInstance(plan)) or str(plan.getClass().getSimpleName()).endswith("Statement")
 
 
-def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], first: int) -> Optional[DataFrame]:
+def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], first: int,
+        depth: int = 0) -> Optional[DataFrame]:
     """The query's DataFrame with its Paimon tables read natively; None when it names none (or is
-    no query), for Spark to run as it is. `first`: where the statement's first word starts."""
+    no query), for Spark to run as it is. `first`: where the statement's first word starts;
+    `depth`: how many views deep this text is (a view's text is read by this function too)."""
     if not _QUERY_WORD.match(text, first):
         return None
     try:
@@ -158,10 +165,11 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         if given:
             continue
         target = resolve(spark, parts)
-        if target is None:
+        read = _view_read(spark, parts, spark_sql, depth) if target is None else target.path
+        if read is None:
             continue
         view = _next_view()
-        edits.append((start, stop, view if bare else f"{view} AS {quote(parts[-1])}", view, target.path))
+        edits.append((start, stop, view if bare else f"{view} AS {quote(parts[-1])}", view, read))
     for node in functions:
         origin = node.origin()
         if not origin.startIndex().isDefined():
@@ -195,6 +203,41 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
     finally:
         for view in views:
             spark.catalog.dropTempView(view)
+
+
+def _view_read(spark: SparkSession, parts: list[str], spark_sql: Callable[[str], DataFrame],
+               depth: int) -> Optional[DataFrame]:
+    """A permanent view of Spark's catalog whose text reads Paimon tables (a dbt model's view over
+    one), as its text read natively, under the view's column names and types; None for any other
+    name, for a view reading none of ours, and where the view's text would resolve a name otherwise
+    than here: its unqualified names belong to the database current when it was made."""
+    if depth >= _VIEW_DEPTH or len(parts) > 3 or (len(parts) == 3 and parts[0].lower() != SESSION_CATALOG):
+        return None
+    current = spark.catalog.currentDatabase()
+    database, name = (current, parts[0]) if len(parts) == 1 else (parts[-2], parts[-1])
+    jvm = spark._jvm
+    session_catalog = spark._jsparkSession.sessionState().catalog()
+    try:
+        if len(parts) == 1 and session_catalog.getTempView(name).isDefined():
+            return None
+        ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier(name, jvm.scala.Option.apply(database))
+        if not session_catalog.tableExists(ident):
+            return None
+        table = session_catalog.getTableMetadata(ident)
+        if str(table.tableType().name()) != "VIEW" or not table.viewText().isDefined():
+            return None
+        made_in = [str(p) for p in scala_list(spark, table.viewCatalogAndNamespace())]
+        text, fields = str(table.viewText().get()), T._parse_datatype_json_string(table.schema().json()).fields
+    except Exception as e:  # noqa: BLE001 - a name Spark's catalog cannot answer for: Spark reads it as written
+        log.debug("%s: not read as a view of Paimon tables (%s)", ".".join(parts), e)
+        return None
+    if made_in and made_in[-1].lower() != current.lower():
+        return None
+    rows = run(spark, text, spark_sql, len(text) - len(text.lstrip()), depth + 1)
+    if rows is None or len(rows.columns) != len(fields):
+        return None
+    rows = rows.toDF(*[f"c{i}" for i in range(len(fields))])  # by position, as Spark maps a view's columns
+    return rows.select(*[F.col(f"c{i}").cast(f.dataType).alias(f.name) for i, f in enumerate(fields)])
 
 
 def _options_end(text: str, stop: int) -> int:

@@ -118,12 +118,18 @@ def test_a_query_reads_through_sparks_parquet_reader(spark, tables):
         assert ("LocalTableScan [bits" in text) == (kind == "level-0"), (kind, text)
 
 
-def test_statements_that_write_a_query_read_it_natively_and_a_view_keeps_its_text(spark, tables):
+def _native(df) -> bool:
+    """Whether the DataFrame's plan reads the files as Spark's Parquet relation, not through the
+    `paimon` Python source (a RelationV2, or a `(Python)` scan once planned)."""
+    text = df._jdf.queryExecution().executedPlan().toString()
+    return "parquet" in text.lower() and "RelationV2" not in text and "(Python)" not in text
+
+
+def test_statements_that_write_a_query_read_it_natively(spark, tables):
     """dbt-spark's `table` model (CREATE TABLE ... AS SELECT) and an INSERT ... SELECT into a table of
     Spark's own read the Paimon table as a query does (Spark's Parquet reader, the merge's lost rows
-    left out); a view's text names the table itself (a permanent view may not name a temporary one),
-    and reads it when queried. (REPLACE TABLE ... AS SELECT takes the same path; Spark's own catalog
-    refuses it for Parquet tables, so it is not run here.)"""
+    left out). (REPLACE TABLE ... AS SELECT takes the same path; Spark's own catalog refuses it for
+    Parquet tables, so it is not run here.)"""
     path, model = tables["level-0"]
     name = "db." + path.rsplit("/", 1)[1]
     want = sorted((dt, sum(1 for r in model.values() if r[1] == dt)) for dt in {r[1] for r in model.values()})
@@ -131,17 +137,43 @@ def test_statements_that_write_a_query_read_it_natively_and_a_view_keeps_its_tex
     try:
         made = spark.sql(f"CREATE TABLE db.reads_copied USING parquet AS "
                          f"SELECT dt, count(*) AS n FROM {name} GROUP BY dt")
-        text = made._jdf.queryExecution().executedPlan().toString()  # the command's plan, as it ran
-        # the files as Spark's Parquet relation; the `paimon` Python source would be a RelationV2
-        assert "] parquet" in text and "RelationV2" not in text and "(Python)" not in text, text
+        assert _native(made), made._jdf.queryExecution().executedPlan().toString()  # the command as it ran
         assert _rows(spark.table("db.reads_copied")) == want
         spark.sql(f"INSERT INTO db.reads_copied SELECT dt, count(*) FROM {name} GROUP BY dt")
         assert _rows(spark.table("db.reads_copied")) == sorted(want + want)
-        spark.sql(f"CREATE OR REPLACE VIEW db.reads_viewed AS SELECT id FROM {name}")
-        assert spark.sql("SELECT count(*) FROM db.reads_viewed").first()[0] == len(model)
     finally:
-        spark.sql("DROP VIEW IF EXISTS db.reads_viewed")
         spark.sql("DROP TABLE IF EXISTS db.reads_copied")
+    assert not [r for r in spark.sql("SHOW VIEWS").collect() if r.viewName.startswith("__paimon_read_")]
+
+
+def test_a_view_over_a_paimon_table_reads_it_natively_under_the_views_names(spark, tables):
+    """dbt's `view` models: a query naming a permanent view whose text reads a Paimon table reads the
+    text natively (views over such views too), with the view's column names and types; a view over
+    Spark's own tables is Spark's."""
+    path, model = tables["level-0"]
+    name = "db." + path.rsplit("/", 1)[1]
+    views = ["db.reads_nested", "db.reads_renamed", "db.reads_viewed", "db.reads_plain"]
+    try:
+        spark.sql(f"CREATE OR REPLACE VIEW db.reads_viewed AS SELECT id, dt FROM {name}")
+        spark.sql(f"CREATE OR REPLACE VIEW db.reads_renamed (k, part) AS SELECT id, dt FROM {name} WHERE n > 3")
+        spark.sql("CREATE OR REPLACE VIEW db.reads_nested AS SELECT part, count(*) AS c FROM db.reads_renamed "
+                  "GROUP BY part")
+        spark.sql("CREATE OR REPLACE VIEW db.reads_plain AS SELECT 1 AS one")
+        viewed = spark.sql("SELECT * FROM db.reads_viewed")
+        assert _native(viewed) and _rows(viewed) == sorted((r[0], r[1]) for r in model.values())
+        renamed = spark.sql("SELECT r.k, part FROM db.reads_renamed r")
+        assert renamed.columns == ["k", "part"] and _native(renamed)
+        assert _rows(renamed) == sorted((r[0], r[1]) for r in model.values() if r[3] > 3)
+        nested = spark.sql("SELECT * FROM db.reads_nested")
+        counts: dict = {}
+        for r in model.values():
+            if r[3] > 3:
+                counts[r[1]] = counts.get(r[1], 0) + 1
+        assert _native(nested) and _rows(nested) == sorted(counts.items())
+        assert spark.sql("SELECT * FROM db.reads_plain").collect() == [(1,)]
+    finally:
+        for view in views:
+            spark.sql(f"DROP VIEW IF EXISTS {view}")
     assert not [r for r in spark.sql("SHOW VIEWS").collect() if r.viewName.startswith("__paimon_read_")]
 
 
