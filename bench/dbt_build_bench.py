@@ -46,10 +46,9 @@ import model  # noqa: E402
 import spark_side  # noqa: E402
 from formats import DELTA_CONF  # noqa: E402
 from peers.dbt_paimon_engine import tuning  # noqa: E402
-from run import machine, prepare_case  # noqa: E402
+from run import machine, prepare_case, save_results  # noqa: E402
 
 WORK = os.path.join(HERE, ".work", "dbt-build")
-RESULTS_DIR = os.path.join(HERE, "results")
 CHILD = os.path.join(HERE, "dbt_build_child.py")
 SYSTEMS = ["dbt-paimon", "dbt-spark-delta", "dbt-spark-iceberg"]
 THREADS = 2
@@ -212,17 +211,11 @@ def main() -> None:
                                                               ("build", "models", "tests", "orders", "orders_by_dt")
                                                               if k in row)
               + (f"; dbt-paimon / this {row['ours_over_this']}" if "ours_over_this" in row else ""))
-    os.makedirs(RESULTS_DIR, exist_ok=True)
     stem = f"dbt-build-{started.date().isoformat()}" + ("" if args.scale == 1 else f"-s{args.scale:g}")
-    n, out = 1, os.path.join(RESULTS_DIR, stem + ".json")
-    while os.path.exists(out):
-        n += 1
-        out = os.path.join(RESULTS_DIR, f"{stem}-{n}.json")
     doc = {"date": started.isoformat(timespec="seconds"), "machine": mach, "case": case.to_json(),
            "rounds": args.rounds, "threads": THREADS, "pyspark": spark_side.LINES["4.1"].pyspark,
            "jars": {a.coordinates: a.sha256 for a in spark_side.LINES["4.1"].jars}, "results": results}
-    with open(out, "w") as f:
-        f.write(json.dumps(doc, indent=1).replace(ROOT + "/", ""))   # no machine paths in the repository
+    out = save_results(stem, doc)
     print(f"results: {os.path.relpath(out, ROOT)}")
 
 

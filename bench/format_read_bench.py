@@ -53,13 +53,12 @@ import model  # noqa: E402
 import spark_side  # noqa: E402
 from formats import FORMATS  # noqa: E402
 from peers.dbt_paimon_engine import tuning  # noqa: E402
-from run import machine, prepare_case  # noqa: E402
+from run import machine, prepare_case, save_results  # noqa: E402
 
 OURS = "dbt-paimon"
 READERS = [OURS] + list(FORMATS)
 STATES = ("upserted", "compacted")
 WORK = os.path.join(HERE, ".work", "format-read")
-RESULTS_DIR = os.path.join(HERE, "results")
 
 
 # ---- the queries and the model's answers ------------------------------------------------------
@@ -314,19 +313,13 @@ def main() -> None:
         if not args.no_first_read:
             firsts += first_reads(line, group, root, qs["scan"], want["scan"], root)
 
-    os.makedirs(RESULTS_DIR, exist_ok=True)
     stem = f"format-read-{started.date().isoformat()}" + ("" if args.scale == 1 else f"-s{args.scale:g}")
-    n, out = 1, os.path.join(RESULTS_DIR, stem + ".json")
-    while os.path.exists(out):
-        n += 1
-        out = os.path.join(RESULTS_DIR, f"{stem}-{n}.json")
     versions = {"pyspark": {k: v.pyspark for k, v in spark_side.LINES.items()},
                 "jars": {a.coordinates: a.sha256 for v in spark_side.LINES.values() for a in v.jars}}
     doc = {"date": started.isoformat(timespec="seconds"), "machine": mach, "case": case.to_json(),
            "repeats": args.repeats, "readers": readers, "versions": versions, "built": built,
            "keys": len(keys), "results": results, "first_reads": firsts}
-    with open(out, "w") as f:
-        f.write(json.dumps(doc, indent=1).replace(ROOT + "/", ""))   # no machine paths in the repository
+    out = save_results(stem, doc)
     print(f"results: {os.path.relpath(out, ROOT)}")
     ratios = [r["ratio"] for r in results if r["ratio"] is not None]
     if ratios:

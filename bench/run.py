@@ -40,6 +40,20 @@ WORK_ROOT = os.path.join(HERE, ".work")
 
 
 # ---- machine and data -------------------------------------------------------------------------
+def save_results(stem: str, doc: dict) -> str:
+    """`doc` as bench/results/<stem>[-n].json (n: the first free number), with no machine paths
+    (the repository's root left out of every path); returns the file's path."""
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    n, out = 1, os.path.join(RESULTS_DIR, stem + ".json")
+    while os.path.exists(out):
+        n += 1
+        out = os.path.join(RESULTS_DIR, f"{stem}-{n}.json")
+    root = os.path.dirname(HERE)
+    with open(out, "w") as f:
+        f.write(json.dumps(doc, indent=1).replace(root + "/", ""))
+    return out
+
+
 def machine() -> dict:
     """What the figures were measured on, read now (the machine is shared: load average too)."""
     def first(path, prefix):

@@ -177,8 +177,6 @@ def alias(statement: Statement) -> Optional[str]:
 
 
 def scala_map(spark: SparkSession, mapping) -> dict:
-    if mapping.isEmpty():
-        return {}
     return java_dict(spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(mapping))
 
 
