@@ -21,7 +21,8 @@ from .schema.schema import SchemaManager, TableSchema, resolve_columns
 from .common.types import DataType
 from .snapshot.consumers import check_id as check_consumer_id
 from .snapshot.snapshot import Snapshot
-from .table import FileStoreTable, TableWrite
+from .table import FileStoreTable
+from .write.table_write import TableWrite
 from .write.commit import FileStoreCommit
 
 __all__ = [

@@ -13,10 +13,12 @@ only its own names. The clone is a plain Paimon table that any Paimon reader rea
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .common import binary_row
 from .write.commit import FileStoreCommit
+from .common.branch import MAIN
 from .common.errors import SchemaError
 from .common.fileio import FileIO
 from .index.index import HashIndexFile, IndexManifestFile
@@ -33,9 +35,10 @@ class CloneResult:
     bytes: int
 
 
-def clone_table(io: FileIO, source: str, target: str) -> CloneResult:
-    """Clone the table at `source` into `target` (which must hold no table)."""
-    table = FileStoreTable.open(source, io)
+def clone_table(io: FileIO, source: str, target: str, branch: str | None = None) -> CloneResult:
+    """Clone the table at `source` (its `branch`, main by default) into `target` (which must hold no
+    table); the clone is a table of its own, with no branches."""
+    table = FileStoreTable.open(source, io, branch)
     check_index_layout(table.schema, source)  # before anything is copied
     if FileStoreTable.exists(target, io):
         raise SchemaError(f"cannot clone into {target}: a table is there already")
@@ -45,12 +48,12 @@ def clone_table(io: FileIO, source: str, target: str) -> CloneResult:
     if external:  # a clone would share them with the source (its entries keep the external path)
         raise SchemaError(f"cannot clone {source}: {len(external)} of its data files live in external paths "
                           "(data-file.external-paths), which dbt-paimon does not clone")
-    schemas = SchemaManager(io, source)
+    schemas = SchemaManager(io, source, branch)
     for schema_id in schemas.list_ids():
         io.copy_file(schemas.schema_path(schema_id), SchemaManager(io, target).schema_path(schema_id))
     if snapshot is None:
         return CloneResult(None, None, 0, 0)
-    clone = FileStoreTable(target, table.schema, io)
+    clone = FileStoreTable(target, dataclasses.replace(table.schema, branch=MAIN), io)
     size = 0
     for entry in entries:  # per file (metadata), never per row
         values = entry_partition(table, entry)

@@ -1,5 +1,5 @@
 """System tables, as Paimon names and shapes them (`t$snapshots`, `t$files`, `t$buckets`, `t$partitions`,
-`t$tags`, `t$options`, `t$schemas`, `t$manifests`, `t$consumers`): metadata of one table as Arrow
+`t$tags`, `t$options`, `t$schemas`, `t$manifests`, `t$consumers`, `t$branches`): metadata of one table as Arrow
 tables. Built from snapshot, schema and consumer JSON and manifests only, never data files (the
 `audit_log`, which reads rows, is read/audit_log.py).
 
@@ -28,7 +28,7 @@ from .snapshot.tags import TagManager
 
 # audit_log, binlog and ro are read apart: their rows are the table's (read/audit_log.py, read_optimized.py)
 SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags", "options", "schemas", "manifests",
-                 "consumers", AUDIT_LOG, BINLOG, READ_OPTIMIZED)
+                 "consumers", "branches", AUDIT_LOG, BINLOG, READ_OPTIMIZED)
 DATA_TABLES = (AUDIT_LOG, BINLOG, READ_OPTIMIZED)
 
 
@@ -90,8 +90,10 @@ MANIFESTS = pa.schema([
     ("max_partition_stats", pa.string()), ("min_row_id", pa.int64()), ("max_row_id", pa.int64()),
 ])
 CONSUMERS = pa.schema([pa.field("consumer_id", pa.string(), False), pa.field("next_snapshot_id", pa.int64(), False)])
+BRANCHES = pa.schema([pa.field("branch_name", pa.string(), False), pa.field("create_time", pa.timestamp("us"), False)])
 SCHEMAS = {"snapshots": SNAPSHOTS, "files": FILES, "buckets": BUCKETS, "partitions": PARTITIONS, "tags": TAGS,
-           "options": OPTIONS, "schemas": TABLE_SCHEMAS, "manifests": MANIFESTS, "consumers": CONSUMERS}
+           "options": OPTIONS, "schemas": TABLE_SCHEMAS, "manifests": MANIFESTS, "consumers": CONSUMERS,
+           "branches": BRANCHES}
 
 
 def snapshots(table) -> pa.Table:
@@ -160,7 +162,7 @@ def partitions(table, snapshot_id: int | None = None) -> pa.Table:
 
 def tags(table) -> pa.Table:
     rows = []
-    for tag in TagManager(table.io, table.path).tags():
+    for tag in TagManager(table.io, table.path, table.branch).tags():
         s = tag.snapshot
         rows.append({"tag_name": tag.name, "snapshot_id": s.id, "schema_id": s.schema_id,
                      "commit_time": _millis(s.time_millis), "record_count": s.total_record_count,
@@ -180,7 +182,7 @@ def _json(value) -> str:
 
 def schemas(table) -> pa.Table:
     """Every schema of the table, its fields, keys and options as the JSON text Paimon shows."""
-    manager = SchemaManager(table.io, table.path)
+    manager = SchemaManager(table.io, table.path, table.branch)
     rows = []
     for sid in manager.list_ids():  # per schema (metadata)
         s = manager.schema(sid)
@@ -214,16 +216,23 @@ def manifests(table, snapshot_id: int | None = None) -> pa.Table:
 
 def consumers_table(table) -> pa.Table:
     return pa.Table.from_pylist([{"consumer_id": c, "next_snapshot_id": n}
-                                 for c, n in consumers(table.io, table.path).items()], CONSUMERS)
+                                 for c, n in consumers(table.io, table.path, table.branch).items()], CONSUMERS)
+
+
+def branches(table) -> pa.Table:
+    """The table's branches (main is not one), each with when it was made (snapshot/branches.py)."""
+    manager = table.branches
+    return pa.Table.from_pylist([{"branch_name": b, "create_time": manager.create_time(b)} for b in manager.names()],
+                                BRANCHES)
 
 
 _BUILDERS: dict[str, Callable] = {"snapshots": snapshots, "files": files, "buckets": buckets,
                                   "partitions": partitions, "tags": tags, "options": options, "schemas": schemas,
-                                  "manifests": manifests, "consumers": consumers_table}
+                                  "manifests": manifests, "consumers": consumers_table, "branches": branches}
 
 
 def read(table, name: str, snapshot_id: int | None = None) -> pa.Table:
     """The system table `name` of `table` (as of snapshot_id where that applies)."""
-    if name in ("snapshots", "tags", "options", "schemas", "consumers"):
+    if name in ("snapshots", "tags", "options", "schemas", "consumers", "branches"):
         return _BUILDERS[name](table)
     return _BUILDERS[name](table, snapshot_id)

@@ -395,6 +395,16 @@ public class JavaPaimon {
                 table.createTag(arg.asText());
             } else if (action.equals("rollback")) {
                 table.rollbackTo(arg.asText());
+            } else if (action.equals("create_branch")) {  // arg: {"name": B} or {"name": B, "tag": T}
+                if (arg.hasNonNull("tag")) {
+                    table.createBranch(arg.get("name").asText(), arg.get("tag").asText());
+                } else {
+                    table.createBranch(arg.get("name").asText());
+                }
+            } else if (action.equals("fast_forward")) {
+                table.fastForward(arg.asText());
+            } else if (action.equals("delete_branch")) {
+                table.deleteBranch(arg.asText());
             } else {
                 throw new IllegalArgumentException("unknown maintenance action " + action);
             }

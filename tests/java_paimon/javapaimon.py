@@ -77,7 +77,9 @@ class Write:
 class Maintain:
     """What Paimon's procedures do, through its table API: `compact` (full, every bucket, one COMPACT
     commit), `expire` (snapshots, keeping the newest `arg`), `tag` (tag `arg` of the latest snapshot),
-    `rollback` (to tag `arg`)."""
+    `rollback` (to tag `arg`), `create_branch` (arg {"name": B[, "tag": T]}), `fast_forward` and
+    `delete_branch` (branch `arg`). A path `<table>$branch_<b>` is that branch of the table, for every
+    request, as Paimon's catalog names it."""
     path: str
     action: str
     arg: object = None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import time
 import uuid
 
@@ -259,16 +258,3 @@ def test_older_than_as_paimon_takes_it(table_path):
     result = t.remove_orphan_files(older_than="1 h")
     assert result.paths == [fresh, in_new_dir] and result.directories == []
     assert os.path.isdir(f"{table_path}/dt=new/bucket-0")
-
-
-def test_a_table_with_branches_is_refused(table_path):
-    t = FileStoreTable.create(table_path, SCHEMA, KEY, ["dt"], {"bucket": "1"})
-    w = t.new_write()
-    w.write(pa.Table.from_pylist([{"id": 1, "dt": "d", "v": "a"}], SCHEMA))
-    w.commit()
-    shutil.copytree(f"{table_path}/schema", f"{table_path}/branch/branch-b1/schema")
-    orphan = plant(f"{t.bucket_path(['d'], 0)}/data-{uuid.uuid4()}-0.parquet")
-    age_everything(table_path)
-    with pytest.raises(PaimonError, match="branches"):
-        t.remove_orphan_files()
-    assert os.path.exists(orphan)

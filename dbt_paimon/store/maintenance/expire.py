@@ -100,9 +100,9 @@ def _previous(sorted_snapshots: Sequence[Snapshot], target: int, or_equal: bool)
     return -1
 
 
-def consumer_min_next_snapshot(io: FileIO, table_path: str) -> int | None:
-    """The smallest `nextSnapshot` of the table's consumers (`<table>/consumer/consumer-<id>`)."""
-    return min(consumers(io, table_path).values(), default=None)
+def consumer_min_next_snapshot(io: FileIO, table_path: str, branch: str | None = None) -> int | None:
+    """The smallest `nextSnapshot` of the consumers of the table's branch (`consumer/consumer-<id>`)."""
+    return min(consumers(io, table_path, branch).values(), default=None)
 
 
 class SnapshotExpiration:
@@ -114,8 +114,8 @@ class SnapshotExpiration:
         self.table_path = table_path.rstrip("/")
         self.schema = schema
         self.config = config or ExpireConfig.from_options(schema)
-        self.snapshots = SnapshotManager(io, self.table_path)
-        self.tags = TagManager(io, self.table_path)
+        self.snapshots = SnapshotManager(io, self.table_path, schema.branch)
+        self.tags = TagManager(io, self.table_path, schema.branch)
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
         self.deletion = FileDeletion(io, self.table_path, schema, before_delete)
 
@@ -131,7 +131,7 @@ class SnapshotExpiration:
             return ExpireResult()
         low = max(latest - c.retain_max + 1, earliest)
         max_exclusive = latest - c.retain_min + 1
-        consumer = consumer_min_next_snapshot(self.io, self.table_path)
+        consumer = consumer_min_next_snapshot(self.io, self.table_path, self.schema.branch)
         if consumer is not None:
             max_exclusive = min(max_exclusive, consumer)
         max_exclusive = min(max_exclusive, earliest + c.max_deletes)
@@ -226,7 +226,7 @@ def expire_tags(io: FileIO, table_path: str, schema: TableSchema, now=None, olde
     time retained expires once now is after createTime + timeRetained; with `older_than` (a naive
     local datetime) any tag created before it expires too (a tag without create time counts as
     created when its file was last modified)."""
-    tags = TagManager(io, table_path)
+    tags = TagManager(io, table_path, schema.branch)
     now = now or dt.datetime.now()
     deletion = FileDeletion(io, table_path, schema, before_delete)
     expired = []

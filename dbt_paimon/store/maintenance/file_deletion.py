@@ -4,7 +4,8 @@
 It reads what snapshots reference (a manifest list that is gone or damaged reads as empty, as
 Paimon's tryReadManifestList) and deletes the files nothing kept references: data files with their
 extra files, then manifests, index files, index manifests and manifest lists, in that order, so a
-re-run after a kill still finds whatever is left. A hook sees each deletion before it happens.
+re-run after a kill still finds whatever is left. A hook sees each deletion before it happens. A file
+another branch references is never deleted (branch_files.py).
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from ..manifest.manifest import ADD, ManifestEntry, ManifestFile, ManifestFileMe
 from ..common.paths import bucket_dir, data_file_path, partition_path
 from ..schema.schema import TableSchema
 from ..snapshot.snapshot import Snapshot
+from .branch_files import held_names
 
 # Kinds of deleted files, in the order expiration deletes them (the hook sees these names).
 DATA, MANIFEST, INDEX_FILE, INDEX_MANIFEST, MANIFEST_LIST, SNAPSHOT, EARLIEST_HINT = (
     "data", "manifest", "index", "index-manifest", "manifest-list", "snapshot", "earliest-hint")
 
 Hook = Callable[[str, str], None]
+# the kinds that live in the table's shared directories, which every branch's snapshots name
+_SHARED = (DATA, MANIFEST, INDEX_FILE, INDEX_MANIFEST, MANIFEST_LIST)
 
 
 def file_key(e: ManifestEntry) -> tuple:
@@ -48,14 +52,25 @@ class FileDeletion:
         self.index_files = HashIndexFile(io, self.table_path)
         self.before_delete = before_delete
         self.deleted: list[tuple[str, str]] = []
+        self.kept: list[tuple[str, str]] = []  # files another branch still references
         self._bucket_dirs: dict[tuple[bytes, int], str] = {}
+        self._held: set[str] | None = None
 
     # ---- deleting ------------------------------------------------------------------------------
     def delete(self, kind: str, path: str) -> None:
+        if kind in _SHARED and path.rsplit("/", 1)[-1] in self.held():
+            self.kept.append((kind, path))
+            return
         if self.before_delete is not None:
             self.before_delete(kind, path)
         if self.io.delete(path):
             self.deleted.append((kind, path))
+
+    def held(self) -> set[str]:
+        """Names of the files other branches reference (branch_files.py), read at the first deletion."""
+        if self._held is None:
+            self._held = held_names(self.io, self.table_path, self.schema)
+        return self._held
 
     def data_file_paths(self, e: ManifestEntry) -> list[str]:
         """The data file and its extra files (which sit beside it)."""

@@ -26,8 +26,10 @@ Safety against concurrent writers is Paimon's: a file younger than `older_than` 
 Reading a snapshot's metadata that has vanished meanwhile (a concurrent expiration) skips it; a
 metadata file that exists but cannot be read aborts the whole clean before anything is deleted.
 
-Branches are not read by dbt-paimon, and their snapshots reference files in the table's own
-directories, so a table with branches is refused rather than cleaned.
+Every branch counts (Paimon's validBranches): the used files are those of every branch's
+snapshots, tags and changelogs, and each branch's own metadata directories are cleaned of temp files
+like main's. A branch directory without a schema aborts the clean (its files are unknown), as in
+Paimon. The data of a deleted branch is what this clean reclaims.
 
 The dry run lists exactly what a real run would delete and deletes nothing.
 """
@@ -41,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from ..common.branch import MAIN, branch_root
 from ..common.errors import CorruptTableError, PaimonError
 from ..common.fileio import FileIO
 from ..index.index import INDEX_DIR, IndexManifestFile
@@ -49,10 +52,10 @@ from ..common.options import parse_duration_ms
 from ..schema.schema import TableSchema, check_index_layout, latest_schema
 from ..snapshot.snapshot import SnapshotManager
 from ..snapshot.tags import TAG_DIR, TagManager
+from .branch_files import other_branches
 
 DEFAULT_OLDER_THAN_MS = 86_400_000  # Paimon: System.currentTimeMillis() - 1 day
-MANIFEST_DIR, STATISTICS_DIR, SCHEMA_DIR, CHANGELOG_DIR, BRANCH_DIR = (
-    "manifest", "statistics", "schema", "changelog", "branch")
+MANIFEST_DIR, STATISTICS_DIR, SCHEMA_DIR, CHANGELOG_DIR = "manifest", "statistics", "schema", "changelog"
 _HINTS = ("EARLIEST", "LATEST")
 # FileIO's temp files (`.<name>.<uuid hex>.tmp`) and Java Paimon's (`.<name>.<uuid>.tmp`).
 _TEMP_FILE = re.compile(r"^\..+\.[0-9a-fA-F-]{32,36}\.tmp$")
@@ -152,8 +155,6 @@ class OrphanFilesClean:
         self.schema = schema
         self.cutoff = int(older_than_millis)
         self.dry_run = dry_run
-        self.snapshots = SnapshotManager(io, self.table_path)
-        self.tags = TagManager(io, self.table_path)
         self.manifest_lists = ManifestList(io, self.table_path)
         self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)
         self.index_manifests = IndexManifestFile(io, self.table_path)
@@ -161,7 +162,7 @@ class OrphanFilesClean:
 
     # ---- the clean -----------------------------------------------------------------------------
     def clean(self) -> OrphanFilesResult:
-        self._refuse_branches()
+        branches = [MAIN, *other_branches(self.io, self.table_path, MAIN)]
         check_index_layout(self.schema, self.table_path)  # its index files would look like orphans
         result = OrphanFilesResult(self.dry_run, self.cutoff)
         by_name: dict[str, list[_Candidate]] = {}
@@ -173,21 +174,21 @@ class OrphanFilesClean:
         for d in self._data_dirs(data_dirs):
             for c in self._old_files(d):
                 by_name.setdefault(c.path.rsplit("/", 1)[-1], []).append(c)
-        plain += self._old_files(f"{self.root}/snapshot",
-                                 lambda n: not n.startswith("snapshot-") and n not in _HINTS)
-        plain += self._old_files(f"{self.root}/{CHANGELOG_DIR}",
-                                 lambda n: not n.startswith("changelog-") and n not in _HINTS)
-        for directory in (SCHEMA_DIR, TAG_DIR):
-            plain += self._old_files(f"{self.root}/{directory}", _TEMP_FILE.match)
+        for root in (branch_root(self.root, b) for b in branches):
+            plain += self._old_files(f"{root}/snapshot", lambda n: not n.startswith("snapshot-") and n not in _HINTS)
+            plain += self._old_files(f"{root}/{CHANGELOG_DIR}",
+                                     lambda n: not n.startswith("changelog-") and n not in _HINTS)
+            for directory in (SCHEMA_DIR, TAG_DIR):
+                plain += self._old_files(f"{root}/{directory}", _TEMP_FILE.match)
 
         used: set[str] = set()
         seen: set[tuple[str, str, str]] = set()
         if by_name:
-            self._collect_used(used, seen)
+            self._collect_used(branches, used, seen)
             if self.after_collect is not None:
                 self.after_collect()
-            # again, right before deleting: a commit (or tag) that appeared meanwhile keeps its files
-            self._collect_used(used, seen)
+            # again, right before deleting: a commit (or tag, or branch) that appeared meanwhile keeps its files
+            self._collect_used([MAIN, *other_branches(self.io, self.table_path, MAIN)], used, seen)
 
         orphans = plain + [c for name, cs in by_name.items() if name not in used for c in cs]
         orphans.sort(key=lambda c: c.path)
@@ -230,20 +231,21 @@ class OrphanFilesClean:
         return level_dirs
 
     # ---- used files ----------------------------------------------------------------------------
-    def _collect_used(self, used: set[str], seen: set[tuple[str, str, str]]) -> None:
-        """Add the files referenced by every snapshot, tag and changelog not collected before (by
-        content too: a rollback and a new commit can put a new snapshot under an old id)."""
-        for sid in self.snapshots.ids():
-            self._collect_json(("snapshot", str(sid)), self.snapshots.path(sid), used, seen)
-        for name in self.tags.names():
-            self._collect_json(("tag", name), self.tags.path(name), used, seen)
-        changelog_dir = f"{self.table_path}/{CHANGELOG_DIR}"
-        for name in self.io.list_names(changelog_dir):
-            if name.startswith("changelog-"):
-                self._collect_json(("changelog", name), f"{changelog_dir}/{name}", used, seen)
+    def _collect_used(self, branches: list[str], used: set[str], seen: set[tuple[str, ...]]) -> None:
+        """Add the files referenced by every snapshot, tag and changelog of every branch not collected
+        before (by content too: a rollback and a new commit can put a new snapshot under an old id)."""
+        for branch in branches:
+            snapshots, tags = SnapshotManager(self.io, self.root, branch), TagManager(self.io, self.root, branch)
+            for sid in snapshots.ids():
+                self._collect_json((branch, "snapshot", str(sid)), snapshots.path(sid), used, seen)
+            for name in tags.names():
+                self._collect_json((branch, "tag", name), tags.path(name), used, seen)
+            changelog_dir = f"{branch_root(self.root, branch)}/{CHANGELOG_DIR}"
+            for name in self.io.list_names(changelog_dir):
+                if name.startswith("changelog-"):
+                    self._collect_json((branch, "changelog", name), f"{changelog_dir}/{name}", used, seen)
 
-    def _collect_json(self, key: tuple[str, str], path: str, used: set[str],
-                      seen: set[tuple[str, str, str]]) -> None:
+    def _collect_json(self, key: tuple[str, ...], path: str, used: set[str], seen: set[tuple[str, ...]]) -> None:
         try:
             text = self.io.read_text(path)
         except FileNotFoundError:
@@ -312,13 +314,6 @@ class OrphanFilesClean:
             if d.parent is not None:
                 gone_in[d.parent] = gone_in.get(d.parent, 0) + 1
         return sorted(removed)
-
-    def _refuse_branches(self) -> None:
-        branches = [n for n in self.io.list_names(f"{self.table_path}/{BRANCH_DIR}") if n.startswith("branch-")]
-        if branches:
-            raise PaimonError(f"table {self.table_path} has branches ({', '.join(sorted(branches))}); dbt-paimon does "
-                              "not read branches, whose snapshots reference this table's files, so it does not remove "
-                              "orphan files here (use Paimon's remove_orphan_files procedure)")
 
 
 def remove_orphan_files(table, older_than_ms: int = DEFAULT_OLDER_THAN_MS, dry_run: bool = False,

@@ -34,8 +34,8 @@ def rollback(io: FileIO, table_path: str, schema: TableSchema, target: int | str
     a kill after the snapshot files are gone leaves those files as orphans, never a broken table.
     """
     root = table_path.rstrip("/")
-    snapshots = SnapshotManager(io, root)
-    tags = TagManager(io, root)
+    snapshots = SnapshotManager(io, root, schema.branch)
+    tags = TagManager(io, root, schema.branch)
     tag_text = None
     if isinstance(target, bool) or not isinstance(target, (int, str)):
         raise PaimonError(f"rollback target must be a snapshot id or a tag name, got {target!r}")

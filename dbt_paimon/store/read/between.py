@@ -67,10 +67,10 @@ def plan(io: FileIO, table_path: str, schema: TableSchema, options: Mapping[str,
         raise PaimonError(f"give either {BETWEEN} or {BETWEEN_TIMESTAMP}, not both")
     mode = str(options.get(SCAN_MODE) or "auto").lower()
     whole = str(options.get(WHOLE_DIFF, "false")).lower() == "true"
-    snapshots = SnapshotManager(io, table_path)
+    snapshots = SnapshotManager(io, table_path, schema.branch)
     if options.get(BETWEEN):
         first, second = _two(BETWEEN, options[BETWEEN])
-        tags = TagManager(io, table_path)
+        tags = TagManager(io, table_path, schema.branch)
         start_tag, end_tag = _tag(tags, first), _tag(tags, second)
         if start_tag is not None and end_tag is not None:
             start, end = start_tag.snapshot, end_tag.snapshot

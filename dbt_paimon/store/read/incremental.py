@@ -105,8 +105,8 @@ def plan_between(io: FileIO, table_path: str, schema: TableSchema, start: int, e
     """The files an incremental read of snapshots start+1 .. end reads (manifests only), each with
     the snapshot that added it."""
     files = scan_mode(schema, mode)
-    return entries_between(io, table_path, schema, snapshots_between(SnapshotManager(io, table_path), start, end),
-                           files)
+    snapshots = snapshots_between(SnapshotManager(io, table_path, schema.branch), start, end)
+    return entries_between(io, table_path, schema, snapshots, files)
 
 
 def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequence[tuple[int, ManifestEntry]],

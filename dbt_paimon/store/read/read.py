@@ -45,7 +45,7 @@ class TableRead:
             core.get("file-index.read.enabled").lower() == "true" else ()
         self.table_path = table_path
         self.schema = schema
-        self.schemas = SchemaManager(io, table_path)
+        self.schemas = SchemaManager(io, table_path, schema.branch)
         self._file_schemas: dict[int, TableSchema] = {schema.id: schema}
         self.projection = list(projection) if projection is not None else schema.field_names
         for name in self.projection:

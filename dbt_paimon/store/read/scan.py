@@ -102,7 +102,7 @@ class FileStoreScan:
         self.skip_level0 = skip_level0
         check_index_layout(schema, self.table_path)
         foreign_options.check_readable(schema.options, self.table_path)
-        self.snapshots = SnapshotManager(io, self.table_path)
+        self.snapshots = SnapshotManager(io, self.table_path, schema.branch)
         self.manifest_lists = ManifestList(io, self.table_path)
         self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)
 
@@ -123,7 +123,7 @@ class FileStoreScan:
         if tag is not None:
             if snapshot_id is not None:
                 raise PaimonError("read as of a snapshot id or a tag, not both")
-            snapshot = TagManager(self.io, self.table_path).get_or_throw(tag).snapshot
+            snapshot = TagManager(self.io, self.table_path, self.schema.branch).get_or_throw(tag).snapshot
         else:
             snapshot = self.snapshots.snapshot(snapshot_id) if snapshot_id is not None else self.snapshots.latest()
         return self.plan_snapshot(snapshot, partition_filter)

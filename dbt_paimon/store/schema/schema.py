@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ import pyarrow as pa
 
 from . import foreign_options
 from ..common import options as opts
+from ..common.branch import MAIN, branch_root, is_main, normalize
 from .option_validation import check_file_index, check_partition_expiration, validate as validate_options
 from ..common.errors import CorruptTableError, SchemaError, TableNotFoundError
 from ..common.fileio import FileIO
@@ -45,6 +47,9 @@ class TableSchema:
     comment: str | None = None
     time_millis: int = field(default_factory=lambda: int(time.time() * 1000))
     version: int = 3
+    # The branch this schema was read from: not stored (Paimon injects it into the options it reads),
+    # it tells every manager built from the schema where the branch's snapshots, tags and schemas are.
+    branch: str = field(default=MAIN, compare=False)
 
     # ---- derived views -------------------------------------------------------------------------
     @property
@@ -384,21 +389,22 @@ def _check_bucket_options(o: Mapping[str, str], pk: list[str], part: list[str]) 
                           "use the materialization's sequence_by instead")
 
 
-def latest_schema(io: FileIO, table_path: str) -> TableSchema:
-    """The current schema of the table at `table_path` (what opening the table reads); TableNotFoundError
-    when there is no table there."""
+def latest_schema(io: FileIO, table_path: str, branch: str | None = None) -> TableSchema:
+    """The current schema of the table at `table_path` (what opening the table reads), of `branch`
+    when given; TableNotFoundError when there is no table (or no such branch) there."""
     if not io.is_object_store and not io.exists(table_path):  # (an object store has no directories)
         raise TableNotFoundError(f"{table_path} does not exist")
-    return SchemaManager(io, table_path).latest()
+    return SchemaManager(io, table_path, branch).latest()
 
 
 class SchemaManager:
-    """Reads and writes `schema/schema-N` of one table."""
+    """Reads and writes `schema/schema-N` of one table's branch (main unless given)."""
 
-    def __init__(self, io: FileIO, table_path: str):
+    def __init__(self, io: FileIO, table_path: str, branch: str | None = None):
         self.io = io
         self.table_path = table_path.rstrip("/")
-        self.dir = f"{self.table_path}/schema"
+        self.branch = normalize(branch)
+        self.dir = f"{branch_root(self.table_path, self.branch)}/schema"
 
     def schema_path(self, schema_id: int) -> str:
         return f"{self.dir}/schema-{schema_id}"
@@ -413,6 +419,8 @@ class SchemaManager:
     def latest(self) -> TableSchema:
         ids = self.list_ids()
         if not ids:
+            if not is_main(self.branch) and SchemaManager(self.io, self.table_path).list_ids():
+                raise TableNotFoundError(f"branch '{self.branch}' of {self.table_path} does not exist")
             raise TableNotFoundError(f"{self.table_path} is not a Paimon table (no schema/schema-N file)")
         return self.schema(ids[-1])
 
@@ -422,7 +430,8 @@ class SchemaManager:
             text = self.io.read_text(path)
         except FileNotFoundError:
             raise CorruptTableError(f"schema file {path} is missing") from None
-        return TableSchema.from_json(text, where=path)
+        schema = TableSchema.from_json(text, where=path)
+        return schema if is_main(self.branch) else dataclasses.replace(schema, branch=self.branch)
 
     def create(self, schema: TableSchema) -> TableSchema:
         """Write schema-0; fails if the table exists."""

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import json
 
+from ..common.branch import branch_root
 from ..common.errors import CorruptTableError, PaimonError
 from ..common.fileio import FileIO
 
 PREFIX = "consumer-"
 
 
-def _folder(table_path: str) -> str:
-    return f"{table_path.rstrip('/')}/consumer"
+def _folder(table_path: str, branch: str | None) -> str:
+    return f"{branch_root(table_path, branch)}/consumer"
 
 
-def consumers(io: FileIO, table_path: str) -> dict[str, int]:
-    """consumer id -> the snapshot it reads next, of every consumer of the table."""
-    folder = _folder(table_path)
+def consumers(io: FileIO, table_path: str, branch: str | None = None) -> dict[str, int]:
+    """consumer id -> the snapshot it reads next, of every consumer of the table (of `branch`)."""
+    folder = _folder(table_path, branch)
     found = {}
     for name in sorted(io.list_names(folder)):
         if not name.startswith(PREFIX):
@@ -40,9 +41,10 @@ def check_id(consumer_id: str) -> str:
     return text
 
 
-def reset_consumer(io: FileIO, table_path: str, consumer_id: str, next_snapshot: int) -> None:
+def reset_consumer(io: FileIO, table_path: str, consumer_id: str, next_snapshot: int,
+                   branch: str | None = None) -> None:
     """Record that `consumer_id` reads `next_snapshot` next (Paimon's ConsumerManager.resetConsumer):
     the file is replaced atomically, so a reader sees the old position or the new one."""
-    folder = _folder(table_path)
+    folder = _folder(table_path, branch)
     io.mkdirs(folder)
     io.overwrite_text(f"{folder}/{PREFIX}{check_id(consumer_id)}", json.dumps({"nextSnapshot": int(next_snapshot)}))

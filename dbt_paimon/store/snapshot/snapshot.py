@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from ..common.branch import branch_root, normalize
 from ..common.errors import CorruptTableError
 from ..common.fileio import FileIO
 
@@ -82,9 +83,12 @@ class Snapshot:
 
 
 class SnapshotManager:
-    def __init__(self, io: FileIO, table_path: str):
+    """The snapshots of one branch of a table (main unless given)."""
+
+    def __init__(self, io: FileIO, table_path: str, branch: str | None = None):
         self.io = io
-        self.dir = f"{table_path.rstrip('/')}/snapshot"
+        self.branch = normalize(branch)
+        self.dir = f"{branch_root(table_path, self.branch)}/snapshot"
 
     def path(self, snapshot_id: int) -> str:
         return f"{self.dir}/snapshot-{snapshot_id}"

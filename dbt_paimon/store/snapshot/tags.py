@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Optional, Protocol, Sequence
 
+from ..common.branch import branch_root, normalize
 from ..common.errors import CorruptTableError, PaimonError
 from ..common.fileio import FileIO
 from .snapshot import Snapshot, SnapshotManager
@@ -147,10 +148,11 @@ def snapshot_json_of_tag(tag_text: str) -> str:
 class TagManager:
     """Lists, reads, creates and deletes the tags of one table (Paimon's utils.TagManager)."""
 
-    def __init__(self, io: FileIO, table_path: str):
+    def __init__(self, io: FileIO, table_path: str, branch: str | None = None):
         self.io = io
         self.table_path = table_path.rstrip("/")
-        self.dir = f"{self.table_path}/{TAG_DIR}"
+        self.branch = normalize(branch)
+        self.dir = f"{branch_root(self.table_path, self.branch)}/{TAG_DIR}"
 
     def path(self, name: str) -> str:
         return f"{self.dir}/{TAG_PREFIX}{name}"
@@ -211,7 +213,7 @@ class TagManager:
             if ignore_if_exists:
                 return self.get_or_throw(name)
             raise PaimonError(f"Tag '{name}' already exists.")
-        snapshots = SnapshotManager(self.io, self.table_path)
+        snapshots = SnapshotManager(self.io, self.table_path, self.branch)
         if snapshot_id is None:
             latest = snapshots.latest_id()
             if latest is None:
@@ -250,7 +252,7 @@ class TagManager:
         if text is None:
             return False
         tag = self.parse(name, text, self.path(name))
-        snapshots = SnapshotManager(self.io, self.table_path)
+        snapshots = SnapshotManager(self.io, self.table_path, self.branch)
         if snapshots.exists(tag.snapshot.id):
             self.io.delete(self.path(name))
             return True

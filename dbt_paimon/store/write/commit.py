@@ -39,7 +39,7 @@ class FileStoreCommit:
         self.table_path = table_path.rstrip("/")
         self.schema = schema
         self.commit_user = commit_user or str(uuid.uuid4())
-        self.snapshots = SnapshotManager(io, self.table_path)
+        self.snapshots = SnapshotManager(io, self.table_path, schema.branch)
         self.manifests = ManifestFile(io, self.table_path, schema.partition_types, schema.id)
         self.manifest_lists = ManifestList(io, self.table_path)
         # Test hook: called after data and manifests are written, before the snapshot (to simulate a kill).

@@ -64,7 +64,7 @@ def changes_since(io: FileIO, path: str, schema: TableSchema, base: Snapshot, la
     """What the snapshots base.id+1 .. latest.id changed."""
     path = path.rstrip("/")
     changes = Changes(io, path, schema, latest)
-    snapshots = SnapshotManager(io, path)
+    snapshots = SnapshotManager(io, path, schema.branch)
     lists = ManifestList(io, path)
     manifests = ManifestFile(io, path, schema.partition_types, schema.id)
     for sid in range(base.id + 1, latest.id + 1):
