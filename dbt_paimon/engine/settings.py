@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Mapping
 
 from ..store.common import options as opts
+from ..store.common.branch import is_main
 from ..store.common.errors import SchemaError
 from ..store.common.fileio import is_storage_option
 from ..store.common.options import ValueEnum
@@ -45,7 +46,8 @@ RUN_KEYS = {
     "bootstrap_parallelism": "cross-partition-upsert.bootstrap-parallelism",
     "commit_max_retries": "commit.max-retries",
 }
-RUN_OPTIONS = frozenset(RUN_KEYS.values())
+BRANCH = "branch"  # Paimon's option: the branch a write goes to
+RUN_OPTIONS = frozenset(RUN_KEYS.values()) | {BRANCH}
 
 
 def _parse(key: str, raw: object) -> int:
@@ -72,9 +74,12 @@ class RunSettings:
     # cross-partition tables, driver-local jobs: bootstrap from the key index beside the table
     # (dbt_paimon/key_index/) instead of reading every key of the table
     key_index: bool = True
+    # the branch written (Paimon's `branch` option; None: main), which must exist
+    branch: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "execution", Execution.parse(self.execution))
+        object.__setattr__(self, "branch", None if is_main(self.branch) else str(self.branch).strip())
         for name, key in RUN_KEYS.items():
             value = getattr(self, name)
             if value is not None:
@@ -95,6 +100,8 @@ class RunSettings:
         for key, value in (options or {}).items():
             if key in by_key:
                 run[by_key[key]] = _parse(key, value)
+            elif key == BRANCH:
+                run["branch"] = value
             elif is_storage_option(key):
                 storage[key] = value
             else:

@@ -43,7 +43,9 @@ _COMMENT = "comment"
 def alter(spark: SparkSession, statement: Statement, target: Target) -> None:
     """Carry out an ALTER TABLE statement (kind in KINDS) on the Paimon table `target`."""
     io = FileIO.get(target.path)
-    schema = SchemaManager(io, target.path).latest()
+    schema = SchemaManager(io, target.path, target.branch).latest()
+    if statement.kind == "rename table" and target.branch:
+        raise SchemaError(f"a branch is renamed with its table, not alone ({statement.written_name})")
     if statement.kind == "rename table":
         _rename_table(spark, statement, target)
         return

@@ -55,7 +55,8 @@ def run(spark: SparkSession, statement: Statement, target: Target) -> Optional[d
         insert(spark, statement, target)
     elif statement.kind == "delete":
         condition = statement.source_text(statement.plan.condition()) if statement.plan.condition() else None
-        done = delete(spark, target.path, condition or "true", alias=names(statement, target))
+        done = delete(spark, target.path, condition or "true", settings=target.settings,
+                      alias=names(statement, target))
         return {"num_affected_rows": done.deleted}
     elif statement.kind == "update":
         return {"num_affected_rows": update(spark, statement, target)}
@@ -94,7 +95,7 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
     plan = statement.plan
     if plan.ifPartitionNotExists():
         raise SchemaError(f"INSERT OVERWRITE {statement.written_name} ... IF NOT EXISTS is not supported")
-    schema = SchemaManager(FileIO.get(target.path), target.path).latest()
+    schema = SchemaManager(FileIO.get(target.path), target.path, target.branch).latest()
     spec = {str(k): option(v) for k, v in scala_map(spark, plan.partitionSpec()).items()}
     names = resolve_columns("partition column", list(spec), schema.field_names) if spec else []
     bad = [n for n in names if n not in schema.partition_keys]
@@ -118,7 +119,7 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
             mode = REPLACE_WHERE
         else:
             mode = OVERWRITE_PARTITIONS if schema.partition_keys else OVERWRITE_TABLE
-        append_write(rows, target.path, mode=mode, where=where, **keys)
+        append_write(rows, target.path, mode=mode, where=where, settings=target.settings, **keys)
         return
     replace = None
     if overwrite:
@@ -132,13 +133,14 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
             replace = Replace(batch_partitions=True)
         else:
             replace = Replace(where="true")
-    upsert(rows, target.path, primary_keys=list(schema.primary_keys), replace=replace, **keys)
+    upsert(rows, target.path, primary_keys=list(schema.primary_keys), replace=replace, settings=target.settings,
+           **keys)
 
 
 def update(spark: SparkSession, statement: Statement, target: Target) -> int:
     """The rows the statement set (an append table's files holding them written again; a key
     table's rows upserted)."""
-    schema = SchemaManager(FileIO.get(target.path), target.path).latest()
+    schema = SchemaManager(FileIO.get(target.path), target.path, target.branch).latest()
     plan = statement.plan
     words = f"UPDATE {statement.written_name}"
     assigned = {}
@@ -149,7 +151,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
     name = names(statement, target)
     if schema.is_append:
-        return update_append(spark, target.path, condition or "true", assigned, name).updated
+        return update_append(spark, target.path, condition or "true", assigned, name, target.settings).updated
     if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
         raise SchemaError(f"{words}: the table merges rows ({schema.core.merge_engine}), so an updated row would "
                           f"merge with the stored one; write the rows with INSERT INTO instead")
@@ -157,20 +159,20 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
     if keys:
         raise SchemaError(f"{words}: {keys} belong to the primary key, which UPDATE cannot change (DELETE the "
                           f"rows and INSERT them under the new key)")
-    rows = named(spark.read.format("paimon").load(target.path), name)
+    rows = named(spark.read.format("paimon").options(**_branch_option(target)).load(target.path), name)
     if condition is not None:
         rows = rows.filter(F.expr(condition))
     check_nested_values(rows, {n: F.expr(e) for n, e in assigned.items()}, schema, words)
     changed = rows.select(*[(F.expr(assigned[f.name]).cast(to_spark(f.type)) if f.name in assigned
                              else F.col(quote(f.name))).alias(f.name) for f in schema.fields])
     done = upsert(changed, target.path, primary_keys=list(schema.primary_keys),
-                  partition_keys=list(schema.partition_keys))
+                  partition_keys=list(schema.partition_keys), settings=target.settings)
     return done.inserted + done.updated + done.moved
 
 
 def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:
     """Paimon's TRUNCATE: an OVERWRITE commit of the table (or the named partitions) without files."""
-    table = FileStoreTable.open(target.path)
+    table = FileStoreTable.open(target.path, branch=target.branch)
     schema = table.schema
     partitions = None
     if statement.kind == "truncate partition":
@@ -188,4 +190,8 @@ def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:
         if not partitions:
             return
     commit_loop.run(table.path, table.io, f"TRUNCATE TABLE {statement.written_name}",
-                    lambda at: at.overwrite([], partitions))
+                    lambda at: at.overwrite([], partitions), branch=target.branch)
+
+
+def _branch_option(target: Target) -> dict[str, str]:
+    return {"branch": target.branch} if target.branch else {}

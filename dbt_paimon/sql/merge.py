@@ -85,7 +85,7 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> dict[str
     Delta's MERGE answers them (num_affected_rows, num_updated_rows, num_deleted_rows,
     num_inserted_rows)."""
     words = f"MERGE INTO {statement.written_name}"
-    table = FileStoreTable.open(target.path)
+    table = FileStoreTable.open(target.path, branch=target.branch)
     schema = table.schema
     foreign_options.check_writable(schema.options, target.path)  # before anything is written
     if not schema.is_append and schema.core.merge_engine != MergeEngine.DEDUPLICATE:
@@ -113,7 +113,7 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> dict[str
             _rewrite(spark, at, plan, out, writes)
             return counts
 
-        return commit_loop.run(target.path, table.io, words, attempt)
+        return commit_loop.run(target.path, table.io, words, attempt, branch=target.branch)
     out = _joined(spark, table, None, source, on, actions, qualified, words)
     counts = _counts(out, actions)
     olds = [f"__old{i}" for i in range(len(keys))]
@@ -123,7 +123,8 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> dict[str
     gone = out.filter(~F.col(_CHOICE).isin(writes) | F.col(olds[0]).isNotNull() & ~same_key).select(
         *[F.col(o).alias(k) for o, k in zip(olds, keys)])
     upsert(written.select(*[quote(f.name) for f in schema.fields]), target.path, primary_keys=keys,
-           partition_keys=list(schema.partition_keys), replace=Replace(keys=gone, what=words))
+           partition_keys=list(schema.partition_keys), replace=Replace(keys=gone, what=words),
+           settings=target.settings)
     return counts
 
 

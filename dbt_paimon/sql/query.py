@@ -39,6 +39,7 @@ from .target import SESSION_CATALOG, resolve
 from ..engine.read.native import frame
 from ..engine.read.source import SOURCE_NAME
 from ..store.common.errors import PaimonError
+from ..store.system_tables import split_name
 
 log = logging.getLogger(__name__)
 
@@ -112,16 +113,20 @@ def _incremental_query(spark: SparkSession, node) -> DataFrame:
 
 
 def _source_read(spark: SparkSession, parts: list[str], options: dict) -> Optional[DataFrame]:
-    """A name the native plan does not read, through the `paimon` source: a system table of one of
-    our tables (`t$audit_log`, `db.t$snapshots`), or a table given options (`t WITH
-    ('incremental-between' = '1,3')`), with those options."""
-    base, sep, system = parts[-1].partition("$")
+    """A name with more than a table's: a branch of one of our tables (`t$branch_b`, read natively),
+    a system table (`t$audit_log`, `db.t$branch_b$snapshots`), or a table given options (`t WITH
+    ('incremental-between' = '1,3')`), these through the `paimon` source with those options."""
+    base, sep, rest = parts[-1].partition("$")
     if not sep and not options:
         return None
     target = resolve(spark, parts[:-1] + [base])
     if target is None:
         return None
-    return spark.read.format(SOURCE_NAME).options(**options).load(target.path + (f"${system}" if sep else ""))
+    if sep:
+        _, branch, system = split_name(f"{target.path}${rest}")
+        if system is None and not options:
+            return frame(spark, target.path, branch=branch)
+    return spark.read.format(SOURCE_NAME).options(**options).load(target.path + (f"${rest}" if sep else ""))
 
 
 def _is_command(spark: SparkSession, plan) -> bool:

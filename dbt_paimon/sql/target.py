@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
 from pyspark.sql import SparkSession
 
 from . import catalog
+from ..engine.settings import RunSettings
+from ..store.common.errors import PaimonError
+from ..store.system_tables import split_name
 from .statement import Statement, alias
 
 SESSION_CATALOG = "spark_catalog"
@@ -18,11 +22,27 @@ class Target:
     schema: str  # lower case, as Spark's catalog keeps it
     name: str
     path: str
+    branch: Optional[str] = None  # `t$branch_b`: that branch of the table
+
+    @property
+    def settings(self) -> RunSettings:
+        """How the engine writes the target: on its branch."""
+        return RunSettings(branch=self.branch)
 
 
 def resolve(spark: SparkSession, parts: list[str]) -> Optional[Target]:
-    """The Paimon table behind a name as a statement writes it (`t`, `db.t`, `spark_catalog.db.t`);
-    None when the name is anything else: another catalog's, a temporary view, a table not ours."""
+    """The Paimon table behind a name as a statement writes it (`t`, `db.t`, `spark_catalog.db.t`,
+    a branch: `t$branch_b`); None when the name is anything else: another catalog's, a temporary
+    view, a table not ours, a system table."""
+    if parts and "$" in parts[-1]:
+        base, _, rest = parts[-1].partition("$")
+        found = resolve(spark, parts[:-1] + [base])
+        if found is None:
+            return None
+        _, branch, system = split_name(f"{found.path}${rest}")
+        if system is not None:
+            raise PaimonError(f"{'.'.join(parts)} is a system table: it is read, never written")
+        return dataclasses.replace(found, branch=branch)
     if len(parts) == 3 and parts[0].lower() == SESSION_CATALOG:
         parts = parts[1:]
     if len(parts) == 1:

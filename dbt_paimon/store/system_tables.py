@@ -32,14 +32,27 @@ SYSTEM_TABLES = ("snapshots", "files", "buckets", "partitions", "tags", "options
 DATA_TABLES = (AUDIT_LOG, BINLOG, READ_OPTIMIZED)
 
 
-def split_name(path: str) -> tuple[str, str | None]:
-    """`…/t$files` -> (`…/t`, "files"); a plain table path -> (path, None)."""
-    base, sep, system = path.rstrip("/").rpartition("$")
-    if not sep or "/" in system:
-        return path.rstrip("/"), None
-    if system not in SYSTEM_TABLES:
+BRANCH_PREFIX = "branch_"
+
+
+def split_name(path: str) -> tuple[str, str | None, str | None]:
+    """A table's path and what follows it, as Paimon's Identifier splits an object name on '$':
+    `…/t` -> (`…/t`, None, None); `…/t$files` -> (`…/t`, None, "files"); `…/t$branch_b` -> (`…/t`, "b",
+    None); `…/t$branch_b$files` -> (`…/t`, "b", "files")."""
+    head, _, name = path.rstrip("/").rpartition("/")
+    parts = name.split("$")
+    folder = f"{head}/" if head else ""
+    if len(parts) == 1:
+        return path.rstrip("/"), None, None
+    branch = parts[1][len(BRANCH_PREFIX):] if parts[1].startswith(BRANCH_PREFIX) else None
+    if len(parts) > 3 or (len(parts) == 3 and branch is None):
+        raise PaimonError(f"{name!r}: a table name takes '$branch_<name>', then '$<system table>', no more")
+    system = parts[-1] if branch is None or len(parts) == 3 else None
+    if system is not None and system not in SYSTEM_TABLES:
         raise PaimonError(f"unknown system table ${system} (known: {', '.join('$' + s for s in SYSTEM_TABLES)})")
-    return base, system
+    if branch is not None and not branch:
+        raise PaimonError(f"{name!r}: '$branch_' needs a branch name after it")
+    return folder + parts[0], branch, system
 
 
 def _partition_text(values: tuple) -> str:

@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ...store.common import fileio
+from ...store.common.branch import MAIN
 from ...store.common.errors import PaimonError
 from ...store.common.paths import data_file_path, partition_value_string
 from ...store.read.read import raw_convertible
@@ -78,7 +79,7 @@ class Splits:
 
     def __init__(self, table_path: str, io, schema: TableSchema):
         self.schema = schema
-        self.schemas = SchemaManager(io, table_path)
+        self.schemas = SchemaManager(io, table_path, schema.branch)
         self._file_schemas: dict[int, TableSchema] = {schema.id: schema}
         self.native_table = table_is_native(schema, table_path)
         self.unmerged = schema.is_append or batch_scan_skip_level0(schema)
@@ -110,16 +111,18 @@ class Splits:
 
 
 def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag: Optional[str] = None,
-          settings: Optional[RunSettings] = None) -> DataFrame:
-    """The table at its latest snapshot (or `snapshot_id`, or `tag`) as a DataFrame; `settings`: how it
-    is read (its storage_options, the object store's settings, else those fileio.configure() set).
+          settings: Optional[RunSettings] = None, branch: Optional[str] = None) -> DataFrame:
+    """The table (its `branch`, main by default) at its latest snapshot (or `snapshot_id`, or `tag`) as
+    a DataFrame; `settings`: how it is read (its storage_options, the object store's settings, else
+    those fileio.configure() set).
 
     A snapshot never changes, so its DataFrame is made once per session and schema and handed out
     again (a DataFrame answers every query as when it was made): a dbt run reads the same snapshot
     in many queries, and planning a read costs Spark ~0.1 s per Parquet scan."""
     source_options = ({str(k): str(v) for k, v in settings.storage_options.items()}
                       if settings is not None and settings.storage_options else None)
-    table = FileStoreTable.open(path, fileio.FileIO.get(path, source_options))
+    branch = branch or (settings.branch if settings is not None else None)
+    table = FileStoreTable.open(path, fileio.FileIO.get(path, source_options), branch)
     if tag is not None:
         if snapshot_id is not None:
             raise PaimonError("read as of a snapshot id or a tag, not both")
@@ -127,7 +130,7 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
     else:
         snapshot = table.snapshots.snapshot(snapshot_id) if snapshot_id is not None else table.snapshots.latest()
     schema = table.read_schema(snapshot, snapshot_id is not None or tag is not None)
-    key = (table.path, _identity(snapshot), tag, schema.id, schema.time_millis,
+    key = (table.path, table.branch, _identity(snapshot), tag, schema.id, schema.time_millis,
            tuple(sorted((source_options or {}).items())))
     frames = _frames(spark)
     with _lock:
@@ -175,6 +178,8 @@ def _plan(spark: SparkSession, table: FileStoreTable, schema: TableSchema, snaps
         parts = _native_parts(spark, schema, splits, native, _deleted(table, schema, splits, native), base)
     if len(native) < len(plan.splits) or not parts:
         reader = spark.read.format("paimon").options(**(source_options or {}))
+        if table.branch != MAIN:
+            reader = reader.option("branch", table.branch)
         if plan.snapshot is not None:
             reader = reader.option("snapshot-id", plan.snapshot.id) if tag is None else reader.option("tag", tag)
         if parts:

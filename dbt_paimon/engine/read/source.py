@@ -7,6 +7,8 @@
     spark.read.format("paimon").load(path + "$audit_log")              # rows with their row kinds
     spark.read.format("paimon").load(path + "$ro")                     # the top level only: no merge
     spark.read.format("paimon").load(path + "$binlog")                 # the audit log, values in arrays
+    spark.read.format("paimon").option("branch", "b").load(path)       # a branch (or path + "$branch_b")
+    spark.read.format("paimon").load(path + "$branch_b$snapshots")     # a branch's system table
     spark.read.format("paimon").option("incremental-between", "3,7").load(path)  # what 4..7 wrote
     spark.read.format("paimon").option("incremental-between", "v1,v2").load(path)  # tags: their diff
 
@@ -54,17 +56,29 @@ class PaimonDataSource(DataSource):
         return SOURCE_NAME
 
     def _path(self) -> tuple[str, str | None]:
+        """The table's path and the system table named after it (`t$files`), if any."""
+        base, _, system = self._name()
+        return base, system
+
+    def _name(self) -> tuple[str, str | None, str | None]:
         path = self.options.get("path")
         if not path:
             raise PaimonError("the paimon source needs a table path: spark.read.format('paimon').load(path)")
         return system_tables.split_name(path)
+
+    def _branch(self) -> str | None:
+        """The branch read: `t$branch_b` in the path, or Paimon's `branch` option."""
+        named, given = self._name()[1], self.options.get("branch") or None
+        if named and given and named != given:
+            raise PaimonError(f"the path names branch {named!r} and the option branch {given!r}: give one")
+        return named or given
 
     def _table(self) -> FileStoreTable:
         path = self._path()[0]
         # store settings given as reader options (Paimon's names: s3.endpoint, ...) win over the
         # process's configured ones
         given = {k: v for k, v in self.options.items() if is_storage_option(k)}
-        return FileStoreTable.open(path, FileIO.get(path, given or None))
+        return FileStoreTable.open(path, FileIO.get(path, given or None), self._branch())
 
     def _snapshot_id(self) -> int | None:
         value = self.options.get("snapshot-id") or self.options.get("scan.snapshot-id")
@@ -88,7 +102,7 @@ class PaimonDataSource(DataSource):
         schema_id = self._schema_id(table)
         schema = table.schema
         if schema_id is not None:  # time travel reads with the schema of that snapshot
-            schema = SchemaManager(table.io, table.path).schema(schema_id)
+            schema = SchemaManager(table.io, table.path, table.branch).schema(schema_id)
         if self._path()[1] in (audit_log.AUDIT_LOG, audit_log.BINLOG):
             order = from_arrow_schema(incremental.ORDER_SCHEMA).fields if self._ordered() else []
             fields = spark_schema(schema).fields

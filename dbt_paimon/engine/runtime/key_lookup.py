@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from ... import key_index as ki
 from ...assign.rows import BUCKET, COUNT, KIND, SOURCE, Source, StageRows, conform
+from ...store.common.branch import MAIN
 from ...key_index import IndexState, KeyIndex
 from ...store.common import binary_row
 from ...store.format.datafile import DELETE, INSERT
@@ -43,7 +44,8 @@ INDEX_TUNING: dict = {}
 
 
 def usable(stage: StageRows) -> bool:
-    return stage.sequence_by is None and ki.supported(stage.schema)
+    # the index describes main: a branch's upsert bootstraps from the branch's own files
+    return stage.sequence_by is None and ki.supported(stage.schema) and stage.schema.branch == MAIN
 
 
 class KeyLookup:

@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from ...assign.rows import PAYLOAD
+from ...store.common.branch import check_branch_of
 from ...store.common import options as opts
 from ...store.schema.option_validation import validate as validate_options
 from ...store.write.append import AppendWrite
@@ -86,8 +87,9 @@ def write(df: DataFrame, path: str, *, mode: str = APPEND_MODE, partition_keys: 
     partition_keys = as_list(partition_keys)
     given, _ = opts.count_sugar(table_options)
     exists = FileStoreTable.exists(path, io)
+    check_branch_of(path, exists, settings.branch)
     if exists:
-        schema = SchemaManager(io, path).latest()
+        schema = SchemaManager(io, path, settings.branch).latest()
         if not schema.is_append:
             raise SchemaError(f"table {path} has the primary key {list(schema.primary_keys)}: rows go into it by "
                               "upsert (unique_key), not appended")
@@ -152,7 +154,7 @@ def _commit(spark, table: FileStoreTable, exists: bool, mode: str, entries: list
         # an empty batch replaces no partition: nothing to commit
         return at.overwrite(entries, partitions) if partitions != set() else None
     result = _loop(table, exists, settings, "write", attempt, entries)
-    extra = after_commit(spark, path, table.io, execution) if result is not None else []
+    extra = after_commit(spark, path, table.io, execution, table.branch) if result is not None else []
     written = sum(e.file.row_count for e in entries)
     replaced = (written - result.snapshot.delta_record_count) if result is not None and mode != APPEND_MODE else 0
     return WriteResult(table_path=path, mode=mode, snapshot_id=result.snapshot.id if result else None,
@@ -177,7 +179,7 @@ def _replace(spark, table: FileStoreTable, exists: bool, entries: list[ManifestE
         result = at.commit(entries + rewrite.entries, OVERWRITE, abort=lambda: commit.abort(rewrite.adds))
         return at.number, result, rewrite.removed_rows
     attempts, result, replaced = _loop(table, exists, settings, "replace", attempt, entries)
-    extra = after_commit(spark, path, table.io, execution) if result is not None else []
+    extra = after_commit(spark, path, table.io, execution, table.branch) if result is not None else []
     written = sum(e.file.row_count for e in entries)
     return WriteResult(table_path=path, mode=REPLACE_WHERE, snapshot_id=result.snapshot.id if result else None,
                        rows_written=written, rows_replaced=replaced, attempts=attempts,

@@ -131,15 +131,17 @@ def with_retries(schema: TableSchema, retries: Optional[int]) -> TableSchema:
 
 
 def run(path: str, io: FileIO, what: str, attempt: Callable[[Attempt], T], retries: Optional[int] = None,
-        open_table: Optional[Callable[[], FileStoreTable]] = None, rerun: bool = True) -> T:
+        open_table: Optional[Callable[[], FileStoreTable]] = None, rerun: bool = True,
+        branch: Optional[str] = None) -> T:
     """attempt(Attempt) until one returns; `what` names the write in the log and the last error.
     retries: the run's commit.max-retries (None: the table's). open_table: how each attempt gets the
     table (a writer that checked its input against one schema pins it; default: opened afresh).
-    rerun=False: a conflict is raised at once (work the next commit redoes: post-commit compaction)."""
+    rerun=False: a conflict is raised at once (work the next commit redoes: post-commit compaction).
+    branch: the branch written (None: main), where open_table is not given."""
     number, carried = 0, None
     while True:
         number += 1
-        table = open_table() if open_table is not None else FileStoreTable.open(path, io)
+        table = open_table() if open_table is not None else FileStoreTable.open(path, io, branch)
         at = Attempt(table, number, with_retries(table.schema, retries), carried, what=what)
         try:
             return attempt(at)

@@ -120,7 +120,8 @@ EXECUTIONS: dict[Execution, Callable[[SparkSession, FileStoreTable, list[Rewrite
 
 
 def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
-                 execution: str | Execution = Execution.DISTRIBUTED, retry: bool = True) -> int | None:
+                 execution: str | Execution = Execution.DISTRIBUTED, retry: bool = True,
+                 branch: str | None = None) -> int | None:
     """After a commit, what Paimon's writers compact: per bucket, the sorted runs universal
     compaction picks (store/compaction/compact_strategy.py; first-row tables: every level-0 file up, since
     Paimon's batch readers skip them), or every bucket fully when full-compaction.delta-commits
@@ -158,7 +159,7 @@ def auto_compact(spark: SparkSession, path: str, io: FileIO | None = None,
                                         unit.drop_deletes, bucket_files=tuple(split.files), derive_changelog=derive))
         return _rewrite_and_commit(spark, at, rewrites, [], execution)
     io = io or FileIO.get(path)
-    return commit_loop.run(path, io, "compaction", attempt, rerun=retry)
+    return commit_loop.run(path, io, "compaction", attempt, rerun=retry, branch=branch)
 
 
 def _appends_since_compaction(table: FileStoreTable) -> int:
@@ -193,7 +194,8 @@ def compact(spark: SparkSession, path: str, buckets: Iterable[tuple[bytes, int]]
     def attempt(at: commit_loop.Attempt) -> int | None:
         foreign_options.check_writable(at.table.schema.options, path)  # before anything is rewritten
         return _rewrite_and_commit(spark, at, *_full(at.table, wanted), execution)
-    return commit_loop.run(path, io, "compaction", attempt, retries=settings.commit_max_retries)
+    return commit_loop.run(path, io, "compaction", attempt, retries=settings.commit_max_retries,
+                           branch=settings.branch)
 
 
 def _full(table: FileStoreTable, wanted: set | None) -> tuple[list[Rewrite], list]:

@@ -133,11 +133,12 @@ def _rewrite_or_retract(spark: SparkSession, path: str, where: str, settings: Ru
         if not entries:
             return DeleteResult(table.path, plan.snapshot.id, 0, at.number, time.time() - started, kind=what)
         result = at.commit(entries, APPEND, expected_latest=plan.snapshot.id)
-        extra = after_commit(spark, table.path, table.io, after)
+        extra = after_commit(spark, table.path, table.io, after, settings.branch)
         return DeleteResult(table.path, result.snapshot.id, deleted, at.number, time.time() - started, extra,
                             updated, what)
 
-    return commit_loop.run(path, io, f"{what} job", attempt, retries=settings.commit_max_retries)
+    return commit_loop.run(path, io, f"{what} job", attempt, retries=settings.commit_max_retries,
+                           branch=settings.branch)
 
 
 def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str | None,

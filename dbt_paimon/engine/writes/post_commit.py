@@ -19,7 +19,8 @@ from ..settings import Execution
 log = logging.getLogger(__name__)
 
 
-def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Execution) -> list[int]:
+def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Execution,
+                 branch: str | None = None) -> list[int]:
     """Compaction (the runs Paimon's universal compaction picks per bucket; every level-0 file where
     Paimon's batch readers skip them: first-row tables and deletion vectors), then expired
     partitions dropped (partition.expiration-time), tags and snapshots expired, and a batch write's
@@ -27,14 +28,15 @@ def after_commit(spark: SparkSession, path: str, io: FileIO, execution: Executio
     race is logged and the next commit tries again; one of level 0 that must go up is tried again
     at once (commit.max-retries).
     execution: where the job that committed ran, and so where compaction runs: LOCAL in driver
-    threads (no Spark job), DISTRIBUTED as a Spark job (compaction.py)."""
+    threads (no Spark job), DISTRIBUTED as a Spark job (compaction.py). branch: the one committed to."""
     extra = []
     # where batch readers skip level 0 the rows just written stay invisible until compacted up:
     # a conflict plans again on the new snapshot, as for any commit (commit.max-retries); else
     # the next commit's compaction picks the runs up
-    table = FileStoreTable.open(path, io)  # its snapshots are read afresh at each use
+    table = FileStoreTable.open(path, io, branch)  # its snapshots are read afresh at each use
     try:
-        sid = auto_compact(spark, path, io, execution=execution, retry=table.schema.core.force_up_level0)
+        sid = auto_compact(spark, path, io, execution=execution, retry=table.schema.core.force_up_level0,
+                           branch=branch)
         extra = [sid] if sid else []
     except CommitConflictError as e:
         log.warning("compaction of %s lost a race with another commit and will run after the next one: %s", path, e)

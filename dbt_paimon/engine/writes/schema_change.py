@@ -158,16 +158,17 @@ def with_docs(schema: TableSchema, comment: Optional[str], descriptions: Mapping
 
 
 def commit(path: str, schema: TableSchema, io: FileIO | None = None) -> TableSchema:
-    return SchemaManager(io or FileIO.get(path), path).commit(schema)
+    """The evolved schema written, into the branch it was read from."""
+    return SchemaManager(io or FileIO.get(path), path, schema.branch).commit(schema)
 
 
 def rollback(path: str, schema: TableSchema, io: FileIO | None = None) -> bool:
     """Remove a schema file written by this run when no snapshot was committed with it."""
     io = io or FileIO.get(path)
-    latest = SnapshotManager(io, path).latest()
+    latest = SnapshotManager(io, path, schema.branch).latest()
     if latest is not None and latest.schema_id >= schema.id:
         return False
-    return io.delete(SchemaManager(io, path).schema_path(schema.id))
+    return io.delete(SchemaManager(io, path, schema.branch).schema_path(schema.id))
 
 
 def spark_type(t: DataType) -> T.DataType:

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame
 from ...assign.global_index_assigner import AssignCounts
 from ...assign.rows import StageRows
 from ... import key_index
+from ...store.common.branch import check_branch_of
 from ...store.common import options as opts
 from ...store.schema.option_validation import validate as validate_options
 from ...store.common.errors import SchemaError
@@ -207,8 +208,9 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     primary_keys, partition_keys = as_list(primary_keys), as_list(partition_keys)
     given, counted = opts.count_sugar(table_options)
     exists = FileStoreTable.exists(path, io)
+    check_branch_of(path, exists, settings.branch)
     if exists:
-        schema = SchemaManager(io, path).latest()
+        schema = SchemaManager(io, path, settings.branch).latest()
         check_writable(schema, path)
         given = validate_options(given, schema.field_names, stored=schema.options) if given else {}
         check_table(schema, primary_keys, partition_keys, given, path)
@@ -332,7 +334,7 @@ def _attempts(spark, executor: Executor, io: FileIO, path: str, schema: TableSch
         clock.lap("commit")
         return _finished(spark, executor, io, path, job, result, base,
                          result.attempts if overwriting is not None and result else at.number,
-                         made["recommits"], started, phases, clock)
+                         made["recommits"], started, phases, clock, schema.branch)
 
     def _run_job(table: FileStoreTable, at: commit_loop.Attempt):
         plan = table.plan() if made["exists"] else None
@@ -394,9 +396,9 @@ def _abandon(io: FileIO, path: str, table: FileStoreTable, job) -> None:
 
 
 def _finished(spark, executor: Executor, io: FileIO, path: str, job, result, base, attempt: int, recommits: int,
-              started: float, phases: dict, clock: "_PhaseClock") -> UpsertResult:
+              started: float, phases: dict, clock: "_PhaseClock", branch: str | None = None) -> UpsertResult:
     """After the commit: post-commit work where the job ran, the key index's record, the result."""
-    extra = after_commit(spark, path, io, executor.execution) if result is not None else []
+    extra = after_commit(spark, path, io, executor.execution, branch) if result is not None else []
     clock.lap("post_commit")
     if job.record is not None and result is not None:
         try:
