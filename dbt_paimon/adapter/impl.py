@@ -27,8 +27,8 @@ from pyspark.sql import SparkSession
 
 from ..engine import spark_schema
 from ..store import FileIO, FileStoreTable, SchemaManager
-from ..sql import catalog
-from . import changes, incremental, maintenance, materializations, python_models, seeds, snapshots
+from ..sql import catalog, set_session_branch
+from . import changes, incremental, maintenance, materializations, python_models, seeds, snapshots, wap
 from .configs import PaimonConfig
 from .connections import PaimonConnectionManager
 from .credentials import PaimonCredentials
@@ -51,13 +51,32 @@ class PaimonAdapter(SparkAdapter):
         return self.config.credentials  # type: ignore[return-value]
 
     def spark(self) -> SparkSession:
-        return spark_for(self.credentials)
+        spark = spark_for(self.credentials)
+        set_session_branch(spark, self.build_branch)  # every query of the build reads its branch (wap.py)
+        return spark
+
+    @property
+    def build_branch(self) -> Optional[str]:
+        """The branch this build writes on: `--vars '{paimon_branch: NAME}'` (wap.py)."""
+        return wap.build_branch(getattr(self.config, "cli_vars", None))
 
     @property
     def tables(self) -> Tables:
         """The warehouse's tables, for the modules that do the work (tables.py)."""
         return Tables(self.credentials.warehouse, self.credentials.schema, self.spark, self.Relation,
-                      self.cache_added, self.cache_dropped)
+                      self.cache_added, self.cache_dropped, self.build_branch)
+
+    def execute(self, *args: Any, **kwargs: Any):  # type: ignore[override]
+        self.spark()  # dbt's SQL (tests, run_query) reads the build's branch too
+        return super().execute(*args, **kwargs)
+
+    def cleanup_connections(self) -> None:
+        """At the end of a dbt invocation: the session reads main again (a later invocation in this
+        process, without paimon_branch, must not read the branch)."""
+        current = getattr(SparkSession, "_instantiatedSession", None)
+        if current is not None and current._sc._jsc is not None:
+            set_session_branch(current, None)
+        super().cleanup_connections()
 
     def list_relations_without_caching(self, schema_relation: BaseRelation):  # type: ignore[override]
         # dbt lists every schema of the project before a run: a schema name that leads out of the
@@ -244,6 +263,25 @@ class PaimonAdapter(SparkAdapter):
     def paimon_remove_orphan_files(self, relation: Any, older_than: Any = "1 d",
                                    dry_run: Any = False) -> Dict[str, Any]:
         return maintenance.remove_orphan_files(self.tables, relation, older_than, dry_run)
+
+    @available
+    def paimon_create_branch(self, relation: Any, branch: Any = None, tag: Any = None,
+                             snapshot_id: Any = None) -> Dict[str, Any]:
+        return wap.create_branch(self.tables, relation, branch, tag, snapshot_id)
+
+    @available
+    def paimon_fast_forward(self, relation: Any, branch: Any = None) -> Dict[str, Any]:
+        return wap.fast_forward(self.tables, relation, branch)
+
+    @available
+    def paimon_delete_branch(self, relation: Any, branch: Any = None) -> Dict[str, Any]:
+        return wap.delete_branch(self.tables, relation, branch)
+
+    @available
+    def paimon_publish(self, branch: Any = None, written: Optional[List[str]] = None,
+                       failed: Optional[List[str]] = None) -> Dict[str, Any]:
+        self.spark()  # the session is up (a run-operation may publish before any query)
+        return wap.publish(self.tables, branch or self.build_branch, written, failed or [])
 
     @available
     def paimon_as_of(self, relation: Any, snapshot_id: Any = None, tag: Any = None) -> BaseRelation:

@@ -64,12 +64,14 @@ def open_table(tables: Tables, relation: Any, operation: str) -> Tuple[BaseRelat
         raise DbtRuntimeError(f"{operation}: cannot open the Paimon table of {_name(rel)} at {path}: {e}") from e
 
 
-def _failed(operation: str, rel: BaseRelation, e: Exception, nothing: str = "nothing was written") -> DbtRuntimeError:
+def operation_failed(operation: str, rel: BaseRelation, e: Exception,
+                     nothing: str = "nothing was written") -> DbtRuntimeError:
+    """A run-operation's failure: the operation, the relation, what was left undone and why."""
     what = e.msg if isinstance(e, DbtRuntimeError) else str(e) if isinstance(e, PaimonError) else error_message(e)
     return DbtRuntimeError(f"{operation} on {_name(rel)} failed, {nothing}: {what}")
 
 
-def _int_arg(operation: str, name: str, value: Any, minimum: int = 0) -> Optional[int]:
+def int_arg(operation: str, name: str, value: Any, minimum: int = 0) -> Optional[int]:
     if value is None or value == "":
         return None
     try:
@@ -106,7 +108,7 @@ def delete_rows(tables: Tables, relation: Any, where: Any) -> Dict[str, Any]:
     try:
         result = delete(tables.spark(), path, str(where))
     except Exception as e:  # noqa: BLE001 - the engine writes nothing when it fails
-        raise _failed(op, rel, e, "nothing was deleted") from e
+        raise operation_failed(op, rel, e, "nothing was deleted") from e
     tables.resync(rel, path)
     written = result.snapshot_id if result.snapshot_id != before else None
     if written is None:
@@ -127,7 +129,7 @@ def compact_table(tables: Tables, relation: Any) -> Dict[str, Any]:
     try:
         sid = compact(tables.spark(), path)
     except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
-        raise _failed(op, rel, e) from e
+        raise operation_failed(op, rel, e) from e
     tables.resync(rel, path)
     try:  # for the message only: the compaction is committed whatever happens here
         files_after: Optional[int] = sum(len(s.files) for s in FileStoreTable.open(path).plan().splits)
@@ -149,9 +151,9 @@ _KIND_WORDS = (("data", "data files"), ("manifest", "manifests"), ("index", "ind
 def expire(tables: Tables, relation: Any, retain_max: Any = None, retain_min: Any = None,
            older_than: Any = None, max_deletes: Any = None) -> Dict[str, Any]:
     op = "paimon_expire"
-    retain_max = _int_arg(op, "retain_max", retain_max, 1)
-    retain_min = _int_arg(op, "retain_min", retain_min, 1)
-    max_deletes = _int_arg(op, "max_deletes", max_deletes, 1)
+    retain_max = int_arg(op, "retain_max", retain_max, 1)
+    retain_min = int_arg(op, "retain_min", retain_min, 1)
+    max_deletes = int_arg(op, "max_deletes", max_deletes, 1)
     time_retained_ms = None
     if older_than is not None and str(older_than).strip():
         try:
@@ -167,7 +169,7 @@ def expire(tables: Tables, relation: Any, retain_max: Any = None, retain_min: An
         result = table.expire_snapshots(retain_max=retain_max, retain_min=retain_min,
                                         time_retained_ms=time_retained_ms, max_deletes=max_deletes)
     except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
-        raise _failed(op, rel, e, "nothing was expired") from e
+        raise operation_failed(op, rel, e, "nothing was expired") from e
     tables.resync(rel, path)
     after = FileStoreTable.open(path).snapshots
     earliest, latest = after.earliest_id(), after.latest_id()
@@ -189,13 +191,13 @@ def create_tag(tables: Tables, relation: Any, tag: Any, snapshot_id: Any = None,
     op = "paimon_create_tag"
     if tag is None or not str(tag).strip():
         raise DbtRuntimeError(f"{op}: give the tag's name as tag")
-    sid = _int_arg(op, "snapshot_id", snapshot_id, 1)
+    sid = int_arg(op, "snapshot_id", snapshot_id, 1)
     rel, path, table = open_table(tables, relation, op)
     try:
         created = table.create_tag(str(tag), sid, time_retained=str(time_retained) if time_retained else None,
                                    ignore_if_exists=bool(ignore_if_exists))
     except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
-        raise _failed(op, rel, e, "no tag was created") from e
+        raise operation_failed(op, rel, e, "no tag was created") from e
     tables.resync(rel, path)
     kept = f", retained for {time_retained}" if created.time_retained is not None else ""
     return {"operation": "create_tag", "relation": _name(rel), "table_path": path, "tag": created.name,
@@ -211,7 +213,7 @@ def delete_tag(tables: Tables, relation: Any, tag: Any) -> Dict[str, Any]:
     try:
         deleted = table.delete_tag(str(tag))
     except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
-        raise _failed(op, rel, e, "no tag was deleted") from e
+        raise operation_failed(op, rel, e, "no tag was deleted") from e
     tables.resync(rel, path)
     message = (f"DELETE TAG {_name(rel)}: tag '{tag}' deleted" if deleted
                else f"DELETE TAG {_name(rel)}: there is no tag '{tag}', nothing deleted")
@@ -220,7 +222,7 @@ def delete_tag(tables: Tables, relation: Any, tag: Any) -> Dict[str, Any]:
 
 
 def _one_target(op: str, snapshot_id: Any, tag: Any) -> Tuple[Optional[int], Optional[str]]:
-    sid = _int_arg(op, "snapshot_id", snapshot_id, 1)
+    sid = int_arg(op, "snapshot_id", snapshot_id, 1)
     name = str(tag).strip() if tag is not None and str(tag).strip() else None
     if (sid is None) == (name is None):
         raise DbtRuntimeError(f"{op}: give exactly one of snapshot_id and tag"
@@ -235,7 +237,7 @@ def rollback(tables: Tables, relation: Any, snapshot_id: Any = None, tag: Any = 
     try:
         result = table.rollback_to(sid if sid is not None else name)
     except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
-        raise _failed(op, rel, e, "nothing was rolled back") from e
+        raise operation_failed(op, rel, e, "nothing was rolled back") from e
     tables.resync(rel, path)
     target = f"snapshot {sid}" if sid is not None else f"tag '{name}' (snapshot {result.snapshot.id})"
     removed = [f"snapshot(s) {_ids(result.removed_snapshots)}"] if result.removed_snapshots else []
@@ -274,7 +276,7 @@ def remove_orphan_files(tables: Tables, relation: Any, older_than: Any = "1 d",
     try:
         result = table.remove_orphan_files(older_than=text, dry_run=dry)
     except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
-        raise _failed(op, rel, e, "nothing was deleted") from e
+        raise operation_failed(op, rel, e, "nothing was deleted") from e
     files = sorted(result.paths)
     verb = "would delete" if dry else "deleted"
     message = (f"REMOVE ORPHAN FILES {_name(rel)}: {verb} {len(files)} file(s), {result.total_bytes} bytes, "

@@ -19,7 +19,7 @@ from dbt_common.exceptions import DbtRuntimeError
 
 from ..engine import TableMismatchError, check_table, schema_change, upsert, write as append_write
 from ..store import FileIO, FileStoreTable, PaimonError, SchemaManager, TableSchema, clone_table, resolve_columns
-from . import constraints, evolution, incremental, staging
+from . import constraints, evolution, incremental, staging, wap
 from .configs import UpsertConfig, check_names
 from .connections import error_message
 from .tables import Tables, schema_id
@@ -128,27 +128,33 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
                                              given.merge_exclude_columns) if keys else None
     io = FileIO.get(path)
     exists = FileStoreTable.exists(path, io)
+    settings = tables.on_branch(given.settings)
     target = path
-    if full_refresh and exists:
+    if full_refresh and exists and tables.branch:
+        # on the build's branch a rebuild is an overwrite of the branch's rows (main stays as it is),
+        # its columns following the model's
+        write, on_schema_change = wap.rebuilt_on_branch(write, bool(keys)), "sync_all_columns"
+    elif full_refresh and exists:
         target, exists = staging.staged_path(path, "refresh"), False
     evolved: Optional[TableSchema] = None
     try:
         if exists:
-            schema = SchemaManager(io, path).latest()
+            tables.prepare_branch(path, io)
+            schema = SchemaManager(io, path, settings.branch).latest()
             _check_keys(name, path, schema, keys, partitions)  # before a schema change commits
             batch, evolved = evolution.apply_on_schema_change(name, path, schema, batch, on_schema_change,
                                                               given.options, sequence)
             if updated is not None or (keys and given.incremental_predicates):
-                batch = incremental.merge_batch(name, batch, spark.read.format("paimon").load(path), keys,
+                batch = incremental.merge_batch(name, batch, tables.read(relation), keys,
                                                 updated, given.incremental_predicates)
         t0 = time.time()
         if write.upsert:
             result = upsert(batch, target, primary_keys=keys, partition_keys=partitions, options=given.options,
-                            sequence_by=sequence[0] if sequence else None, settings=given.settings,
+                            sequence_by=sequence[0] if sequence else None, settings=settings,
                             not_null=not_null, replace=write.replace if exists else None)
         else:
             result = append_write(batch, target, mode=write.mode, partition_keys=partitions, options=given.options,
-                                  not_null=not_null, settings=given.settings, where=write.where)
+                                  not_null=not_null, settings=settings, where=write.where)
     except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind
         if evolved is not None:
             schema_change.rollback(path, evolved, io)

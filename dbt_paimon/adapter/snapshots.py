@@ -250,7 +250,7 @@ def stored_view(tables: Tables, relation: BaseRelation) -> BaseRelation:
     view = f"{relation.schema}__{relation.identifier}__dbt_snapshot_stored"
     _release(spark, view)
     # a view of this DataFrame's plan, so every query of the view finds the cached data
-    spark.table(relation.render()).persist(StorageLevel.MEMORY_AND_DISK).createOrReplaceTempView(view)
+    tables.read(relation).persist(StorageLevel.MEMORY_AND_DISK).createOrReplaceTempView(view)
     return tables.Relation.create(identifier=view, type="view")
 
 
@@ -292,11 +292,12 @@ def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelat
     added: List[str] = []
     t0 = time.time()
     try:
+        tables.prepare_branch(path, io)
         if created:
             batch = staged
         else:
-            schema = SchemaManager(io, path).latest()
-            target = spark.table((stored or relation).render())
+            schema = SchemaManager(io, path, tables.branch).latest()
+            target = spark.table(stored.render()) if stored is not None else tables.read(relation)
             batch, new_fields = _changes(name, target, staged, schema, meta, valid_to_current)
             # evaluated once, now: the rows read the table this run is about to change
             batch = batch.localCheckpoint(eager=True)
@@ -314,6 +315,7 @@ def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelat
                     code="SNAPSHOT", rows_affected=0, table_path=path, schema_id=schema_id(path),
                     added_columns=added or None)
         settings, table_options = RunSettings.from_options(options, RunSettings(execution=execution or Execution.AUTO))
+        settings = tables.on_branch(settings)
         result = upsert(batch, path, primary_keys=[meta["dbt_scd_id"]], partition_keys=column_list(partition_by),
                         options=table_options, settings=settings)
     except Exception as e:  # noqa: BLE001 - nothing of this run may stay behind

@@ -8,16 +8,18 @@ the modules that do the work do not import the adapter back.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
 from dbt.adapters.base.relation import BaseRelation
 from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
+from ..engine import RunSettings, read as read_table
 from ..store import FileIO, FileStoreCommit, FileStoreTable, PaimonError, SchemaManager, TableSchema
-from ..sql import catalog
+from ..sql import catalog, read_branch
 from . import staging
 from .connections import error_message
 
@@ -35,6 +37,8 @@ class Tables:
     Relation: Any
     cache_added: Callable[[BaseRelation], None]
     cache_dropped: Callable[[BaseRelation], None]
+    # the branch this build writes its Paimon tables on (wap.py: --vars '{paimon_branch: NAME}')
+    branch: Optional[str] = None
 
     # ---- paths: every path of a relation is built here ---------------------------------------
     def path(self, relation: BaseRelation) -> str:
@@ -61,6 +65,24 @@ class Tables:
 
     def exists(self, relation: BaseRelation) -> bool:
         return FileStoreTable.exists(self.path(relation))
+
+    # ---- the build's branch (wap.py) --------------------------------------------------------------
+    def on_branch(self, settings: RunSettings) -> RunSettings:
+        """A write's settings, on the build's branch when it has one."""
+        return dataclasses.replace(settings, branch=self.branch) if self.branch else settings
+
+    def prepare_branch(self, path: str, io: FileIO) -> None:
+        """The build's branch of an existing table, made from main's latest snapshot if missing (a
+        table that does not exist yet gets it from the engine's first write: branches.py)."""
+        if self.branch and FileStoreTable.exists(path, io):
+            table = FileStoreTable.open(path, io)
+            if not table.branches.exists(self.branch):
+                table.create_branch(self.branch, snapshot_id=table.snapshots.latest_id(), ignore_if_exists=True)
+
+    def read(self, relation: BaseRelation) -> DataFrame:
+        """The Paimon table's rows as this build reads them: from its branch where the table has it."""
+        path = self.path(relation)
+        return read_table(self.spark(), path, branch=read_branch(self.spark(), path))
 
     # ---- Spark's catalog and dbt's cache follow the table ---------------------------------------
     def expose(self, relation: BaseRelation, path: str) -> None:

@@ -7,9 +7,12 @@ and merge.py run them).
   SQL statements on Paimon tables carried out as above, and with a warehouse its tables in Spark's
   catalog.
 - catalog: the Paimon tables' entries in Spark's catalog, for the adapter's relations.
+- set_session_branch / read_branch: the branch a session's queries read (branch.py: a dbt build's
+  write-audit-publish).
 """
 
 from . import catalog
+from .branch import read_branch, set_session_branch
 from .session import register
 
-__all__ = ["register", "catalog"]
+__all__ = ["register", "catalog", "read_branch", "set_session_branch"]

@@ -19,7 +19,8 @@ A system table (`t$audit_log`), a table given options (`t WITH ('incremental-bet
 and Paimon's `paimon_incremental_query('t', 1, 3)` are read through the `paimon` source with those
 options, under a view likewise. A name under a time travel clause, shadowed by a CTE of the
 statement, or anything the parser refuses is left as written (the `paimon` source reads it); so is
-the whole query when the rewritten text fails where the original would not.
+the whole query when the rewritten text fails where the original would not. A session writing on a
+branch (branch.py: a dbt build's write-audit-publish) reads each table that has the branch from it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .branch import read_branch
 from .catalog import java_dict, quote, scala_list
 from .target import SESSION_CATALOG, resolve
 from ..engine.read.native import frame
@@ -192,7 +194,7 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
                 read.createOrReplaceTempView(view)
             else:
                 if read not in planned:  # one snapshot per table, however often the query names it
-                    planned[read] = frame(spark, read)
+                    planned[read] = frame(spark, read, branch=read_branch(spark, read))
                 planned[read].createOrReplaceTempView(view)
             views.append(view)
         out, last = [], 0

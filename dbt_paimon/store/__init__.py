@@ -6,6 +6,7 @@ concepts (schema, snapshot, manifest, format, index, merge, read, write, mainten
 """
 
 from .common import fileio
+from .common.branch import BranchError, check_name as check_branch_name
 from .common import object_store  # noqa: F401 (registers the object-store FileIO with FileIO.get)
 from .common.errors import (CommitConflictError, CorruptTableError, DataError, InvalidNameError, PaimonError,
                             SchemaError, TableNotFoundError)
@@ -31,5 +32,5 @@ __all__ = [
     # for the adapter
     "fileio", "FileIO", "options", "MergeEngine", "did_you_mean", "parse_duration_ms", "validate_options",
     "SchemaManager", "resolve_columns", "DataType", "FileStoreCommit", "clone_table", "older_than_millis",
-    "copy_tree", "SYSTEM_TABLES", "check_consumer_id",
+    "copy_tree", "SYSTEM_TABLES", "check_consumer_id", "BranchError", "check_branch_name",
 ]

@@ -70,5 +70,10 @@ def test_alter_and_truncate_on_a_branch_and_what_is_refused(spark, tables):
     rows = spark.createDataFrame([(4, "b", 40)], "id int, dt string, v int")
     with pytest.raises(Exception, match="branch 'nope' of .* does not exist"):
         upsert(rows, path, partition_keys="dt", options={"branch": "nope"})
-    with pytest.raises(Exception, match="does not exist, so it has no branch 'b'"):
-        upsert(rows, f"{tables}/new_one", primary_keys="id", options={"branch": "b"})
+    # a table that does not exist yet: made on main without rows, its rows on the branch
+    upsert(rows, f"{tables}/new_one", primary_keys="id", options={"branch": "b"})
+    new = FileStoreTable.open(f"{tables}/new_one")
+    assert new.snapshots.latest_id() is None and new.list_branches() == ["b"]
+    assert FileStoreTable.open(f"{tables}/new_one", branch="b").to_arrow().num_rows == 1
+    new.fast_forward("b")
+    assert FileStoreTable.open(f"{tables}/new_one").to_arrow().num_rows == 1

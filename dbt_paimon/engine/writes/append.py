@@ -19,7 +19,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from ...assign.rows import PAYLOAD
-from ...store.common.branch import check_branch_of
+from ...store.snapshot.branches import branch_of_new_table
 from ...store.common import options as opts
 from ...store.schema.option_validation import validate as validate_options
 from ...store.write.append import AppendWrite
@@ -87,7 +87,6 @@ def write(df: DataFrame, path: str, *, mode: str = APPEND_MODE, partition_keys: 
     partition_keys = as_list(partition_keys)
     given, _ = opts.count_sugar(table_options)
     exists = FileStoreTable.exists(path, io)
-    check_branch_of(path, exists, settings.branch)
     if exists:
         schema = SchemaManager(io, path, settings.branch).latest()
         if not schema.is_append:
@@ -102,6 +101,8 @@ def write(df: DataFrame, path: str, *, mode: str = APPEND_MODE, partition_keys: 
         required = {c.lower() for c in resolve_columns("not_null column", list(not_null), df.columns)}
         arrow = pa.schema([f.with_nullable(False) if f.name.lower() in required else f for f in arrow])
         schema = build_schema(arrow, [], partition_keys, {**given, **settings.run_options()})
+        if settings.branch:  # the table made on main, its rows written to the branch
+            schema, exists = branch_of_new_table(io, path, schema, settings.branch), True
     settings = settings.over(schema.options)
     batch = prepare_input(df, schema, [])
     table = FileStoreTable(path, schema, io)

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame
 from ...assign.global_index_assigner import AssignCounts
 from ...assign.rows import StageRows
 from ... import key_index
-from ...store.common.branch import check_branch_of
+from ...store.snapshot.branches import branch_of_new_table
 from ...store.common import options as opts
 from ...store.schema.option_validation import validate as validate_options
 from ...store.common.errors import SchemaError
@@ -208,7 +208,6 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     primary_keys, partition_keys = as_list(primary_keys), as_list(partition_keys)
     given, counted = opts.count_sugar(table_options)
     exists = FileStoreTable.exists(path, io)
-    check_branch_of(path, exists, settings.branch)
     if exists:
         schema = SchemaManager(io, path, settings.branch).latest()
         check_writable(schema, path)
@@ -227,6 +226,8 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
             arrow = pa.schema([pa.field(f.name, pa.int64()) if f.name in counted else f for f in arrow])
         # the run keys given are stored with a new table, as Paimon stores them
         schema = build_schema(arrow, primary_keys, partition_keys, {**given, **settings.run_options()})
+        if settings.branch:  # the table made on main, its rows written to the branch
+            schema, exists = branch_of_new_table(io, path, schema, settings.branch), True
     if replace is not None:
         replacing.check(schema, replace, path)
     if sequence_by is not None:

@@ -60,9 +60,3 @@ def check_name(name: str) -> str:
                           "it names a directory and follows '$branch_' in a table name")
     return name
 
-
-def check_branch_of(table_path: str, table_exists: bool, branch: str | None) -> None:
-    """A write to a branch needs the table (a branch is made from one: create_branch)."""
-    if not is_main(branch) and not table_exists:
-        raise BranchError(f"table {table_path} does not exist, so it has no branch {branch!r}: make the table, "
-                          "then the branch (create_branch), then write to it")

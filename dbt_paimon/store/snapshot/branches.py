@@ -28,7 +28,7 @@ import datetime as dt
 
 from ..common.branch import BRANCH_DIR, BRANCH_PREFIX, MAIN, BranchError, branch_root, check_name, is_main, normalize
 from ..common.fileio import FileIO
-from ..schema.schema import SchemaManager
+from ..schema.schema import SchemaManager, TableSchema
 from .snapshot import Snapshot, SnapshotManager
 from .tags import TagManager, snapshot_json_of_tag
 
@@ -248,3 +248,12 @@ class BranchManager:
                 self.io.delete(path)
         raise BranchError(f"Cannot fast forward {target} to branch '{name}': {target} committed snapshot {sid} "
                           "while fast-forwarding; nothing was published")
+
+
+def branch_of_new_table(io: FileIO, table_path: str, schema: TableSchema, branch: str) -> TableSchema:
+    """A write to a branch of a table that does not exist yet: the table is made on main with its
+    schema and no rows, and the branch empty beside it; the write then goes to the branch (a
+    fast-forward later gives main its rows). Returns the branch's schema."""
+    SchemaManager(io, table_path).create(schema)
+    BranchManager(io, table_path).create(branch, ignore_if_exists=True)
+    return SchemaManager(io, table_path, branch).latest()
