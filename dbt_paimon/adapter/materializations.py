@@ -170,6 +170,8 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
     tables.resync(relation, path)
     # a `table` model, or --full-refresh, builds the table whole: say so, not "appended" / "inserted"
     built = f"{'replaced' if rebuilt else 'created'} the table: "
+    if exists and full_refresh and tables.branch:
+        built = f"rebuilt the table on branch '{tables.branch}': "
     message = result.summary() if not full_refresh else (
         built + result.summary() if write.upsert else f"{built}{result.rows_written} rows")
     if not write.upsert:

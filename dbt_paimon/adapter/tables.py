@@ -17,7 +17,7 @@ from dbt.adapters.events.logging import AdapterLogger
 from dbt_common.exceptions import DbtRuntimeError
 from pyspark.sql import DataFrame, SparkSession
 
-from ..engine import RunSettings, read as read_table
+from ..engine import RunSettings
 from ..store import FileIO, FileStoreCommit, FileStoreTable, PaimonError, SchemaManager, TableSchema
 from ..sql import catalog, read_branch
 from . import staging
@@ -80,9 +80,14 @@ class Tables:
                 table.create_branch(self.branch, snapshot_id=table.snapshots.latest_id(), ignore_if_exists=True)
 
     def read(self, relation: BaseRelation) -> DataFrame:
-        """The Paimon table's rows as this build reads them: from its branch where the table has it."""
+        """The Paimon table's rows as this build reads them (from its branch where the table has it),
+        through the `paimon` source: one input partition per million rows, where the engine's plan
+        (native.py) gives one per file group and the jobs built on it (a snapshot's change set,
+        unions of four reads) a task each."""
         path = self.path(relation)
-        return read_table(self.spark(), path, branch=read_branch(self.spark(), path))
+        branch = read_branch(self.spark(), path)
+        reader = self.spark().read.format("paimon")
+        return (reader.option("branch", branch) if branch else reader).load(path)
 
     # ---- Spark's catalog and dbt's cache follow the table ---------------------------------------
     def expose(self, relation: BaseRelation, path: str) -> None:
