@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -16,13 +16,31 @@ from ..format.datafile import (CHANGELOG_FILE_PREFIX, VALUE_KIND, KeyValueFileWr
                                dictionary_columns, group_file_stats, int_array, kv_table)
 from ..format.stats_collector import DataFileStatsCollector
 from ..manifest.manifest import ADD, ManifestEntry
-from ..read.scan import next_sequences
+from ..common.fileio import FileIO
+from ..read.scan import Plan, next_sequences
+from ..schema.schema import TableSchema
 from ..snapshot.snapshot import APPEND
-from .commit import CommitResult
+from .commit import CommitResult, FileStoreCommit
 from .postpone import PartitionBuckets
 
-if TYPE_CHECKING:  # the table module imports this one
-    from ..table import FileStoreTable
+
+
+class WrittenTable(Protocol):
+    """What the writer needs of its table (store/table.py FileStoreTable, which imports this module)."""
+    path: str
+    io: FileIO
+    schema: TableSchema
+
+    @property
+    def total_buckets(self) -> int: ...
+
+    def plan(self) -> Plan: ...
+
+    def partition_bytes(self, values: Sequence) -> bytes: ...
+
+    def bucket_path(self, partition_values: Sequence, bucket: int) -> str: ...
+
+    def new_commit(self, commit_user: str | None = None) -> FileStoreCommit: ...
 
 _BUCKET_COL = "__paimon_bucket"
 
@@ -37,7 +55,7 @@ class TableWrite:
     (postpone.py) a row's bucket count is its partition's; a caller that planned passes `buckets`.
     """
 
-    def __init__(self, table: FileStoreTable, next_sequence: Mapping[tuple[bytes, int], int] | None = None,
+    def __init__(self, table: WrittenTable, next_sequence: Mapping[tuple[bytes, int], int] | None = None,
                  buckets: PartitionBuckets | None = None):
         self.table = table
         self.schema = table.schema
