@@ -67,7 +67,10 @@ class PaimonAdapter(SparkAdapter):
                       self.cache_added, self.cache_dropped, self.build_branch)
 
     def execute(self, *args: Any, **kwargs: Any):  # type: ignore[override]
-        self.spark()  # dbt's SQL (tests, run_query) reads the build's branch too
+        # dbt's SQL (tests, run_query) reads the build's branch too; the connection is opened first,
+        # so that a Spark that cannot start is reported as the connection reports it
+        self.connections.get_thread_connection().handle  # noqa: B018 - opens a lazily opened connection
+        self.spark()
         return super().execute(*args, **kwargs)
 
     def cleanup_connections(self) -> None:

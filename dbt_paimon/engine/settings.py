@@ -46,8 +46,8 @@ RUN_KEYS = {
     "bootstrap_parallelism": "cross-partition-upsert.bootstrap-parallelism",
     "commit_max_retries": "commit.max-retries",
 }
-BRANCH = "branch"  # Paimon's option: the branch a write goes to
-RUN_OPTIONS = frozenset(RUN_KEYS.values()) | {BRANCH}
+RUN_OPTIONS = frozenset(RUN_KEYS.values())
+BRANCH = "branch"  # Paimon's option: the branch a write goes to (a run's setting too, never stored)
 
 
 def _parse(key: str, raw: object) -> int:
