@@ -276,3 +276,28 @@ def test_consumers_and_tags_of_a_branch_are_its_own(table):
     assert FileStoreTable.open(path).consumers() == {} and table.list_tags() == []
     assert b.consumers() == {"job": 2} and [t.name for t in b.list_tags()] == ["only-here"]
     assert os.path.isfile(f"{path}/branch/branch-c/consumer/consumer-job")
+
+
+def test_a_commit_to_main_racing_a_fast_forward_wins_and_the_fast_forward_takes_its_copies_back(table):
+    from dbt_paimon.store.common.fileio import LocalFileIO
+
+    path = table.path
+    b = table.create_branch("wap", snapshot_id=2)
+    write(b, [(5, "e")])
+    write(FileStoreTable.open(path, branch="wap"), [(6, "f")])  # branch snapshots 3, 4
+
+    class Racing(LocalFileIO):
+        """Before the fast-forward's last copy (main's snapshot 3), another writer commits snapshot 3."""
+
+        def write_exclusive(self, target, text):
+            if target == f"{path}/snapshot/snapshot-3":
+                write(FileStoreTable.open(path), [(9, "z")])
+            return super().write_exclusive(target, text)
+
+    with pytest.raises(BranchError, match="main committed snapshot 3 while fast-forwarding; nothing was published"):
+        FileStoreTable.open(path, Racing()).fast_forward("wap")
+    main = FileStoreTable.open(path)
+    assert main.snapshots.ids() == [1, 2, 3] and main.snapshots.latest_id() == 3
+    assert [r["id"] for r in read(path)] == [1, 2, 3, 9]  # the racing commit, and nothing of the branch
+    write(main, [(10, "y")])  # main goes on: its snapshot 4 is its own, not the branch's copy
+    assert [r["id"] for r in read(path)] == [1, 2, 3, 9, 10]
