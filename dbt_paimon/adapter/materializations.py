@@ -179,7 +179,7 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
         return PaimonAdapterResponse(
             _message=message, code=write.code, rows_affected=result.rows_written,
             snapshot_id=result.snapshot_id, inserted=result.rows_written, deleted=result.rows_replaced,
-            rows_written=result.rows_written, table_path=path, schema_id=schema_id(path),
+            rows_written=result.rows_written, table_path=path, schema_id=schema_id(path, settings.branch),
             extra_snapshots=list(result.extra_snapshots) or None, execution=result.execution,
             attempts=result.attempts)
     phases = ", ".join(f"{k} {v:.3f}s" for k, v in (result.phases or {}).items())
@@ -188,7 +188,7 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
     return PaimonAdapterResponse(
         _message=message, code=write.code, rows_affected=result.rows_affected,
         snapshot_id=result.snapshot_id, **result.as_dict(), rows_written=result.rows_written, table_path=path,
-        schema_id=schema_id(path),
+        schema_id=schema_id(path, settings.branch),
         extra_snapshots=list(getattr(result, "extra_snapshots", None) or []) or None,
         execution=result.execution, bootstrap=(result.bootstrap or {}).get("source"),
         phases=dict(result.phases) or None, attempts=result.attempts, recommits=result.recommits)

@@ -312,7 +312,7 @@ def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelat
                     tables.resync(relation, path)
                 return SnapshotResponse(
                     _message="SNAPSHOT 0: no changes" + (f", added column(s) {', '.join(added)}" if added else ""),
-                    code="SNAPSHOT", rows_affected=0, table_path=path, schema_id=schema_id(path),
+                    code="SNAPSHOT", rows_affected=0, table_path=path, schema_id=schema_id(path, tables.branch),
                     added_columns=added or None)
         settings, table_options = RunSettings.from_options(options, RunSettings(execution=execution or Execution.AUTO))
         settings = tables.on_branch(settings)
@@ -335,7 +335,7 @@ def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelat
     return SnapshotResponse(
         _message=message, code="SNAPSHOT", rows_affected=result.inserted + closed, snapshot_id=result.snapshot_id,
         opened=result.inserted, closed=closed, rows_written=result.rows_written, table_path=path,
-        schema_id=schema_id(path), added_columns=added or None,
+        schema_id=schema_id(path, tables.branch), added_columns=added or None,
         extra_snapshots=list(result.extra_snapshots or []) or None, execution=result.execution)
 
 

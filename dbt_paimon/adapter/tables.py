@@ -126,11 +126,11 @@ class Tables:
         FileIO.get(path).mkdirs(path)
 
 
-def schema_id(path: str) -> Optional[int]:
-    """The table's latest schema id, for a run result only: a failure to read it back must not
-    report a commit as failed."""
+def schema_id(path: str, branch: Optional[str] = None) -> Optional[int]:
+    """The table's (or its branch's) latest schema id, for a run result only: a failure to read it
+    back must not report a commit as failed."""
     try:
-        return SchemaManager(FileIO.get(path), path).latest().id
+        return SchemaManager(FileIO.get(path), path, branch).latest().id
     except Exception:  # noqa: BLE001 - a schema that cannot be read is no schema id: the caller reports
         return None
 

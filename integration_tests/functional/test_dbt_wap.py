@@ -109,6 +109,10 @@ class TestWriteAuditPublish:
         # the audit fails: nothing reaches main, the branch stays with what the build wrote
         results = _build(project, expect_pass=False, batch=2, bad=True, paimon_branch="wap1")
         assert [r.status for r in results.results if r.node.name == "audit"] == ["fail"]
+        orders = [r for r in results.results if r.node.name == "orders"][0].adapter_response
+        on_wap1 = FileStoreTable.open(_path(project, "orders"), branch="wap1")
+        assert orders["snapshot_id"] == on_wap1.snapshots.latest_id()
+        assert orders["schema_id"] == 0
         assert _main_metadata(project) == untouched
         assert {n: _read(project, n) for n in NAMES} == before
         on_branch = _read(project, "orders", "wap1")
