@@ -84,9 +84,9 @@ class Tables:
         through the `paimon` source: one input partition per million rows, where the engine's plan
         (native.py) gives one per file group and the jobs built on it (a snapshot's change set,
         unions of four reads) a task each."""
-        path = self.path(relation)
-        branch = read_branch(self.spark(), path)
-        reader = self.spark().read.format("paimon")
+        path, spark = self.path(relation), self.spark()
+        branch = read_branch(spark, path)
+        reader = spark.read.format("paimon")
         return (reader.option("branch", branch) if branch else reader).load(path)
 
     # ---- Spark's catalog and dbt's cache follow the table ---------------------------------------
