@@ -35,6 +35,8 @@ writers, expiration and orphan-file removal never list it; our catalog skips hid
                               fixed-width key's 32-bit words), and the key columns only for a key
                               with a string column: a key found costs a page of _loc (two with
                               key columns)
+    branch-<name>/            a branch's LATEST and manifests: its versions, over the same runs
+                              (a branch starts from main's version; versions.py)
 
 Why not otherwise:
 - Parquet runs with row-group statistics, or runs cut into blocks found through fences: a batch's keys
@@ -53,9 +55,11 @@ Why not otherwise:
 
 Modules: layout (entries, run files' schema, hashing and sharding), versions (manifests, the pointer,
 validity, cleaning), run_file (one run's file), lookup, merge_policy (each shard's LSM), build,
-catch_up, record (our own commit), index (`KeyIndex`, what the engine uses).
+catch_up, record (our own commit), index (`KeyIndex`, what the engine uses), branches (a branch's
+index at a fast-forward and a deletion).
 """
 
+from .branches import drop_branch, publish_branch
 from .index import KeyIndex
 from .layout import (BLOCK_ROWS, BUCKET, FENCE_ROWS, FORMAT, GEN, H, KEYS_PER_SHARD, LATEST, LIVE, LOC, P,
                      PAGE_BYTES, READS_FORMATS, SEQ, exists, index_dir, supported)
@@ -64,7 +68,7 @@ from .versions import ORPHAN_AGE_MS, BucketState, IndexState, join_sweeps
 
 __all__ = [
     "KeyIndex", "IndexState", "BucketState",
-    "index_dir", "exists", "supported", "join_sweeps", "full_merge_due", "merge_count",
+    "index_dir", "exists", "publish_branch", "drop_branch", "supported", "join_sweeps", "full_merge_due", "merge_count",
     "H", "P", "BUCKET", "GEN", "LIVE", "SEQ", "LOC", "LATEST",
     "FORMAT", "READS_FORMATS", "BLOCK_ROWS", "PAGE_BYTES", "FENCE_ROWS", "KEYS_PER_SHARD", "MAX_RUNS",
     "ORPHAN_AGE_MS",

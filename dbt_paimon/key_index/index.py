@@ -23,7 +23,8 @@ from ..store.schema.schema import TableSchema
 from . import build as builds  # `build`: KeyIndex.refresh's argument
 from . import lookup, merge_policy, record
 from .catch_up import catch_up
-from .layout import BLOCK_ROWS, BUCKET, FENCE_ROWS, KEYS_PER_SHARD, Layout, index_dir
+from ..store.common.branch import MAIN
+from .layout import BLOCK_ROWS, BUCKET, FENCE_ROWS, KEYS_PER_SHARD, Layout, index_dir, versions_dir
 from .merge_policy import MAX_RUNS
 from .run_file import RunFiles
 from .versions import IndexState, Versions
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 class KeyIndex:
-    """The key index of one table (schema: the table's latest)."""
+    """The key index of one table's branch (schema: the branch's latest; it names the branch)."""
 
     def __init__(self, io: FileIO, table_path: str, schema: TableSchema, *, block_rows: int = BLOCK_ROWS,
                  keys_per_shard: int = KEYS_PER_SHARD, max_runs: int = MAX_RUNS, fence_rows: int = FENCE_ROWS):
@@ -43,7 +44,10 @@ class KeyIndex:
         self.dir = index_dir(self.table_path)
         self.layout = Layout(schema)
         self.files = RunFiles(io, self.dir, self.layout, block_rows, fence_rows)
-        self.versions = Versions(io, self.dir, self.layout, self.table_path)
+        branch = schema.branch
+        main = Versions(io, self.dir, self.layout, self.table_path) if branch != MAIN else None
+        self.versions = Versions(io, versions_dir(self.table_path, branch), self.layout, self.table_path,
+                                 runs_dir=self.dir, main=main)
         # what callers read of the layout
         self.keys, self.parts, self.parts_only = self.layout.keys, self.layout.parts, self.layout.parts_only
         self.key_types, self.part_types = self.layout.key_types, self.layout.part_types

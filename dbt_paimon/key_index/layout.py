@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..store.common import binary_row
+from ..store.common.branch import MAIN
 from ..store.common.fileio import FileIO
 from ..store.common.key_hash import key_hashes
 from ..store.common.options import BucketMode
@@ -32,13 +33,27 @@ LOC = "_loc"  # in a run's file: (partition index, bucket, generation, live) per
 LATEST = "LATEST"
 
 
+BRANCH_PREFIX = "branch-"  # a branch's versions: `<index_dir>/branch-<name>/`
+
+
 def index_dir(table_path: str) -> str:
+    """The table's index: every run (main's and its branches'), and main's versions."""
     parent, name = table_path.rstrip("/").rsplit("/", 1)
     return f"{parent}/.{name}.dbt-key-index"
 
 
-def exists(io: FileIO, table_path: str) -> bool:
-    return io.exists(f"{index_dir(table_path)}/{LATEST}")
+def versions_dir(table_path: str, branch: str = MAIN) -> str:
+    """Where the versions (manifests and LATEST) of one branch's index live. A branch's runs stay in
+    index_dir beside main's: a branch starts from main's version, naming main's runs, not copying them
+    (branch names are checked: no '/', no leading '.')."""
+    root = index_dir(table_path)
+    return root if branch == MAIN else f"{root}/{BRANCH_PREFIX}{branch}"
+
+
+def exists(io: FileIO, table_path: str, branch: str = MAIN) -> bool:
+    """Whether an upsert on `branch` finds an index: its own, or main's it starts from."""
+    return (branch != MAIN and io.exists(f"{versions_dir(table_path, branch)}/{LATEST}")) \
+        or io.exists(f"{index_dir(table_path)}/{LATEST}")
 
 
 def supported(schema: TableSchema) -> bool:

@@ -5,6 +5,11 @@ A version (`IndexState`) is a manifest: its shards' runs, and per (partition, bu
 it reflects, its generation and its live keys. The pointer `LATEST` names the current manifest and is
 replaced last, so a reader always loads a whole version; a version lists what it retired, so that a
 reader still holding an older one keeps finding its files for ORPHAN_AGE_MS.
+
+Branches: each branch of the table has its own pointer and manifests (layout.versions_dir); all runs
+live in one directory. A branch without a version starts from main's current one (naming main's runs:
+its catch-up to the branch's snapshot costs what differs, as any catch-up), so a clean keeps every run
+that any current version, main's or a branch's, names or retired lately.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..store.common.fileio import FileIO
-from .layout import BUCKET, FORMAT, GEN, LATEST, P, READS_FORMATS, Layout
+from .layout import BRANCH_PREFIX, BUCKET, FORMAT, GEN, LATEST, P, READS_FORMATS, Layout
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +100,13 @@ def valid(state: IndexState, entries: pa.Table, new_gen: int | None = None) -> p
 
 
 class Versions:
-    """The manifests and the pointer of one table's index, in `dir`."""
+    """The manifests and the pointer of one branch's index, in `dir`; its runs in `runs_dir` (main's
+    `dir`); `main`: main's versions, where a branch without a version of its own starts."""
 
-    def __init__(self, io: FileIO, dir: str, layout: Layout, table_path: str):
+    def __init__(self, io: FileIO, dir: str, layout: Layout, table_path: str, runs_dir: str | None = None,
+                 main: "Versions | None" = None):
         self.io, self.dir, self.layout = io, dir, layout
+        self.runs_dir, self.main = runs_dir or dir, main
         self.table_path = table_path  # for the logs
 
     def load(self) -> IndexState | None:
@@ -106,7 +114,7 @@ class Versions:
         try:
             name = self._pointer()
             if name is None:
-                return None
+                return self._from_main()
             doc = self._manifest(name)
             described = self.layout.described()
             if doc.get("format") not in READS_FORMATS or doc["key"] != described["key"] \
@@ -152,6 +160,16 @@ class Versions:
         self.io.write_bytes(f"{self.dir}/{name}", json.dumps(doc).encode())
         self.io.overwrite_text(f"{self.dir}/{LATEST}", json.dumps({"manifest": name}))
         state.manifest, state.manifest_runs, state.retired = name, named, retired
+
+    def _from_main(self) -> IndexState | None:
+        """A branch's first version: main's current one, as a new version of the branch (saving it
+        retires nothing of main's)."""
+        state = self.main.load() if self.main is not None else None
+        if state is not None:
+            state.manifest, state.manifest_runs, state.retired = None, frozenset(), {}
+            log.info("key index of %s: branch starts from main's version (snapshot %s)", self.table_path,
+                     state.snapshot_id)
+        return state
 
     def _pointer(self) -> str | None:
         """The current manifest's name; None when there is no index (one read: no exists() first)."""
@@ -214,22 +232,54 @@ class Versions:
             return 0
         if current is None:
             return 0
+        run_names = self.io.list_names(self.runs_dir)
+        others = self._other_versions(run_names)
+        if others is None:  # another branch's version unreadable: which runs it names is unknown
+            run_names = []
+        else:
+            named = set(named) | others[0]
+            retired = {**others[1], **{n: max(t, others[1].get(n, t)) for n, t in retired.items()}}
+        candidates = [(self.runs_dir, n) for n in run_names if n.startswith("run-")]
+        manifests = run_names if self.dir == self.runs_dir else self.io.list_names(self.dir)
+        candidates += [(self.dir, n) for n in manifests if n.startswith("manifest-") and n != current]
         deleted = 0
-        for name in self.io.list_names(self.dir):
-            if name == LATEST or name == current or name in named:
-                continue
-            if not (name.startswith("run-") or name.startswith("manifest-")):
+        for dir, name in candidates:
+            if name in named:
                 continue
             retired_at = retired.get(name)
             if retired_at is not None and now_ms - retired_at < ORPHAN_AGE_MS:
                 continue  # a reader may hold the version that named it
-            path = f"{self.dir}/{name}"
+            path = f"{dir}/{name}"
             try:
                 if now_ms - self.io.mtime_ms(path) >= ORPHAN_AGE_MS:
                     deleted += bool(self.io.delete(path))
             except OSError:
                 continue
         return deleted
+
+    def _other_versions(self, run_dir_names: list[str]) -> tuple[set, dict] | None:
+        """The runs the other branches' current versions name, and those they retired (name -> ms);
+        None when one cannot be read. One pointer and manifest per branch that has an index."""
+        dirs = [self.runs_dir] + [f"{self.runs_dir}/{n}" for n in run_dir_names if n.startswith(BRANCH_PREFIX)]
+        named: set = set()
+        retired: dict = {}
+        for other in dirs:
+            if other == self.dir:
+                continue
+            try:
+                pointer = json.loads(self.io.read_text(f"{other}/{LATEST}"))["manifest"]
+            except FileNotFoundError:
+                continue  # a branch whose first version is not saved yet names main's runs
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+            try:
+                doc = json.loads(self.io.read_text(f"{other}/{pointer}"))
+                named.update(n for shard in doc["runs"] for _, n in shard)
+                for n, t in _retired_in(doc).items():
+                    retired[n] = max(t, retired.get(n, t))
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+        return named, retired
 
 
 def _retired_in(doc: dict) -> dict:

@@ -13,6 +13,7 @@ from dbt.tests.util import run_dbt
 
 from dbt_common.exceptions import DbtRuntimeError
 
+from dbt_paimon import key_index
 from dbt_paimon.adapter.wap import build_branch
 from dbt_paimon.store import FileStoreTable
 from tests.files import fingerprint
@@ -74,6 +75,15 @@ def _read(project, name, branch=None):
                 else "region")
 
 
+def _index_version(project, branch=None) -> tuple[str, int]:
+    """(manifest, snapshot it reflects) of the current version of orders' key index on a branch."""
+    where = key_index.index_dir(_path(project, "orders")) + (f"/branch-{branch}" if branch else "")
+    with open(f"{where}/{key_index.LATEST}") as f:
+        manifest = json.load(f)["manifest"]
+    with open(f"{where}/{manifest}") as f:
+        return manifest, json.load(f)["snapshot"]
+
+
 def _build(project, *, expect_pass=True, **variables):
     return run_dbt(["build", "--vars", json.dumps(variables)], expect_pass=expect_pass)
 
@@ -104,7 +114,7 @@ class TestWriteAuditPublish:
         _build(project, batch=1)  # no branch: main as always
         before = {n: _read(project, n) for n in NAMES}
         assert [r["id"] for r in before["orders"]] == [1, 2]
-        untouched = _main_metadata(project)
+        untouched, main_index = _main_metadata(project), _index_version(project)
 
         # the audit fails: nothing reaches main, the branch stays with what the build wrote
         results = _build(project, expect_pass=False, batch=2, bad=True, paimon_branch="wap1")
@@ -113,7 +123,9 @@ class TestWriteAuditPublish:
         on_wap1 = FileStoreTable.open(_path(project, "orders"), branch="wap1")
         assert orders["snapshot_id"] == on_wap1.snapshots.latest_id()
         assert orders["schema_id"] == 0
-        assert _main_metadata(project) == untouched
+        assert _main_metadata(project) == untouched and _index_version(project) == main_index
+        # the branch's upsert looked its keys up in its own index, started from main's
+        assert _index_version(project, "wap1")[1] == on_wap1.snapshots.latest_id()
         assert {n: _read(project, n) for n in NAMES} == before
         on_branch = _read(project, "orders", "wap1")
         assert [(r["id"], r["region"], r["amount"]) for r in on_branch] == [(1, "eu", 10), (2, "eu", 21),
@@ -128,6 +140,9 @@ class TestWriteAuditPublish:
         assert [(r["id"], r["amount"]) for r in _read(project, "orders")] == [(1, 10), (2, 21), (3, 30)]
         assert _read(project, "totals") == [{"region": "eu", "total": 31}, {"region": "us", "total": 30}]
         assert FileStoreTable.open(_path(project, "orders")).list_branches() == ["wap1"]
+        # main's key index is the published branch's version; the branch's own versions went with it
+        assert _index_version(project)[1] == FileStoreTable.open(_path(project, "orders")).snapshots.latest_id()
+        assert not os.path.exists(key_index.index_dir(_path(project, "orders")) + "/branch-wap2")
         assert rows(pypaimon_read(_path(project, "orders")), "id") == _read(project, "orders")
         assert len(_read(project, "people_history")) == 2
 

@@ -27,7 +27,6 @@ import pyarrow.compute as pc
 
 from ... import key_index as ki
 from ...assign.rows import BUCKET, COUNT, KIND, SOURCE, Source, StageRows, conform
-from ...store.common.branch import MAIN
 from ...key_index import IndexState, KeyIndex
 from ...store.common import binary_row
 from ...store.format.datafile import DELETE, INSERT
@@ -44,8 +43,8 @@ INDEX_TUNING: dict = {}
 
 
 def usable(stage: StageRows) -> bool:
-    # the index describes main: a branch's upsert bootstraps from the branch's own files
-    return stage.sequence_by is None and ki.supported(stage.schema) and stage.schema.branch == MAIN
+    # on a branch too: the index of the branch the schema was read from (key_index/branches.py)
+    return stage.sequence_by is None and ki.supported(stage.schema)
 
 
 class KeyLookup:

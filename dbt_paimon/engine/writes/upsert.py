@@ -243,7 +243,8 @@ def upsert(df: DataFrame, path: str, *, primary_keys: str | Sequence[str] | None
     batch = prepare_input(df, schema, counted)
     latest = FileStoreTable(path, schema, io).latest_snapshot() if exists else None
     table_rows = latest.total_record_count if latest else 0
-    if table_rows and settings.key_index and key_lookup.usable(stage) and key_index.exists(io, path):
+    if table_rows and settings.key_index and key_lookup.usable(stage) \
+            and key_index.exists(io, path, schema.branch):
         table_rows = 0  # the driver-local job then holds the batch's keys only, never the table's
     size = local.estimated_bytes(batch) if settings.execution == Execution.AUTO else None
     cached, rows, mode = False, None, None
