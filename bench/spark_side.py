@@ -30,8 +30,8 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from tests.java_paimon.fetch_jar import CACHE, sha256, fetch_jar  # noqa: E402
-from tests.java_paimon.reference import Artifact  # noqa: E402
+from tests.java_paimon.fetch_jar import SHARED_JARS, fetch_jar  # noqa: E402
+from tests.java_paimon.reference import SPARK_CONNECTOR_2, Artifact  # noqa: E402
 from tests.json_lines import ask  # noqa: E402
 
 RUNNER = os.path.join(HERE, "spark_runner.py")
@@ -46,13 +46,9 @@ DELTA_STORAGE = Artifact("io.delta", "delta-storage", "4.2.0",
 # Iceberg's Spark runtime is one shaded jar.
 ICEBERG = Artifact("org.apache.iceberg", "iceberg-spark-runtime-4.1_2.13", "1.11.0",
                    "d6ea6c5d099288daeb7d5a92061bd3d7d8f296492632b42378e5f2f0e3066242")
-# Paimon 2.0.0's own connector for Spark 4.0. It does not start on Spark 4.1 (its Spark4Shim needs
-# org.apache.spark.sql.execution.streaming.MetadataLogFileIndex, which 4.1 moved), hence a 4.0 line.
-# The registry here refuses it; shared/jars/ beside the repository holds a build of the release's
-# source with the same name (its README says how it was made), used when Maven refuses.
-PAIMON_SPARK_2 = Artifact("org.apache.paimon", "paimon-spark-4.0_2.13", "2.0.0",
-                          "4f625dad4da53bcdf8232fb8d7871e3d5e9ed8f2f2b406922113ae773872ee87")
-SHARED_JARS = os.path.join(os.path.dirname(ROOT), "shared", "jars")
+# Paimon 2.0.0's own connector for Spark 4.0 (tests/java_paimon/reference.py pins it and says where it
+# comes from when Maven refuses it).
+PAIMON_SPARK_2 = SPARK_CONNECTOR_2
 
 
 @dataclass(frozen=True)
@@ -72,20 +68,8 @@ LINES = {"4.1": SparkLine("4.1", "4.1.1", (DELTA_SPARK, DELTA_STORAGE, ICEBERG))
 
 
 def jar(artifact: Artifact) -> str:
-    """The artifact's jar: through Maven first, else (only for a jar shared/jars/ holds) that file,
-    checked against the same sha256 and copied into the cache, so Maven is asked once."""
-    try:
-        return fetch_jar(artifact)
-    except RuntimeError as refused:
-        local = os.path.join(SHARED_JARS, artifact.jar)
-        if not os.path.exists(local):
-            raise
-        if sha256(local) != artifact.sha256:
-            raise RuntimeError(f"{local} has sha256 {sha256(local)}, pinned {artifact.sha256}") from refused
-        cached = os.path.join(CACHE, artifact.jar)
-        shutil.copyfile(local, cached + ".part")
-        os.replace(cached + ".part", cached)
-        return cached
+    """The artifact's jar: through Maven first, else (only for a jar shared/jars/ holds) that file."""
+    return fetch_jar(artifact, SHARED_JARS)
 
 
 def _stamp(line: SparkLine) -> str:

@@ -34,21 +34,48 @@ def java(tmp_path_factory):
     oracle.close()
 
 
-@pytest.fixture(scope="session")
-def paimon_spark(tmp_path_factory):
-    """Paimon's own Spark connector (tests/paimon_spark), one Spark process per test session. Missing
-    prerequisites fail the tests, never skip them."""
-    from tests.paimon_spark.side_env import PaimonSpark
+class PaimonSparks:
+    """Paimon's own Spark connectors (tests/paimon_spark), one Spark process per release, started when a
+    test first asks for it. Missing prerequisites fail the tests, never skip them."""
 
-    try:
-        client, problem = PaimonSpark(str(tmp_path_factory.mktemp("paimon-spark") / "spark.log")), None
-    except Exception as e:  # noqa: BLE001 - any failure to start fails the tests with its message
-        client, problem = None, str(e)
-    if problem:
-        pytest.fail(f"cannot set up Paimon's Spark connector (`python tests/paimon_spark/side_env.py`): {problem}",
-                    pytrace=False)
-    yield client
-    client.close()
+    def __init__(self, scratch):
+        self.scratch, self.started = scratch, {}
+
+    def __getitem__(self, line: str):
+        from tests.paimon_spark.side_env import PaimonSpark
+
+        if line not in self.started:
+            try:
+                self.started[line], problem = PaimonSpark(str(self.scratch / f"spark-{line}.log"), line=line), None
+            except Exception as e:  # noqa: BLE001 - any failure to start fails the tests with its message
+                problem = str(e)
+            if problem:
+                pytest.fail(f"cannot set up Paimon's Spark connector {line} (`python tests/paimon_spark/side_env.py`): "
+                            f"{problem}", pytrace=False)
+        return self.started[line]
+
+    def close(self) -> None:
+        for client in self.started.values():
+            client.close()
+
+
+@pytest.fixture(scope="session")
+def paimon_sparks(tmp_path_factory):
+    connectors = PaimonSparks(tmp_path_factory.mktemp("paimon-spark"))
+    yield connectors
+    connectors.close()
+
+
+@pytest.fixture(scope="session")
+def paimon_spark(paimon_sparks):
+    """Paimon 0.9's Spark connector (Spark 3.5)."""
+    return paimon_sparks["0.9"]
+
+
+@pytest.fixture(scope="session")
+def paimon_spark_2(paimon_sparks):
+    """Paimon 2.0's Spark connector (Spark 4.0): the current release."""
+    return paimon_sparks["2.0"]
 
 
 @pytest.fixture

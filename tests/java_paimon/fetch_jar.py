@@ -22,6 +22,8 @@ else:
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, ".work", "java-paimon")
+# jars Maven Central here does not serve, built from their release's source (reference.py says which)
+SHARED_JARS = os.path.join(os.path.dirname(ROOT), "shared", "jars")
 
 
 def sha256(path: str) -> str:
@@ -32,12 +34,29 @@ def sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def fetch_jar(artifact: Artifact = PAIMON) -> str:
-    """The path of the artifact's jar under .work/java-paimon/, fetched with Maven when missing. Raises
-    RuntimeError naming the cause when it cannot (no `mvn`, not served, a different jar)."""
+def fetch_jar(artifact: Artifact = PAIMON, fallback: str | None = None) -> str:
+    """The path of the artifact's jar under .work/java-paimon/, fetched with Maven when missing; when
+    Maven cannot and `fallback` (a directory) holds the jar, that file, checked against the same pin and
+    copied into the cache (so Maven is asked once). Raises RuntimeError naming the cause when it cannot
+    (no `mvn`, not served, a different jar)."""
     jar = os.path.join(CACHE, artifact.jar)
     if os.path.exists(jar) and sha256(jar) == artifact.sha256:
         return jar
+    try:
+        return _maven(artifact, jar)
+    except RuntimeError as refused:
+        local = os.path.join(fallback, artifact.jar) if fallback else None
+        if local is None or not os.path.exists(local):
+            raise
+        if sha256(local) != artifact.sha256:
+            raise RuntimeError(f"{local} has sha256 {sha256(local)}, pinned {artifact.sha256}") from refused
+        os.makedirs(CACHE, exist_ok=True)
+        shutil.copyfile(local, jar + ".part")
+        os.replace(jar + ".part", jar)
+        return jar
+
+
+def _maven(artifact: Artifact, jar: str) -> str:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RuntimeError(f"fetching {artifact.coordinates} needs Maven (`mvn`) on PATH")

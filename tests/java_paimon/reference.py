@@ -6,7 +6,10 @@ does serve `paimon-flink-2.0` 2.0.0, Paimon's Flink 2.0 connector, whose jar bun
 formats and codegen (shaded) beside its Flink classes. The oracle runs Paimon's core API from that jar (no
 Flink class is loaded). Its S3 file system comes from `paimon-s3` 1.4.2, the newest served (a FileIO plugin
 the 2.0.0 core loads). The newest Spark connector served is `paimon-spark-3.5` 0.9.0 (Spark 3.5, Scala 2.12);
-none of 1.x or 2.x (`paimon-spark-4.x[_2.13]`, `paimon-spark-3.5[_2.12]`) is served.
+none of 1.x or 2.x (`paimon-spark-4.x[_2.13]`, `paimon-spark-3.5[_2.12]`) is served. Paimon 2.0.0's
+connector for Spark 4.0 is asked of Maven first (a machine elsewhere is served it) and otherwise taken
+from `shared/jars/` beside the repository (a build of the release's source, its README says how),
+checked against the same pin.
 """
 
 from __future__ import annotations
@@ -45,3 +48,9 @@ PAIMON_S3 = Artifact("org.apache.paimon", "paimon-s3", "1.4.2",
 SPARK_CONNECTOR = Artifact("org.apache.paimon", "paimon-spark-3.5", "0.9.0",
                            "e9e8a90a630a1440dfd869bb568c8fc916d6de23bc162922cc0c2684ed6fa15b")
 SPARK_CONNECTOR_PYSPARK = "3.5.7"
+
+# Paimon 2.0.0's own Spark connector, for Spark 4.0 (Scala 2.13): the current release's reader and writer
+# on Spark. It does not start on Spark 4.1 (its Spark4Shim needs a class 4.1 moved), hence its own pyspark.
+SPARK_CONNECTOR_2 = Artifact("org.apache.paimon", "paimon-spark-4.0_2.13", "2.0.0",
+                             "4f625dad4da53bcdf8232fb8d7871e3d5e9ed8f2f2b406922113ae773872ee87")
+SPARK_CONNECTOR_2_PYSPARK = "4.0.1"

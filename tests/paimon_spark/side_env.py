@@ -1,9 +1,12 @@
-"""Paimon's Spark connector beside the suite: its side environment, and a client of its runner.
+"""Paimon's Spark connectors beside the suite: their side environments, and a client of their runner.
 
-The connector is built for a pyspark other than ours (reference.py), so it runs in a venv of its own,
-`.work/paimon-spark/venv`, with its jar fetched through Maven (`tests/java_paimon/fetch_jar.py`). `python
-tests/paimon_spark/side_env.py` builds both (once; `bash run.sh test` calls it) and prints the venv's Python.
-`PaimonSpark` runs `runner.py` in that venv: one JVM for the whole test session, SQL in, rows out.
+Two releases of the connector hold our tables on Spark (`LINES`): 0.9.0 on Spark 3.5, the newest Maven
+Central serves here, and 2.0.0 on Spark 4.0, the current one (reference.py says where its jar comes
+from). Each is built for a pyspark other than ours, so each runs in a venv of its own under `.work/`,
+with its jar fetched through Maven (`tests/java_paimon/fetch_jar.py`). `python
+tests/paimon_spark/side_env.py` builds them (once; `bash run.sh test` calls it) and prints the venvs'
+Pythons. `PaimonSpark` runs `runner.py` in a line's venv: one JVM per line for the whole test session,
+SQL in, rows out.
 """
 
 from __future__ import annotations
@@ -14,41 +17,66 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 
 if __package__ in (None, ""):  # run as a script by run.sh
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from tests.java_paimon.fetch_jar import fetch_jar  # noqa: E402
-from tests.java_paimon.reference import SPARK_CONNECTOR, SPARK_CONNECTOR_PYSPARK  # noqa: E402
+from tests.java_paimon.fetch_jar import SHARED_JARS, fetch_jar  # noqa: E402
+from tests.java_paimon.reference import (SPARK_CONNECTOR, SPARK_CONNECTOR_2, SPARK_CONNECTOR_2_PYSPARK,  # noqa: E402
+                                         SPARK_CONNECTOR_PYSPARK, Artifact)
 from tests.json_lines import ask  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VENV = os.path.join(ROOT, ".work", "paimon-spark", "venv")
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner.py")
-INTERPRETER = "python3.11"  # pyspark 3.5 supports Python up to 3.11
+INTERPRETER = "python3.11"  # pyspark 3.5 supports Python up to 3.11, 4.0 from 3.9
+
+
+@dataclass(frozen=True)
+class Line:
+    """One release of Paimon's Spark connector and the pyspark it is built for."""
+
+    name: str
+    connector: Artifact
+    pyspark: str
+    venv: str
+
+    @property
+    def jars(self) -> list[str]:
+        """The connector's jar (Maven first, shared/jars/ second). Not its S3 file system (paimon-s3
+        0.9.0, Hadoop's S3A over the AWS SDK v1): the S3 test server refuses its signed requests
+        (403), so the connector reads tables on the local disk only."""
+        return [fetch_jar(self.connector, SHARED_JARS)]
+
+
+LINES = {
+    "0.9": Line("0.9", SPARK_CONNECTOR, SPARK_CONNECTOR_PYSPARK, os.path.join(ROOT, ".work", "paimon-spark", "venv")),
+    "2.0": Line("2.0", SPARK_CONNECTOR_2, SPARK_CONNECTOR_2_PYSPARK,
+                os.path.join(ROOT, ".work", "paimon-spark-2.0", "venv")),
+}
 
 
 class SparkSqlError(Exception):
     """A statement Paimon's Spark connector refused; the message is Spark's."""
 
 
-def ensure_venv() -> str:
-    """The side venv's Python, with pyspark SPARK_CONNECTOR_PYSPARK installed (once: a stamp file says so)."""
-    python = os.path.join(VENV, "bin", "python")
-    stamp = os.path.join(VENV, f".installed-pyspark-{SPARK_CONNECTOR_PYSPARK}")
+def ensure_venv(line: Line = LINES["0.9"]) -> str:
+    """The line's venv Python, with its pyspark installed (once: a stamp file says so)."""
+    python = os.path.join(line.venv, "bin", "python")
+    stamp = os.path.join(line.venv, f".installed-pyspark-{line.pyspark}")
     if os.path.exists(stamp):
         return python
     interpreter = shutil.which(INTERPRETER)
     if interpreter is None:
-        raise RuntimeError(f"Paimon's Spark connector runs on pyspark {SPARK_CONNECTOR_PYSPARK}, which needs "
+        raise RuntimeError(f"Paimon's Spark connector {line.name} runs on pyspark {line.pyspark}, which needs "
                            f"`{INTERPRETER}` on PATH")
-    shutil.rmtree(VENV, ignore_errors=True)
+    shutil.rmtree(line.venv, ignore_errors=True)
     # uv, when the project's venv has it (run.sh installs it), builds pyspark's sdist in a fraction
     # of pip's time; pip otherwise
     uv = os.path.join(os.path.dirname(sys.executable), "uv")
     install = ([uv, "pip", "install", "-q", "--python", python] if os.access(uv, os.X_OK)
                else [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"])
-    for cmd in ([interpreter, "-m", "venv", VENV], install + [f"pyspark=={SPARK_CONNECTOR_PYSPARK}"]):
+    for cmd in ([interpreter, "-m", "venv", line.venv], install + [f"pyspark=={line.pyspark}"]):
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
@@ -57,10 +85,12 @@ def ensure_venv() -> str:
 
 
 class PaimonSpark:
-    """Spark SQL through Paimon's connector, in one long-lived process (a Spark start costs ~10 s)."""
+    """Spark SQL through one release of Paimon's connector, in one long-lived process (a Spark start
+    costs ~10 s)."""
 
-    def __init__(self, log: str, settings: dict | None = None):
-        self.python, self.jars = ensure_venv(), connector_jars()
+    def __init__(self, log: str, settings: dict | None = None, line: str = "0.9"):
+        self.line = LINES[line]
+        self.python, self.jars = ensure_venv(self.line), self.line.jars
         self.log, self.settings = log, dict(settings or {})
         self._proc: subprocess.Popen | None = None
 
@@ -100,13 +130,6 @@ class PaimonSpark:
             self._proc = None
 
 
-def connector_jars() -> list[str]:
-    """The connector's jars, fetched through Maven (once). Not its S3 file system (paimon-s3 0.9.0,
-    Hadoop's S3A over the AWS SDK v1): the S3 test server refuses its signed requests (403), so the
-    connector reads tables on the local disk only."""
-    return [fetch_jar(SPARK_CONNECTOR)]
-
-
 def table_name(path: str) -> tuple[str, str]:
     """(warehouse, `db.table`) of a table at <warehouse>/<db>.db/<table>."""
     db_dir, name = path.rstrip("/").rsplit("/", 1)
@@ -140,4 +163,5 @@ def sql_values(batch: list[dict], columns: list[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
-    print(ensure_venv(), *connector_jars())
+    for each in LINES.values():
+        print(ensure_venv(each), *each.jars)

@@ -1,6 +1,7 @@
-"""Branches between us and Paimon's Spark connector: it reads the branch we make and write
-(`t$branch_b`) and the main we fast-forward; we read, continue and fast-forward the branch it makes
-(`CALL sys.create_branch`) and writes (`INSERT INTO t$branch_b`)."""
+"""Branches between us and Paimon's Spark connectors (0.9 on Spark 3.5, 2.0 on Spark 4.0): each reads the
+branch we make and write (`t$branch_b`), the `$branches` table and the main we fast-forward; we read,
+continue and fast-forward the branch it makes (`CALL sys.create_branch`) and writes (`INSERT INTO
+t$branch_b`)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def _theirs(paimon_spark, path: str, suffix: str = "") -> list[dict]:
     return sorted(paimon_spark.sql(warehouse, f"SELECT * FROM {db}.`{table}{suffix}`"), key=lambda r: r["id"])
 
 
-def test_branches_written_by_either_side_are_read_by_the_other(paimon_spark, tmp_path):
+@pytest.mark.parametrize("line", ["0.9", "2.0"], ids=["paimon-spark-0.9", "paimon-spark-2.0"])
+def test_branches_written_by_either_side_are_read_by_the_other(paimon_sparks, line, tmp_path):
+    paimon_spark = paimon_sparks[line]
     warehouse = str(tmp_path / "wh")
     os.makedirs(f"{warehouse}/db.db")
     path = f"{warehouse}/db.db/t"
@@ -40,6 +43,8 @@ def test_branches_written_by_either_side_are_read_by_the_other(paimon_spark, tmp
     assert _theirs(paimon_spark, path, "$branch_mine") == _ours(path, "mine") == [
         {"id": 1, "dt": "a", "v": 11}, {"id": 2, "dt": "b", "v": 20}, {"id": 3, "dt": "a", "v": 30}]
     assert _theirs(paimon_spark, path) == _ours(path)  # main as it was
+    listed = paimon_spark.sql(warehouse, "SELECT branch_name FROM db.`t$branches`")
+    assert [r["branch_name"] for r in listed] == ["mine"]
 
     # theirs: a branch the connector makes from a tag and writes; we read, continue and publish it
     paimon_spark.sql(warehouse, "CALL sys.create_tag('db.t', 't1')")
