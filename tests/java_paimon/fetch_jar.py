@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Sequence
 
 if __package__ in (None, ""):  # run as a script by run.sh
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -22,8 +23,21 @@ else:
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, ".work", "java-paimon")
-# jars Maven Central here does not serve, built from their release's source (reference.py says which)
-SHARED_JARS = os.path.join(os.path.dirname(ROOT), "shared", "jars")
+
+
+def shared_jars() -> list[str]:
+    """Where jars Maven Central here does not serve wait, built from their release's source
+    (reference.py says which): `shared/jars/` beside this checkout, or beside the checkout it was
+    cloned from (a clean clone made elsewhere for a CI run)."""
+    dirs = [os.path.join(os.path.dirname(ROOT), "shared", "jars")]
+    try:
+        origin = subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        origin = ""
+    if origin and os.path.isdir(origin):
+        dirs.append(os.path.join(os.path.dirname(os.path.abspath(origin.rstrip("/"))), "shared", "jars"))
+    return dirs
 
 
 def sha256(path: str) -> str:
@@ -34,9 +48,9 @@ def sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def fetch_jar(artifact: Artifact = PAIMON, fallback: str | None = None) -> str:
+def fetch_jar(artifact: Artifact = PAIMON, fallback: Sequence[str] = ()) -> str:
     """The path of the artifact's jar under .work/java-paimon/, fetched with Maven when missing; when
-    Maven cannot and `fallback` (a directory) holds the jar, that file, checked against the same pin and
+    Maven cannot and a `fallback` directory holds the jar, that file, checked against the same pin and
     copied into the cache (so Maven is asked once). Raises RuntimeError naming the cause when it cannot
     (no `mvn`, not served, a different jar)."""
     jar = os.path.join(CACHE, artifact.jar)
@@ -45,9 +59,10 @@ def fetch_jar(artifact: Artifact = PAIMON, fallback: str | None = None) -> str:
     try:
         return _maven(artifact, jar)
     except RuntimeError as refused:
-        local = os.path.join(fallback, artifact.jar) if fallback else None
-        if local is None or not os.path.exists(local):
-            raise
+        local = next((f"{d}/{artifact.jar}" for d in fallback if os.path.exists(f"{d}/{artifact.jar}")), None)
+        if local is None:
+            raise RuntimeError(f"{refused}\n... and no {artifact.jar} in {' or '.join(fallback) or 'a fallback'}") \
+                from refused
         if sha256(local) != artifact.sha256:
             raise RuntimeError(f"{local} has sha256 {sha256(local)}, pinned {artifact.sha256}") from refused
         os.makedirs(CACHE, exist_ok=True)

@@ -168,7 +168,7 @@ SHARED_RUNS = [("local", None), ("distributed", 2), ("distributed", 3)]
 
 
 @pytest.fixture(scope="module")
-def engine_tables(spark, java, paimon_spark, tmp_path_factory):
+def engine_tables(spark, java, paimon_spark, paimon_spark_2, tmp_path_factory):
     from dbt_paimon.engine import RunSettings
     from dbt_paimon.engine import upsert
     from tests.engine.helpers import frame
@@ -192,7 +192,9 @@ def engine_tables(spark, java, paimon_spark, tmp_path_factory):
         out[name] = SimpleNamespace(path=path, key=key, expected=model.sorted_rows(), moved=moved, shared=shared)
     for case, result in zip(out.values(), java.run([Read(c.path) for c in out.values()])):
         case.java = result
-        case.spark_sql = spark_sql_rows(paimon_spark, case.path, case.key)
+        # Paimon's Spark connectors: 0.9 (Spark 3.5) and 2.0 (Spark 4.0)
+        case.spark_sql = {line.line.name: spark_sql_rows(line, case.path, case.key)
+                          for line in (paimon_spark, paimon_spark_2)}
     return out
 
 
@@ -212,7 +214,7 @@ def test_engine_written_table(engine_tables, name):
     table = FileStoreTable.open(case.path)
     assert_same(case.java, table.to_arrow(), case.key, case.expected)
     assert rows(pypaimon_read(case.path), case.key) == case.expected
-    assert case.spark_sql == case.expected
+    assert case.spark_sql == {"0.9": case.expected, "2.0": case.expected}
     if name.startswith("cross-deduplicate"):
         assert case.moved > 0  # keys really changed partition (a DELETE in the old one, a row in the new)
     if name != "fixed":
@@ -227,7 +229,7 @@ EVOLVED_SPARK_SCHEMA = "id bigint, dt string, v bigint, s string, amount bigint,
 
 
 @pytest.fixture(scope="module")
-def maintained(spark, java, paimon_spark, tmp_path_factory):
+def maintained(spark, java, paimon_spark, paimon_spark_2, tmp_path_factory):
     """A cross-partition table: 3 upserts, tag v1, an upsert, expiration down to one snapshot (the
     tagged one included), a schema change, an upsert in the new schema, a full compaction."""
     from pyspark.sql import types as T
@@ -270,10 +272,10 @@ def maintained(spark, java, paimon_spark, tmp_path_factory):
     for name in ("pre_evolution", "pre_compaction"):
         out.reads[name] = Read(out.path, {"scan.snapshot-id": str(out.snapshot[name])})
     out.java = dict(zip(out.reads, java.run(list(out.reads.values()))))
-    out.spark_sql = {name: spark_sql_rows(paimon_spark, out.path, ["id"], as_of)
-                     for name, as_of in (("latest", None), ("v1", "'v1'"),
-                                         ("pre_evolution", out.snapshot["pre_evolution"]),
-                                         ("pre_compaction", out.snapshot["pre_compaction"]))}
+    travels = (("latest", None), ("v1", "'v1'"), ("pre_evolution", out.snapshot["pre_evolution"]),
+               ("pre_compaction", out.snapshot["pre_compaction"]))
+    out.spark_sql = {name: spark_sql_rows(paimon_spark, out.path, ["id"], as_of) for name, as_of in travels}
+    out.spark_sql_2 = {name: spark_sql_rows(paimon_spark_2, out.path, ["id"], as_of) for name, as_of in travels}
     return out
 
 
@@ -299,6 +301,7 @@ def test_after_schema_evolution_and_compaction(maintained):
     assert_same(m.java["pre_compaction"], table.to_arrow(snapshot_id=m.snapshot["pre_compaction"]), ["id"],
                 m.expected["latest"])
     assert m.spark_sql["latest"] == m.spark_sql["pre_compaction"] == m.expected["latest"]
+    assert m.spark_sql_2["latest"] == m.spark_sql_2["pre_compaction"] == m.expected["latest"]
 
 
 def test_time_travel_reads_with_the_snapshots_schema(maintained):
@@ -308,7 +311,7 @@ def test_time_travel_reads_with_the_snapshots_schema(maintained):
     assert java.schema.field("amount").type == pa.int32()
     assert_same(java, _ours_as_of(m.path, snapshot_id=m.snapshot["pre_evolution"]), ["id"],
                 m.expected["pre_evolution"])
-    assert m.spark_sql["pre_evolution"] == m.expected["pre_evolution"]
+    assert m.spark_sql["pre_evolution"] == m.spark_sql_2["pre_evolution"] == m.expected["pre_evolution"]
 
 
 def test_our_store_time_travel_uses_the_snapshots_schema(maintained):
@@ -321,7 +324,7 @@ def test_tag_whose_snapshot_expired(maintained):
     m = maintained
     assert m.snapshot["v1"] in m.expired  # the tag alone keeps its files
     assert_same(m.java["v1"], _ours_as_of(m.path, tag="v1"), ["id"], m.expected["v1"])
-    assert m.spark_sql["v1"] == m.expected["v1"]
+    assert m.spark_sql["v1"] == m.spark_sql_2["v1"] == m.expected["v1"]
 
 
 def test_expired_snapshot_is_gone_for_both(maintained):

@@ -26,9 +26,7 @@ def _theirs(paimon_spark, path: str, suffix: str = "") -> list[dict]:
     return sorted(paimon_spark.sql(warehouse, f"SELECT * FROM {db}.`{table}{suffix}`"), key=lambda r: r["id"])
 
 
-@pytest.mark.parametrize("line", ["0.9", "2.0"], ids=["paimon-spark-0.9", "paimon-spark-2.0"])
-def test_branches_written_by_either_side_are_read_by_the_other(paimon_sparks, line, tmp_path):
-    paimon_spark = paimon_sparks[line]
+def test_branches_written_by_either_side_are_read_by_the_other(paimon_spark, tmp_path):
     warehouse = str(tmp_path / "wh")
     os.makedirs(f"{warehouse}/db.db")
     path = f"{warehouse}/db.db/t"

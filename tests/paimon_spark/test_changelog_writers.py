@@ -2,7 +2,8 @@
 Paimon's own Spark connector: Paimon's streaming read (Java) of the whole table gives every commit's
 changes, ours and the connector's alike, in commit order; the rows stay the model's. full-compaction:
 the connector's 0.9 batch writer never compacts fully, so its commits' changes show in the changelog of
-our next full compaction (against the previous one), as in Paimon.
+our next full compaction (against the previous one), as in Paimon; 2.0's compacts fully after its
+commit (`full-compaction.delta-commits` 1), as ours does, and tells its own changes.
 
 The table is a fixed-bucket one (the connector's 0.9 writer and ours share Paimon's bucket hash). Each
 commit changes keys 1 and 2 and adds one: input gives each written row as +I; lookup gives -U/+U for
@@ -47,7 +48,7 @@ def test_ours_and_paimons_writer_both_feed_the_change_stream(spark, paimon_spark
             live.update(batch)
             continue
         live.update(batch)
-        if producer == "full-compaction" and writer == "paimon":
+        if producer == "full-compaction" and writer == "paimon" and paimon_spark.line.name == "0.9":
             continue  # told at our next full compaction, against the previous one
         changes = [("+I", k, v) for k, v in live.items() if k not in derived]
         changes += [c for k, v in live.items() if k in derived and derived[k] != v

@@ -61,9 +61,11 @@ def test_we_continue_a_nested_table_the_connector_made(spark, paimon_spark, java
                                 "named_struct('city', 'x', 'zip', CAST(NULL AS INT))), "
                                 "(2, array(), NULL, NULL)")
     # Paimon 0.9's Parquet writer stores a null struct as a struct of null fields, and its reader takes any
-    # such struct for null; Paimon 2.0 (the reference) reads the file as it is, and so do we
+    # such struct for null; Paimon 2.0 (Java, and its connector's writer) reads and writes the file as it
+    # is, and so do we
     assert _connector_rows(paimon_spark, path) == ROWS[:2]
-    stored = [ROWS[0], {**ROWS[1], "addr": {"city": None, "zip": None}}]
+    stored = [ROWS[0], {**ROWS[1], "addr": {"city": None, "zip": None}}] if paimon_spark.line.name == "0.9" \
+        else ROWS[:2]
     assert _ours(path) == stored
     java_read, = java.run([Read(path)])
     assert [r["addr"] for r in sorted(java_read.to_pylist(), key=lambda r: r["id"])] == [r["addr"] for r in stored]
