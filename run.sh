@@ -44,13 +44,15 @@ case "${1:-}" in
          # Java Paimon for the oracle tests: the jar pinned in tests/java_paimon/reference.py, through Maven
          # (once; cached in .work/)
          "$VENV/bin/python" tests/java_paimon/fetch_jar.py >/dev/null
-         # Paimon's Spark connector for tests/paimon_spark: its jar, and a venv with the pyspark it is built
-         # for (once; cached in .work/)
-         "$VENV/bin/python" tests/paimon_spark/side_env.py >/dev/null
          # uv keeps every build of pyspark's sdist it ever made (a new one whenever the index's copy is
          # revalidated: ~1.9 GB each, three per run of the suite); what no install can reach any more
          # goes now, before the suite's own installs run beside each other (a full disk fails the run)
          "$VENV/bin/uv" cache prune -q
+         # Paimon's Spark connectors for tests/paimon_spark: their jars, and a venv per release with the
+         # pyspark it is built for (once; cached in .work/). Built beside the first tests, which need
+         # none of them (a fixture that does waits for the build, and reports its failure)
+         mkdir -p .work
+         "$VENV/bin/python" tests/paimon_spark/side_env.py >.work/side-env.log 2>&1 &
          # The linter first (pyproject.toml [tool.ruff] says which rules and why): a finding fails the run
          "$VENV/bin/ruff" check --quiet .
          # Two workers (tests/schedule.py says how the suite is shared); `-n 0` after it runs one process

@@ -45,7 +45,7 @@ SECONDS = {
     "integration_tests/functional/test_dbt_python_models.py": 17,
     "cluster": 129,
     "tests/packaging/test_wheel_smoke.py": 125,  # 60-240 s: how much of its install uv has cached
-    "paimon-spark": 200,  # each test against both releases of the connector
+    "paimon-spark": 220,  # each test against both releases of the connector
     "tests/key_index/test_key_index.py": 126,
     "tests/merge_engines/test_upsert_merge.py": 89,
     "tests/engine/test_maintenance.py": 103,

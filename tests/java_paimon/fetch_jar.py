@@ -66,8 +66,9 @@ def fetch_jar(artifact: Artifact = PAIMON, fallback: Sequence[str] = ()) -> str:
         if sha256(local) != artifact.sha256:
             raise RuntimeError(f"{local} has sha256 {sha256(local)}, pinned {artifact.sha256}") from refused
         os.makedirs(CACHE, exist_ok=True)
-        shutil.copyfile(local, jar + ".part")
-        os.replace(jar + ".part", jar)
+        with tempfile.TemporaryDirectory(dir=CACHE) as tmp:  # a copy of its own: callers run side by side
+            shutil.copyfile(local, os.path.join(tmp, artifact.jar))
+            os.replace(os.path.join(tmp, artifact.jar), jar)
         return jar
 
 

@@ -11,6 +11,7 @@ SQL in, rows out.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -61,11 +62,22 @@ class SparkSqlError(Exception):
 
 
 def ensure_venv(line: Line = LINES["0.9"]) -> str:
-    """The line's venv Python, with its pyspark installed (once: a stamp file says so)."""
+    """The line's venv Python, with its pyspark installed (once: a stamp file says so). A lock makes a
+    second caller wait for the first one's build (`bash run.sh test` starts the builds beside the tests)."""
     python = os.path.join(line.venv, "bin", "python")
     stamp = os.path.join(line.venv, f".installed-pyspark-{line.pyspark}")
     if os.path.exists(stamp):
         return python
+    os.makedirs(os.path.dirname(line.venv), exist_ok=True)
+    with open(line.venv + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        if not os.path.exists(stamp):
+            _build(line, stamp)
+    return python
+
+
+def _build(line: Line, stamp: str) -> None:
+    python = os.path.join(line.venv, "bin", "python")
     interpreter = shutil.which(INTERPRETER)
     if interpreter is None:
         raise RuntimeError(f"Paimon's Spark connector {line.name} runs on pyspark {line.pyspark}, which needs "
@@ -81,7 +93,6 @@ def ensure_venv(line: Line = LINES["0.9"]) -> str:
         if done.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
     open(stamp, "w").close()
-    return python
 
 
 class PaimonSpark:
