@@ -8,7 +8,8 @@ unit of work is, and in which order the units are handed out:
 
 - a file is one unit (its module and class fixtures are built once), except the files that share a
   costly server of their own: the standalone cluster's (tests/cluster) and Paimon's Spark connector's
-  (tests/paimon_spark) are one unit each, so one worker starts each; and a file of many independent
+  (tests/paimon_spark, a unit per release of the connector) are one unit each, so one worker starts
+  each; and a file of many independent
   classes (PER_CLASS) is a unit per class;
 - the dbt functional suite first, `test_dbt_project.py` before all (integration_tests/conftest.py
   says why), so that every worker's SparkSession is the one dbt's profile asks for;
@@ -45,7 +46,8 @@ SECONDS = {
     "integration_tests/functional/test_dbt_python_models.py": 17,
     "cluster": 129,
     "tests/packaging/test_wheel_smoke.py": 125,  # 60-240 s: how much of its install uv has cached
-    "paimon-spark": 220,  # each test against both releases of the connector
+    "paimon-spark-0.9": 190,
+    "paimon-spark-2.0": 200,
     "tests/key_index/test_key_index.py": 126,
     "tests/merge_engines/test_upsert_merge.py": 89,
     "tests/engine/test_maintenance.py": 103,
@@ -101,6 +103,10 @@ def group_of(nodeid: str) -> str:
         return "::".join(nodeid.split("::")[:2])
     for prefix, group in GROUPS.items():
         if path.startswith(prefix):
+            # the connector's tests run against each release (tests/paimon_spark/conftest.py): a unit
+            # per release, so that each worker may start one connector's Spark and the two share out
+            if group == "paimon-spark":
+                return f"{group}-2.0" if "[paimon-spark-2.0" in nodeid else f"{group}-0.9"
             return group
     return path
 
