@@ -30,7 +30,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from tests.java_paimon.fetch_jar import fetch_jar, shared_jars  # noqa: E402
+from tests.java_paimon.fetch_jar import fetch_jar  # noqa: E402
 from tests.java_paimon.reference import SPARK_CONNECTOR_2, Artifact  # noqa: E402
 from tests.json_lines import ask  # noqa: E402
 
@@ -69,7 +69,7 @@ LINES = {"4.1": SparkLine("4.1", "4.1.1", (DELTA_SPARK, DELTA_STORAGE, ICEBERG))
 
 def jar(artifact: Artifact) -> str:
     """The artifact's jar: through Maven first, else (only for a jar shared/jars/ holds) that file."""
-    return fetch_jar(artifact, shared_jars())
+    return fetch_jar(artifact, shared=True)
 
 
 def _stamp(line: SparkLine) -> str:

@@ -96,8 +96,8 @@ def publish(tables: Tables, branch: Any, written: Optional[Sequence[str]], faile
         if not table.branches.exists(branch):
             continue  # not written by this build, or published by an earlier run of this publish
         try:
-            copied = _fast_forward(table, path, io, branch)
-            _delete_branch(table, path, io, branch)
+            copied = _fast_forward(table, path, branch)
+            _delete_branch(table, path, branch)
         except PaimonError as e:
             refused.append(f"{schema}.{name}: {e}")
             continue
@@ -112,21 +112,21 @@ def publish(tables: Tables, branch: Any, written: Optional[Sequence[str]], faile
 
 
 
-def _fast_forward(table: FileStoreTable, path: str, io: FileIO, branch: str) -> List[int]:
+def _fast_forward(table: FileStoreTable, path: str, branch: str) -> List[int]:
     """Main fast-forwarded to `branch`, and the branch's key index made main's (key_index/branches.py):
     main's next upsert then finds its index caught up. The snapshots copied."""
     copied = table.fast_forward(branch)
     try:
-        key_index.publish_branch(io, path, FileStoreTable.open(path, io).schema, branch)
+        key_index.publish_branch(table.io, path, FileStoreTable.open(path, table.io).schema, branch)
     except (OSError, ValueError) as e:  # main is published; its index catches up on its next upsert
         log.warning(f"key index of {path} not carried over from branch '{branch}' ({e}): rebuilt as needed")
     return copied
 
 
-def _delete_branch(table: FileStoreTable, path: str, io: FileIO, branch: str) -> None:
+def _delete_branch(table: FileStoreTable, path: str, branch: str) -> None:
     table.delete_branch(branch)
     try:
-        key_index.drop_branch(io, path, branch)
+        key_index.drop_branch(table.io, path, branch)
     except OSError as e:  # what is left only keeps runs alive; the next delete of the name removes it
         log.warning(f"key index of {path}: branch '{branch}''s versions not removed ({e})")
 
@@ -164,7 +164,7 @@ def fast_forward(tables: Tables, relation: Any, branch: Any) -> Dict[str, Any]:
     name = _branch_arg(op, branch)
     rel, path, table = open_table(tables, relation, op)
     try:
-        copied = _fast_forward(table, path, table.io, name)
+        copied = _fast_forward(table, path, name)
     except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
         raise operation_failed(op, rel, e, "main is as it was") from e
     tables.resync(rel, path)
@@ -178,7 +178,7 @@ def delete_branch(tables: Tables, relation: Any, branch: Any) -> Dict[str, Any]:
     name = _branch_arg(op, branch)
     rel, path, table = open_table(tables, relation, op)
     try:
-        _delete_branch(table, path, table.io, name)
+        _delete_branch(table, path, name)
     except Exception as e:  # noqa: BLE001 - any failure: the run-operation's error names the relation
         raise operation_failed(op, rel, e, "nothing was deleted") from e
     return {"operation": "delete_branch", "relation": f"{rel.schema}.{rel.identifier}", "branch": name,

@@ -17,13 +17,13 @@ import pyarrow as pa
 from ..store.common import binary_row
 from ..store.common.fileio import FileIO
 from ..store.manifest.manifest import ManifestEntry
+from ..store.common.branch import MAIN
 from ..store.read.read import TableRead
 from ..store.read.scan import DataSplit, Plan
 from ..store.schema.schema import TableSchema
 from . import build as builds  # `build`: KeyIndex.refresh's argument
 from . import lookup, merge_policy, record
 from .catch_up import catch_up
-from ..store.common.branch import MAIN
 from .layout import BLOCK_ROWS, BUCKET, FENCE_ROWS, KEYS_PER_SHARD, Layout, index_dir, versions_dir
 from .merge_policy import MAX_RUNS
 from .run_file import RunFiles

@@ -238,7 +238,7 @@ class Versions:
             run_names = []
         else:
             named = set(named) | others[0]
-            retired = {**others[1], **{n: max(t, others[1].get(n, t)) for n, t in retired.items()}}
+            retired = _newest(others[1], retired)
         candidates = [(self.runs_dir, n) for n in run_names if n.startswith("run-")]
         manifests = run_names if self.dir == self.runs_dir else self.io.list_names(self.dir)
         candidates += [(self.dir, n) for n in manifests if n.startswith("manifest-") and n != current]
@@ -266,20 +266,22 @@ class Versions:
         for other in dirs:
             if other == self.dir:
                 continue
+            peer = Versions(self.io, other, self.layout, self.table_path)
             try:
-                pointer = json.loads(self.io.read_text(f"{other}/{LATEST}"))["manifest"]
-            except FileNotFoundError:
-                continue  # a branch whose first version is not saved yet names main's runs
-            except (OSError, ValueError, KeyError, TypeError):
-                return None
-            try:
-                doc = json.loads(self.io.read_text(f"{other}/{pointer}"))
+                pointer = peer._pointer()
+                if pointer is None:
+                    continue  # a branch whose first version is not saved yet names main's runs
+                doc = peer._manifest(pointer)
                 named.update(n for shard in doc["runs"] for _, n in shard)
-                for n, t in _retired_in(doc).items():
-                    retired[n] = max(t, retired.get(n, t))
             except (OSError, ValueError, KeyError, TypeError):
                 return None
+            retired = _newest(retired, _retired_in(doc))
         return named, retired
+
+
+def _newest(a: dict, b: dict) -> dict:
+    """Two maps of retired names (name -> ms) as one, each name at its later time."""
+    return {**a, **{n: max(t, a.get(n, t)) for n, t in b.items()}}
 
 
 def _retired_in(doc: dict) -> dict:

@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Sequence
 
 if __package__ in (None, ""):  # run as a script by run.sh
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -48,10 +47,10 @@ def sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def fetch_jar(artifact: Artifact = PAIMON, fallback: Sequence[str] = ()) -> str:
+def fetch_jar(artifact: Artifact = PAIMON, shared: bool = False) -> str:
     """The path of the artifact's jar under .work/java-paimon/, fetched with Maven when missing; when
-    Maven cannot and a `fallback` directory holds the jar, that file, checked against the same pin and
-    copied into the cache (so Maven is asked once). Raises RuntimeError naming the cause when it cannot
+    Maven cannot and `shared` and one of `shared_jars()` holds the jar, that file, checked against the
+    same pin and copied into the cache (so Maven is asked once). Raises RuntimeError naming the cause when it cannot
     (no `mvn`, not served, a different jar)."""
     jar = os.path.join(CACHE, artifact.jar)
     if os.path.exists(jar) and sha256(jar) == artifact.sha256:
@@ -59,6 +58,7 @@ def fetch_jar(artifact: Artifact = PAIMON, fallback: Sequence[str] = ()) -> str:
     try:
         return _maven(artifact, jar)
     except RuntimeError as refused:
+        fallback = shared_jars() if shared else []
         local = next((f"{d}/{artifact.jar}" for d in fallback if os.path.exists(f"{d}/{artifact.jar}")), None)
         if local is None:
             raise RuntimeError(f"{refused}\n... and no {artifact.jar} in {' or '.join(fallback) or 'a fallback'}") \

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 if __package__ in (None, ""):  # run as a script by run.sh
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from tests.java_paimon.fetch_jar import fetch_jar, shared_jars  # noqa: E402
+from tests.java_paimon.fetch_jar import fetch_jar  # noqa: E402
 from tests.java_paimon.reference import (SPARK_CONNECTOR, SPARK_CONNECTOR_2, SPARK_CONNECTOR_2_PYSPARK,  # noqa: E402
                                          SPARK_CONNECTOR_PYSPARK, Artifact)
 from tests.json_lines import ask  # noqa: E402
@@ -47,7 +47,7 @@ class Line:
         """The connector's jar (Maven first, shared/jars/ second). Not its S3 file system (paimon-s3
         0.9.0, Hadoop's S3A over the AWS SDK v1): the S3 test server refuses its signed requests
         (403), so the connector reads tables on the local disk only."""
-        return [fetch_jar(self.connector, shared_jars())]
+        return [fetch_jar(self.connector, shared=True)]
 
 
 LINES = {
