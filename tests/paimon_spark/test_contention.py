@@ -13,6 +13,12 @@ writers as single-writer ("can lead to duplicate data"), so no writer, ours or P
 with it; ours detect its commits and share keys with each other. Its inline compaction is off
 (`spark.paimon.write-only`), as Paimon advises beside a separate compaction job: our compactions are
 that job, and a compaction of Paimon's that lost a race to ours would fail its statement.
+
+One more limit of Paimon's writer is met here and retried, as its user would: each task of its
+cross-partition writer reads the keys of its share of the buckets at the latest snapshot when the
+task starts (IndexBootstrap), so a key of ours that moves between two tasks' reads is read twice and
+the statement fails ("Exception in bulkLoad ... duplicates") before it commits anything (the count of
+Paimon's snapshots below holds it to that). Seen in about one run in 15, on both releases.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0
 ROUNDS, KEYS = 11, 40
 PAIMON_KEYS = range(100, 100 + KEYS)
 OURS = ["local", "local", "distributed", "delete", "compact"]
+# Paimon's cross-partition writer read a key twice at its start (the module's docstring): run it again
+BOOTSTRAP_RACE, PAIMON_ATTEMPTS = "Exception in bulkLoad", 3
 
 
 def _ours(rng: random.Random) -> list[tuple]:
@@ -53,6 +61,7 @@ def test_ours_and_paimons_writer_for_eleven_rounds_all_finish_in_a_serial_order(
     plans = [_ours(rng), _ours(rng)]
     barrier, tally = threading.Barrier(3), Tally()
     paimons: list[tuple] = []  # Paimon's statements in order: (kind, rows or keys)
+    bootstrap_races: list[int] = []  # the rounds whose statement Paimon's bootstrap race failed, run again
 
     def paimon() -> None:
         prng, alive = random.Random(7), set(PAIMON_KEYS)
@@ -69,12 +78,17 @@ def test_ours_and_paimons_writer_for_eleven_rounds_all_finish_in_a_serial_order(
                              for i, k in enumerate(prng.sample(list(PAIMON_KEYS), 5))]
                     text, job = f"INSERT INTO {name} VALUES {sql_values(batch, COLUMNS)}", ("upsert", batch)
                     alive |= {row["id"] for row in batch}
-                try:
-                    paimon_spark.sql(wh, text)
-                except Exception as e:  # noqa: BLE001 - a failed run is what the test counts
-                    tally.fail(f"Paimon round {r}: {e}")
-                    continue
-                paimons.append(job)
+                for attempt in range(1, PAIMON_ATTEMPTS + 1):
+                    try:
+                        paimon_spark.sql(wh, text)
+                    except Exception as e:  # noqa: BLE001 - a failed run is what the test counts
+                        if BOOTSTRAP_RACE in str(e) and attempt < PAIMON_ATTEMPTS:
+                            bootstrap_races.append(r)
+                            continue
+                        tally.fail(f"Paimon round {r}: {e}")
+                    else:
+                        paimons.append(job)
+                    break
         finally:
             paimon_spark.sql(wh, "RESET `spark.paimon.write-only`")
 
@@ -91,6 +105,7 @@ def test_ours_and_paimons_writer_for_eleven_rounds_all_finish_in_a_serial_order(
         committed = tally.run(threads, f"ours x 2 and Paimon's x 1, {ROUNDS} rounds (ours)")
     except AssertionError as e:  # a rare failure (once in CI): name the snapshots that hold a key twice
         raise AssertionError(f"{e}; keys live twice (snapshot: kind, user, keys): {keys_live_twice(path)}") from None
+    print(f"Paimon's statements run again after its bootstrap read a key twice, in rounds: {bootstrap_races}")
 
     # the snapshots ours did not commit are Paimon's, one per statement, in its order
     latest = FileStoreTable.open(path).latest_snapshot().id
