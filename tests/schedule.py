@@ -31,7 +31,7 @@ FIRST = "integration_tests/functional/test_dbt_project.py"
 DEFAULT_SECONDS = 5.0
 SECONDS = {
     "integration_tests/functional/test_dbt_snapshots.py": 258,
-    "integration_tests/functional/test_dbt_project.py": 226,
+    "integration_tests/functional/test_dbt_project.py": 205,
     "integration_tests/functional/test_dbt_incremental.py": 100,
     "integration_tests/functional/test_dbt_processes.py": 45,
     "integration_tests/functional/test_dbt_changes.py": 33,
@@ -45,12 +45,12 @@ SECONDS = {
     "integration_tests/functional/test_dbt_object_store.py": 17,
     "integration_tests/functional/test_dbt_python_models.py": 17,
     "cluster": 129,
-    "tests/packaging/test_wheel_smoke.py": 125,  # 60-240 s: how much of its install uv has cached
-    "paimon-spark-0.9": 190,
+    "tests/packaging/test_wheel_smoke.py": 95,  # 60-240 s: how much of its install uv has cached
+    "paimon-spark-0.9": 150,
     "paimon-spark-2.0": 200,
     "tests/key_index/test_key_index.py": 126,
     "tests/merge_engines/test_upsert_merge.py": 89,
-    "tests/engine/test_maintenance.py": 103,
+    "tests/engine/test_maintenance.py": 85,
     "tests/engine/test_other_writers.py": 63,
     "tests/sql/test_statements.py": 75,
     "tests/sql/test_branches_sql.py": 45,
