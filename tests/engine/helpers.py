@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import random
 from collections import Counter
+
+import pyarrow as pa
 
 from dbt_paimon.store.common.fileio import FileIO
 from dbt_paimon.store.table import FileStoreTable
@@ -89,3 +92,28 @@ def sql_tables(spark, warehouse: str) -> str:
     write(rows, f"{base}/logs", partition_keys="dt", settings=local)
     register(spark, warehouse=warehouse)
     return base
+
+
+CHANGES_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("dt", pa.string())])
+
+
+def random_history(path: str, seed: str, producer: str, partitioned: bool, commits: int = 5) -> FileStoreTable:
+    """A key table of CHANGES_SCHEMA (2 buckets; keyed by id and dt and partitioned by dt, or keyed by
+    id) written by the store in `commits` commits of 6 random keys, each row +I, +U or -D: a history
+    for incremental reads. The table as the last commit left it."""
+    rnd = random.Random(seed)
+    FileStoreTable.create(path, CHANGES_SCHEMA, primary_keys=["id", "dt"] if partitioned else ["id"],
+                          partition_keys=["dt"] if partitioned else [],
+                          options={"bucket": "2", "changelog-producer": producer})
+    for s in range(commits):
+        ids = rnd.sample(range(20), 6)
+        write = FileStoreTable.open(path).new_write()
+        write.write(pa.table({"id": ids, "v": [f"v{s}-{i}" for i in ids], "dt": [f"d{i % 2}" for i in ids]}),
+                    row_kinds=[rnd.choice([0, 2, 3]) for _ in ids])  # +I, +U, -D
+        write.commit()
+    return FileStoreTable.open(path)
+
+
+def change_records(table: pa.Table) -> list[tuple]:
+    """An incremental read's or audit log's rows of CHANGES_SCHEMA as sorted (rowkind, id, v)."""
+    return sorted(zip(*(table.column(c).to_pylist() for c in ("rowkind", "id", "v"))))

@@ -15,15 +15,11 @@ import pytest
 
 from dbt_paimon.engine import compact, delete, upsert
 from dbt_paimon.store import FileStoreTable, PaimonError
+from tests.engine.helpers import CHANGES_SCHEMA, change_records, random_history
 from tests.java_paimon.javapaimon import JavaError, Read
 
-SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("dt", pa.string())])
+SCHEMA = CHANGES_SCHEMA
 MODES = ("auto", "delta", "changelog")
-
-
-def _records(table: pa.Table) -> list[tuple]:
-    return sorted(zip(table.column("rowkind").to_pylist(), table.column("id").to_pylist(),
-                      table.column("v").to_pylist()))
 
 
 def _java_records(found) -> list[tuple]:
@@ -41,13 +37,13 @@ def _audit_logs_agree(java, table: FileStoreTable, spark=None) -> int:
     requests = [Read(table.path + "$audit_log"), Read(table.path + "$audit_log", {"scan.snapshot-id": str(first)})]
     latest, at_first = java.run(requests)
     for theirs, ours in ((latest, table.audit_log()), (at_first, table.audit_log(snapshot_id=first))):
-        assert _records(ours) == sorted(zip(*(theirs.column(c).to_pylist() for c in ("rowkind", "id", "v"))))
+        assert change_records(ours) == sorted(zip(*(theirs.column(c).to_pylist() for c in ("rowkind", "id", "v"))))
     if spark is not None:
         source = spark.read.format("paimon")
-        assert _rows(source.load(table.path + "$audit_log")) == _records(table.audit_log())
+        assert _rows(source.load(table.path + "$audit_log")) == change_records(table.audit_log())
         end = table.snapshots.latest_id()
         assert _rows(source.option("incremental-between", f"1,{end}").load(table.path + "$audit_log")) == \
-            _records(table.read_between(1, end))
+            change_records(table.read_between(1, end))
     return latest.num_rows
 
 
@@ -65,7 +61,7 @@ def _compare(java, table: FileStoreTable, modes=MODES, spark=None) -> int:
     records = 0
     for ((start, end), mode), theirs in zip(cases, found):
         assert not isinstance(theirs, JavaError), theirs
-        ours = _records(table.read_between(start, end, mode))
+        ours = change_records(table.read_between(start, end, mode))
         assert ours == _java_records(theirs), (start, end, mode)
         records += len(ours)
         if spark is not None:
@@ -78,18 +74,8 @@ def _compare(java, table: FileStoreTable, modes=MODES, spark=None) -> int:
 @pytest.mark.parametrize("producer", ["none", "input"])
 @pytest.mark.parametrize("partitioned", [False, True])
 def test_store_written_histories_read_incrementally_as_java_reads_them(java, warehouse, producer, partitioned):
-    rnd = random.Random(f"{producer}{partitioned}")
     path = f"{warehouse}/db.db/t_{producer}_{int(partitioned)}"
-    FileStoreTable.create(path, SCHEMA, primary_keys=["id", "dt"] if partitioned else ["id"],
-                          partition_keys=["dt"] if partitioned else [],
-                          options={"bucket": "2", "changelog-producer": producer})
-    for s in range(5):
-        table = FileStoreTable.open(path)
-        ids = rnd.sample(range(20), 6)
-        write = table.new_write()
-        write.write(pa.table({"id": ids, "v": [f"v{s}-{i}" for i in ids], "dt": [f"d{i % 2}" for i in ids]}),
-                    row_kinds=[rnd.choice([0, 2, 3]) for _ in ids])  # +I, +U, -D
-        write.commit()
+    random_history(path, f"{producer}{partitioned}", producer, partitioned)
     assert _compare(java, FileStoreTable.open(path)) > 0
     assert _audit_logs_agree(java, FileStoreTable.open(path)) > 0
 
@@ -125,7 +111,7 @@ def test_the_lookup_producers_changelog_from_our_upserts_and_deletes(java, spark
     assert _compare(java, table, spark=spark) > 0
     # keys 1, 2, 4: the compaction after the delete wrote the top level, which keeps no -D record
     assert _audit_logs_agree(java, table, spark=spark) == 3
-    changelog = _records(table.read_between(0, table.snapshots.latest_id()))  # auto: the changelog
+    changelog = change_records(table.read_between(0, table.snapshots.latest_id()))  # auto: the changelog
     assert ("-D", 3, "c") in changelog and ("+U", 1, "a3") in changelog and ("-U", 1, "a") in changelog
 
 
@@ -145,7 +131,7 @@ def test_ends_that_are_not_there_are_refused_naming_what_is(java, warehouse):
     table.expire_snapshots(retain_max=1, retain_min=1)
     with pytest.raises(PaimonError, match=r"the table has snapshots 3..3 .*snapshot 2 must still be there"):
         FileStoreTable.open(path).read_between(1, 3)
-    assert _records(FileStoreTable.open(path).read_between(2, 3)) == [("+I", 2, "2")]
+    assert change_records(FileStoreTable.open(path).read_between(2, 3)) == [("+I", 2, "2")]
     with pytest.raises(PaimonError, match="snapshot 1 is not there .*a diff reads both ends"):
         table.read_between(1, 3, "diff")
     with pytest.raises(PaimonError, match="scan-mode must be one of auto, delta, changelog, diff; got 'everything'"):
@@ -232,7 +218,7 @@ def test_diff_tags_and_timestamps_read_as_java_reads_them(java, spark, warehouse
     changed = 0
     for options, theirs, their_log in zip(cases, plain, audit):
         assert not isinstance(theirs, JavaError), (options, theirs)
-        ours = _records(table.read_incremental(options))
+        ours = change_records(table.read_incremental(options))
         assert ours == sorted(zip(*(their_log.column(c).to_pylist() for c in ("rowkind", "id", "v")))), options
         tags = options.get("incremental-between", "").startswith("t")
         diff = options.get("incremental-between-scan-mode") == "diff" or (
@@ -246,7 +232,8 @@ def test_diff_tags_and_timestamps_read_as_java_reads_them(java, spark, warehouse
         changed += len(ours)
     assert changed > 0
     # a diff keeps a key rewritten with its old values out, and tells deletes (the audit log) apart
-    diff = _records(table.read_incremental({"incremental-between": "1,5", "incremental-between-scan-mode": "diff"}))
+    diff = change_records(table.read_incremental({"incremental-between": "1,5",
+                                                  "incremental-between-scan-mode": "diff"}))
     assert {k for k, _, _ in diff} <= {"+I", "+U", "-D"} and any(k == "-D" for k, _, _ in diff)
 
 
@@ -257,7 +244,7 @@ def test_a_diff_of_a_deletion_vector_table_and_a_changelog_table_is_javas(java, 
                  for s, e in ((1, 5), (3, 5))]
         for options, their_log in zip(cases, java.run([Read(table.path + "$audit_log", c) for c in cases])):
             assert not isinstance(their_log, JavaError), their_log
-            assert _records(table.read_incremental(options)) == sorted(
+            assert change_records(table.read_incremental(options)) == sorted(
                 zip(*(their_log.column(c).to_pylist() for c in ("rowkind", "id", "v")))), (name, options)
 
 

@@ -4,7 +4,9 @@ behaviour differs (each difference is named in the test)."""
 
 import pytest
 
+from .side_env import LINES, release_id
 
-@pytest.fixture(scope="session", params=["0.9", "2.0"], ids=lambda line: f"paimon-spark-{line}")
+
+@pytest.fixture(scope="session", params=list(LINES), ids=release_id)
 def paimon_spark(request, paimon_sparks):
     return paimon_sparks[request.param]

@@ -20,6 +20,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+import pytest
+
 if __package__ in (None, ""):  # run as a script by run.sh
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -55,6 +57,15 @@ LINES = {
     "2.0": Line("2.0", SPARK_CONNECTOR_2, SPARK_CONNECTOR_2_PYSPARK,
                 os.path.join(ROOT, ".work", "paimon-spark-2.0", "venv")),
 }
+
+
+def release_id(line: str) -> str:
+    """A test's id part for a release of the connector (tests/schedule.py groups by it)."""
+    return f"paimon-spark-{line}"
+
+
+# a test that needs the current release: the `paimon_spark` fixture given 2.0 alone
+CURRENT_RELEASE_ONLY = pytest.mark.parametrize("paimon_spark", ["2.0"], indirect=True, ids=release_id)
 
 
 class SparkSqlError(Exception):

@@ -27,15 +27,13 @@ from __future__ import annotations
 import random
 import threading
 
-import pytest
-
 from dbt_paimon.engine import upsert
 from dbt_paimon.store.table import FileStoreTable
 from tests.engine.contention import Tally
 from tests.engine.helpers import COLUMNS, frame, keys_live_twice, live_places
 from tests.oracle import rows
 
-from .side_env import sql_values, spark_sql_rows, table_name
+from .side_env import CURRENT_RELEASE_ONLY, sql_values, spark_sql_rows, table_name
 
 ROW = {"id": 0, "dt": "a", "v": 0, "s": "x", "amount": 1, "flag": True, "seq": 0}
 ROUNDS, KEYS = 11, 40
@@ -55,7 +53,7 @@ def _ours(rng: random.Random) -> list[tuple]:
     return jobs
 
 
-@pytest.mark.parametrize("paimon_spark", ["2.0"], indirect=True, ids=lambda line: f"paimon-spark-{line}")
+@CURRENT_RELEASE_ONLY
 def test_ours_and_paimons_writer_for_eleven_rounds_all_finish_in_a_serial_order(spark, paimon_spark, warehouse):
     path = f"{warehouse}/db.db/contended"
     start = [{**ROW, "id": k, "dt": "abc"[k % 3]} for k in [*range(KEYS), *PAIMON_KEYS]]

@@ -11,21 +11,13 @@ differ from the range's records), so a range's row kinds need the current releas
 
 from __future__ import annotations
 
-import random
-
-import pyarrow as pa
 import pytest
 
-from dbt_paimon.store import FileStoreTable
+from tests.engine.helpers import change_records, random_history
 
-from .side_env import table_name
+from .side_env import CURRENT_RELEASE_ONLY, table_name
 
-SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("dt", pa.string())])
 MODES = ("auto", "delta", "changelog", "diff")
-
-
-def _records(table: pa.Table) -> list[tuple]:
-    return sorted(zip(*(table.column(c).to_pylist() for c in ("rowkind", "id", "v"))))
 
 
 def _theirs(paimon_spark, path: str, settings: dict) -> list[tuple]:
@@ -43,19 +35,11 @@ def _theirs(paimon_spark, path: str, settings: dict) -> list[tuple]:
 
 
 @pytest.mark.parametrize("producer", ["none", "input"])
-@pytest.mark.parametrize("paimon_spark", ["2.0"], indirect=True, ids=lambda line: f"paimon-spark-{line}")
+@CURRENT_RELEASE_ONLY
 def test_the_connector_reads_our_changes_as_we_do(paimon_spark, warehouse, producer):
-    rnd = random.Random(f"connector-{producer}")
-    path = f"{warehouse}/db.db/changes_{producer}"
-    FileStoreTable.create(path, SCHEMA, primary_keys=["id", "dt"], partition_keys=["dt"],
-                          options={"bucket": "2", "changelog-producer": producer})
-    for s in range(5):
-        ids = rnd.sample(range(20), 6)
-        write = FileStoreTable.open(path).new_write()
-        write.write(pa.table({"id": ids, "v": [f"v{s}-{i}" for i in ids], "dt": [f"d{i % 2}" for i in ids]}),
-                    row_kinds=[rnd.choice([0, 2, 3]) for _ in ids])  # +I, +U, -D
-        write.commit()
-    table = FileStoreTable.open(path)
+    table = random_history(f"{warehouse}/db.db/changes_{producer}", f"connector-{producer}", producer,
+                           partitioned=True)
+    path = table.path
     latest = table.snapshots.latest_id()
     compared = 0
     for start, end in ((0, latest), (1, latest), (latest - 1, latest), (1, 2), (2, latest - 1)):
@@ -64,10 +48,10 @@ def test_the_connector_reads_our_changes_as_we_do(paimon_spark, warehouse, produ
                 continue  # no changelog files: Paimon reads nothing, we refuse (test_incremental_reads)
             if mode == "diff" and start == 0:
                 continue  # a diff reads both ends' snapshots: 0 is none
-            ours = _records(table.read_between(start, end, mode))
+            ours = change_records(table.read_between(start, end, mode))
             theirs = _theirs(paimon_spark, path, {"incremental-between": f"{start},{end}",
                                                   "incremental-between-scan-mode": mode})
             assert theirs == ours, (start, end, mode)
             compared += len(ours)
     assert compared > 0
-    assert _theirs(paimon_spark, path, {}) == _records(table.audit_log())
+    assert _theirs(paimon_spark, path, {}) == change_records(table.audit_log())
