@@ -49,7 +49,7 @@ SECONDS = {
     "paimon-spark-0.9": 150,
     "paimon-spark-2.0": 215,
     "tests/key_index/test_key_index.py": 126,
-    "tests/merge_engines/test_upsert_merge.py": 89,
+    "tests/merge_engines/test_upsert_merge.py": 50,
     "tests/engine/test_maintenance.py": 85,
     "tests/engine/test_other_writers.py": 63,
     "tests/sql/test_statements.py": 75,
@@ -93,6 +93,7 @@ SECONDS = {
     "tests/store/test_object_store.py": 12,
     "tests/engine/test_bootstrap_pruning.py": 11,
     "tests/java_paimon/test_incremental_reads.py": 45,
+    "tests/java_paimon/test_incremental_matrix.py": 60,
     "tests/java_paimon/test_changes_java.py": 20,
 }
 

@@ -16,59 +16,10 @@ import pytest
 from dbt_paimon.engine import compact, delete, upsert
 from dbt_paimon.store import FileStoreTable, PaimonError
 from tests.engine.helpers import CHANGES_SCHEMA, change_records, random_history
+from tests.java_paimon.incremental_oracle import audit_logs_agree, compare_with_java, java_records, source_rows
 from tests.java_paimon.javapaimon import JavaError, Read
 
 SCHEMA = CHANGES_SCHEMA
-MODES = ("auto", "delta", "changelog")
-
-
-def _java_records(found) -> list[tuple]:
-    return sorted((r["_kind"], r["id"], r["v"]) for r in found)
-
-
-def _rows(df) -> list[tuple]:
-    return sorted(tuple(r) for r in df.select("rowkind", "id", "v").collect())
-
-
-def _audit_logs_agree(java, table: FileStoreTable, spark=None) -> int:
-    """The audit log of the latest snapshot and of the first: ours (store, and with `spark` the
-    source, also of each incremental range) and Java's."""
-    first = table.snapshots.earliest_id()
-    requests = [Read(table.path + "$audit_log"), Read(table.path + "$audit_log", {"scan.snapshot-id": str(first)})]
-    latest, at_first = java.run(requests)
-    for theirs, ours in ((latest, table.audit_log()), (at_first, table.audit_log(snapshot_id=first))):
-        assert change_records(ours) == sorted(zip(*(theirs.column(c).to_pylist() for c in ("rowkind", "id", "v"))))
-    if spark is not None:
-        source = spark.read.format("paimon")
-        assert _rows(source.load(table.path + "$audit_log")) == change_records(table.audit_log())
-        end = table.snapshots.latest_id()
-        assert _rows(source.option("incremental-between", f"1,{end}").load(table.path + "$audit_log")) == \
-            change_records(table.read_between(1, end))
-    return latest.num_rows
-
-
-def _ranges(latest: int) -> list[tuple[int, int]]:
-    return [(0, latest), (1, latest), (latest - 1, latest), (1, 2), (2, latest - 1)]
-
-
-def _compare(java, table: FileStoreTable, modes=MODES, spark=None) -> int:
-    """Ours and Java's records of every range and mode; with `spark`, the `paimon` source's rows too:
-    Java's inserted and updated records (a DataFrame has no retractions, as in Paimon's connector)."""
-    latest = table.snapshots.latest_id()
-    cases = [(r, m) for r in _ranges(latest) for m in modes]
-    found = java.run([Read(table.path, {"incremental-between": f"{s},{e}", "incremental-between-scan-mode": m},
-                           records=True) for (s, e), m in cases])
-    records = 0
-    for ((start, end), mode), theirs in zip(cases, found):
-        assert not isinstance(theirs, JavaError), theirs
-        ours = change_records(table.read_between(start, end, mode))
-        assert ours == _java_records(theirs), (start, end, mode)
-        records += len(ours)
-        if spark is not None:
-            rows = (spark.read.format("paimon").option("incremental-between", f"{start},{end}")
-                    .option("incremental-between-scan-mode", mode).load(table.path).select("id", "v").collect())
-            assert sorted(map(tuple, rows)) == sorted((i, v) for k, i, v in ours if k in ("+I", "+U")), (start, end)
-    return records
 
 
 @pytest.mark.parametrize("producer", ["none", "input"])
@@ -76,8 +27,8 @@ def _compare(java, table: FileStoreTable, modes=MODES, spark=None) -> int:
 def test_store_written_histories_read_incrementally_as_java_reads_them(java, warehouse, producer, partitioned):
     path = f"{warehouse}/db.db/t_{producer}_{int(partitioned)}"
     random_history(path, f"{producer}{partitioned}", producer, partitioned)
-    assert _compare(java, FileStoreTable.open(path)) > 0
-    assert _audit_logs_agree(java, FileStoreTable.open(path)) > 0
+    assert compare_with_java(java, FileStoreTable.open(path)) > 0
+    assert audit_logs_agree(java, FileStoreTable.open(path)) > 0
 
 
 def test_an_append_tables_rows_read_incrementally_as_java_reads_them(java, warehouse):
@@ -89,8 +40,8 @@ def test_an_append_tables_rows_read_incrementally_as_java_reads_them(java, wareh
         write.write(pa.table({"id": [s, s + 10], "v": [f"v{s}", f"w{s}"], "dt": ["a", "b"]}))
         write.commit()
     # 2 modes x 2 rows per snapshot x the snapshots of the ranges (0,4) (1,4) (3,4) (1,2) (2,3)
-    assert _compare(java, FileStoreTable.open(path), modes=("auto", "delta")) == 2 * 2 * (4 + 3 + 1 + 1 + 1)
-    assert _audit_logs_agree(java, FileStoreTable.open(path)) == 8
+    assert compare_with_java(java, FileStoreTable.open(path), modes=("auto", "delta")) == 2 * 2 * (4 + 3 + 1 + 1 + 1)
+    assert audit_logs_agree(java, FileStoreTable.open(path)) == 8
     with pytest.raises(PaimonError, match="an append table has no changelog"):
         FileStoreTable.open(path).read_between(0, 2, "changelog")
 
@@ -108,9 +59,9 @@ def test_the_lookup_producers_changelog_from_our_upserts_and_deletes(java, spark
     table = FileStoreTable.open(path)
     kinds = [table.snapshots.snapshot(i).commit_kind for i in range(1, table.snapshots.latest_id() + 1)]
     assert "COMPACT" in kinds and "APPEND" in kinds
-    assert _compare(java, table, spark=spark) > 0
+    assert compare_with_java(java, table, spark=spark) > 0
     # keys 1, 2, 4: the compaction after the delete wrote the top level, which keeps no -D record
-    assert _audit_logs_agree(java, table, spark=spark) == 3
+    assert audit_logs_agree(java, table, spark=spark) == 3
     changelog = change_records(table.read_between(0, table.snapshots.latest_id()))  # auto: the changelog
     assert ("-D", 3, "c") in changelog and ("+U", 1, "a3") in changelog and ("-U", 1, "a") in changelog
 
@@ -224,11 +175,11 @@ def test_diff_tags_and_timestamps_read_as_java_reads_them(java, spark, warehouse
         diff = options.get("incremental-between-scan-mode") == "diff" or (
             tags and "incremental-between-tag-to-snapshot" not in options)
         # a plain read of a diff drops deletes (Paimon's IncrementalDiffSplitRead); of records, keeps every kind
-        assert [r for r in ours if not diff or r[0] in ("+I", "+U")] == _java_records(theirs), options
+        assert [r for r in ours if not diff or r[0] in ("+I", "+U")] == java_records(theirs), options
         rows = spark.read.format("paimon").options(**options).load(table.path).select("id", "v").collect()
         assert sorted(map(tuple, rows)) == sorted((i, v) for k, i, v in ours if k in ("+I", "+U")), options
         logged = spark.read.format("paimon").options(**options).load(table.path + "$audit_log")
-        assert _rows(logged) == ours, options
+        assert source_rows(logged) == ours, options
         changed += len(ours)
     assert changed > 0
     # a diff keeps a key rewritten with its old values out, and tells deletes (the audit log) apart
