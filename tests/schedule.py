@@ -47,7 +47,7 @@ SECONDS = {
     "cluster": 129,
     "tests/packaging/test_wheel_smoke.py": 95,  # 60-240 s: how much of its install uv has cached
     "paimon-spark-0.9": 150,
-    "paimon-spark-2.0": 215,
+    "paimon-spark-2.0": 240,
     "tests/key_index/test_key_index.py": 126,
     "tests/merge_engines/test_upsert_merge.py": 50,
     "tests/engine/test_maintenance.py": 85,

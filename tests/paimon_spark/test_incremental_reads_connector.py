@@ -3,7 +3,9 @@ random history with deletes, in the scan modes auto, delta, changelog and diff) 
 table, on a key table without a changelog producer and with `input`, partitioned, written by the
 store. Its rows through `t$audit_log` with `spark.paimon.incremental-between` (the connector's way to
 show row kinds) are the records of our `read_between`, kinds and values; its `t$audit_log` is our
-`audit_log()`. (Java Paimon's records of the same reads: tests/java_paimon/test_incremental_reads.py.)
+`audit_log()`. Then engine-written histories of five cells of tests/engine/change_histories.py, which
+between them hold every merge engine, every changelog producer and every bucket mode (Java Paimon reads
+all 17: tests/java_paimon/test_incremental_matrix.py).
 
 Paimon 2.0's connector: 0.9's does not apply `incremental-between` to `$audit_log` (its rows there
 differ from the range's records), so a range's row kinds need the current release.
@@ -13,11 +15,16 @@ from __future__ import annotations
 
 import pytest
 
+from tests.engine.change_histories import BUCKETS, ENGINES, PRODUCERS, engine_history
 from tests.engine.helpers import change_records, random_history
 
 from .side_env import CURRENT_RELEASE_ONLY, table_name
 
 MODES = ("auto", "delta", "changelog", "diff")
+# (engine, producer, bucket mode): every engine, producer and bucket mode once
+CELLS = [("deduplicate", "lookup", "dynamic"), ("partial-update", "full-compaction", "dynamic"),
+         ("aggregation", "input", "fixed"), ("aggregation", "none", "cross-partition"),
+         ("first-row", "lookup", "cross-partition")]
 
 
 def _theirs(paimon_spark, path: str, settings: dict) -> list[tuple]:
@@ -55,3 +62,24 @@ def test_the_connector_reads_our_changes_as_we_do(paimon_spark, warehouse, produ
             compared += len(ours)
     assert compared > 0
     assert _theirs(paimon_spark, path, {}) == change_records(table.audit_log())
+
+
+def test_the_cells_hold_every_engine_producer_and_bucket_mode():
+    assert [{c[i] for c in CELLS} for i in range(3)] == [set(ENGINES), set(PRODUCERS), set(BUCKETS)]
+
+
+@pytest.mark.parametrize("engine, producer, mode", CELLS, ids=["-".join(c) for c in CELLS])
+@CURRENT_RELEASE_ONLY
+def test_the_connector_reads_each_engine_producer_and_bucket_modes_changes_as_we_do(paimon_spark, spark, warehouse,
+                                                                                      engine, producer, mode):
+    table = engine_history(spark, f"{warehouse}/db.db/cell", engine, producer, mode)
+    latest = table.snapshots.latest_id()
+    modes = ("auto", "delta", "diff") + (("changelog",) if producer != "none" else ())
+    for start, end in ((0, latest), (1, latest), (latest - 2, latest)):
+        for mode_ in modes:
+            if mode_ == "diff" and start == 0:
+                continue
+            theirs = _theirs(paimon_spark, table.path, {"incremental-between": f"{start},{end}",
+                                                        "incremental-between-scan-mode": mode_})
+            assert theirs == change_records(table.read_between(start, end, mode_)), (start, end, mode_)
+    assert _theirs(paimon_spark, table.path, {}) == change_records(table.audit_log())
