@@ -8,7 +8,8 @@ commit (`full-compaction.delta-commits` 1), as ours does, and tells its own chan
 The table is a fixed-bucket one (the connector's 0.9 writer and ours share Paimon's bucket hash). Each
 commit changes keys 1 and 2 and adds one: input gives each written row as +I; lookup gives -U/+U for
 the stored keys and +I for the new one, in the COMPACT snapshot that follows the write (the connector
-compacts its level-0 files up as ours does).
+compacts its level-0 files up as ours does). Our incremental read of each snapshot's changelog
+(`incremental-between`, scan mode changelog) gives the same changes, the connector's too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from dbt_paimon.engine import upsert
 from dbt_paimon.store import FileStoreTable
+from tests.engine.helpers import change_records
 from tests.java_paimon.javapaimon import Changes
 from tests.oracle import rows
 
@@ -65,6 +67,8 @@ def test_ours_and_paimons_writer_both_feed_the_change_stream(spark, paimon_spark
         got.setdefault(c["_snapshot"], []).append((c["_kind"], c["id"], c["v"]))
     assert [sorted(got[s]) for s in sorted(got)] == expected
     assert sorted(got) == carrying
+    # our incremental read of each of those snapshots' changelog (incremental-between s-1,s): the same
+    assert [change_records(table.read_between(s - 1, s, "changelog")) for s in carrying] == expected
     kinds = {table.snapshots.snapshot(s).commit_kind for s in carrying}
     assert kinds == {"APPEND" if producer == "input" else "COMPACT"}
     assert rows(table.to_arrow(), "id") == [{"id": k, "v": v} for k, v in sorted(live.items())]
