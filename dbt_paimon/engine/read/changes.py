@@ -39,7 +39,7 @@ from ...store.schema.schema import TableSchema
 from ...store.table import FileStoreTable
 from ..settings import RunSettings
 from .native import frame
-from .source import CHANGE_ORDER
+from .source import CHANGE_ORDER, tasks_for
 
 ROW_KIND = incremental.ROW_KIND
 _SNAPSHOT, _BUCKET, _SEQUENCE = incremental.ORDER_SCHEMA.names
@@ -86,8 +86,11 @@ def changes(spark: SparkSession, path: str, start: Optional[int], end: int,
     records = _read(spark, path, storage, start, end, {CHANGE_ORDER: "true"})
     if schema.core.ignore_delete:  # the table never deletes: its -D records change nothing
         records = records.where(F.col(ROW_KIND) != "-D")
-    # one shuffle by key serves both windows below (each is clustered by the key and more)
-    records = records.repartition(*keys)
+    # one shuffle by key serves both windows below (each is clustered by the key and more), into as
+    # many tasks as read the records: a million records a task, not spark.sql.shuffle.partitions
+    # (200 by default: W2's 1% change, 125K records, took 1.8 s to fold that way, 0.6 s to read)
+    planned = between.plan(table.io, path, schema, {"incremental-between": f"{start},{end}"})
+    records = records.repartition(tasks_for(between.row_count(planned), len(planned.units)), *keys)
     where = keys + [F.col(f"`{p}`") for p in schema.partition_keys if p not in schema.primary_keys]
     last = Window.partitionBy(*where, F.col(_BUCKET)).orderBy(
         F.col(_SNAPSHOT).desc(), F.col(_SEQUENCE).desc(), (F.col(ROW_KIND) != "-U").desc())

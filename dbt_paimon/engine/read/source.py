@@ -50,6 +50,12 @@ CHANGE_ORDER = "dbt-paimon.change-order"
 _ROWS_PER_PARTITION = 1_000_000
 
 
+def tasks_for(rows: int, units: int) -> int:
+    """How many tasks read (or fold) `rows` rows held in `units` files or splits: one per million rows,
+    not per unit (a task costs Spark a Python worker's round trip), at most 256."""
+    return max(1, min(units, rows // _ROWS_PER_PARTITION + 1, 256))
+
+
 class PaimonDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -184,7 +190,7 @@ class IncrementalReader(DataSourceReader):
         # a task per million rows, not per file: a range's files are many and small (one per
         # bucket a commit touched), and a task costs Spark a Python worker's round trip
         units = self.planned.units
-        chunks = max(1, min(len(units), between.row_count(self.planned) // _ROWS_PER_PARTITION + 1, 256))
+        chunks = tasks_for(between.row_count(self.planned), len(units))
         return [SplitsPartition(pickle.dumps(units[i::chunks])) for i in range(chunks)]
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
@@ -220,7 +226,7 @@ class PaimonReader(DataSourceReader):
         if not self.splits:
             return [SplitsPartition(pickle.dumps([]))]
         total = sum(s.row_count for s in self.splits)
-        chunks = max(1, min(len(self.splits), total // _ROWS_PER_PARTITION + 1, 256))
+        chunks = tasks_for(total, len(self.splits))
         groups: list[list] = [[] for _ in range(chunks)]
         for i, s in enumerate(self.splits):  # per split (metadata), not per row
             groups[i % chunks].append(s)
