@@ -13,9 +13,10 @@ VENV=bench/.venv
 STAMP="$VENV/.installed-$(cat pyproject.toml setup.py constraints.txt bench/requirements.txt | sha1sum | cut -c1-12)"
 if [ ! -f "$STAMP" ]; then
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  # the project's pins (constraints.txt) hold for the peers' dependencies too: one resolve
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --use-pep517 -c constraints.txt \
-    -e '.[test]' -r bench/requirements.txt
+  # the project's pins (constraints.txt) hold for the peers' dependencies too: one resolve, by uv
+  # (pinned in constraints.txt) as run.sh installs .venv: seconds where pip took minutes
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt uv
+  "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" -c constraints.txt -e '.[test]' -r bench/requirements.txt
   rm -f "$VENV"/.installed-*; touch "$STAMP"
 fi
 export PYTHONHASHSEED=0
