@@ -50,10 +50,10 @@ CHANGE_ORDER = "dbt-paimon.change-order"
 _ROWS_PER_PARTITION = 1_000_000
 
 
-def tasks_for(rows: int, units: int) -> int:
+def tasks_for(rows: int, units: int | None = None) -> int:
     """How many tasks read (or fold) `rows` rows held in `units` files or splits: one per million rows,
     not per unit (a task costs Spark a Python worker's round trip), at most 256."""
-    return max(1, min(units, rows // _ROWS_PER_PARTITION + 1, 256))
+    return max(1, min(units if units is not None else 256, rows // _ROWS_PER_PARTITION + 1, 256))
 
 
 class PaimonDataSource(DataSource):
