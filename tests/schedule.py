@@ -30,7 +30,8 @@ PER_CLASS = ("integration_tests/functional/test_dbt_upstream_on_paimon.py",)
 FIRST = "integration_tests/functional/test_dbt_project.py"
 DEFAULT_SECONDS = 5.0
 SECONDS = {
-    "integration_tests/functional/test_dbt_snapshots.py": 258,
+    "integration_tests/functional/test_dbt_snapshots.py": 140,
+    "integration_tests/functional/test_dbt_snapshots_upstream.py": 120,
     "integration_tests/functional/test_dbt_project.py": 205,
     "integration_tests/functional/test_dbt_incremental.py": 100,
     "integration_tests/functional/test_dbt_processes.py": 45,
@@ -48,7 +49,9 @@ SECONDS = {
     "tests/packaging/test_wheel_smoke.py": 95,  # 60-240 s: how much of its install uv has cached
     "paimon-spark-0.9": 150,
     "paimon-spark-2.0": 240,
-    "tests/key_index/test_key_index.py": 126,
+    "tests/key_index/test_key_index.py": 55,
+    "tests/key_index/test_key_index_spark_job.py": 45,
+    "tests/key_index/test_key_index_runs.py": 30,
     "tests/merge_engines/test_upsert_merge.py": 50,
     "tests/engine/test_maintenance.py": 85,
     "tests/engine/test_other_writers.py": 63,

@@ -23,7 +23,7 @@ from dbt_paimon.engine.settings import RunSettings
 from dbt_paimon.key_index import KeyIndex
 from dbt_paimon.store.table import FileStoreTable
 
-from .test_key_index import OPTIONS, TUNING
+from .index_helpers import OPTIONS, TUNING
 
 BRANCH = "audit"
 

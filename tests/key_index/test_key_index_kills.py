@@ -23,7 +23,7 @@ from dbt_paimon import key_index as ki
 from dbt_paimon.key_index.merge_policy import add_runs
 from dbt_paimon.store.table import FileStoreTable
 
-from .test_key_index import TUNING, _rows, _upsert, assert_index_right, small_index  # noqa: F401 (fixture)
+from .index_helpers import TUNING, assert_index_right, random_rows, small_index, upsert_rows  # noqa: F401 (fixture)
 
 CHILD = textwrap.dedent("""
     import sys, time, json
@@ -98,13 +98,13 @@ def _operations(table_path, scratch) -> int:
 
 def test_a_kill_at_every_file_operation_of_an_index_update_leaves_a_usable_state(spark, table_path, tmp_path):
     rng = random.Random(7)
-    _upsert(spark, table_path, _rows(rng, range(40)))
+    upsert_rows(spark, table_path, random_rows(rng, range(40)))
     kills, seen = 0, set()
     # counted from the end too: the last operations (manifest, pointer) are the ones that matter most
     for where in [-1, -2, -3, 0, 1, 2, 3]:
         for half in (False, True):
             # another writer's change for the index to catch up, then a killed catch-up
-            _upsert(spark, table_path, _rows(rng, rng.sample(range(60), 12), tag=f"k{kills}"), index=False)
+            upsert_rows(spark, table_path, random_rows(rng, rng.sample(range(60), 12), tag=f"k{kills}"), index=False)
             operations = _operations(table_path, str(tmp_path))
             assert operations >= 3  # at least a run, the manifest and the pointer
             stop_at = where % operations
@@ -123,7 +123,7 @@ def test_a_kill_at_every_file_operation_of_an_index_update_leaves_a_usable_state
             assert state.stats["built"] is False, (f"a kill before file operation {stop_at} of {operations} "
                                                    "forced a rebuild")
             # the next upsert, through whatever the kill left, is right and so is the index
-            _upsert(spark, table_path, _rows(rng, rng.sample(range(60), 10), tag=f"n{kills}"))
+            upsert_rows(spark, table_path, random_rows(rng, rng.sample(range(60), 10), tag=f"n{kills}"))
             assert_index_right(table_path, range(60))
     assert {(-1, False), (-2, False), (0, False), (0, True)} <= seen  # pointer, manifest, first run whole and half
     assert kills >= 12
@@ -134,10 +134,10 @@ def test_an_update_stopped_before_its_pointer_leaves_the_previous_version(spark,
     """What a kill between the steps leaves, shown without a process: the previous version stays
     current and is caught up next time."""
     rng = random.Random(8)
-    _upsert(spark, table_path, _rows(rng, range(30)))
+    upsert_rows(spark, table_path, random_rows(rng, range(30)))
     d = ki.index_dir(table_path)
     before = open(os.path.join(d, ki.LATEST)).read()
-    _upsert(spark, table_path, _rows(rng, range(20, 40), tag="b"), index=False)
+    upsert_rows(spark, table_path, random_rows(rng, range(20, 40), tag="b"), index=False)
     table = FileStoreTable.open(table_path)
     index = ki.KeyIndex(table.io, table.path, table.schema, **TUNING)
     state = index.load()
@@ -146,7 +146,7 @@ def test_an_update_stopped_before_its_pointer_leaves_the_previous_version(spark,
     if step == "manifest written":
         index.io.write_bytes(f"{index.dir}/manifest-stray.json", b"{}")
     assert open(os.path.join(d, ki.LATEST)).read() == before
-    _upsert(spark, table_path, _rows(rng, range(35, 45), tag="c"))
+    upsert_rows(spark, table_path, random_rows(rng, range(35, 45), tag="c"))
     assert_index_right(table_path, list(range(50)) + [100, 101])
 
 

@@ -8,8 +8,7 @@ store and the execution meet in every combination, and the suite's other upsert 
 
 import pytest
 
-from dbt_paimon.engine import RunSettings
-from dbt_paimon.engine import upsert
+from dbt_paimon.engine import RunSettings, upsert
 from dbt_paimon.store.table import FileStoreTable
 
 from ..engine.helpers import frame, live_places, pypaimon_rows, spark_rows
