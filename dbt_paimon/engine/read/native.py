@@ -118,7 +118,10 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
 
     A snapshot never changes, so its DataFrame is made once per session and schema and handed out
     again (a DataFrame answers every query as when it was made): a dbt run reads the same snapshot
-    in many queries, and planning a read costs Spark ~0.1 s per Parquet scan."""
+    in many queries, and planning a read costs Spark ~0.1 s per Parquet scan, and finding the rows
+    a merge leaves out seconds at 10M rows. Readers that ask for a snapshot being planned wait for
+    that plan rather than make their own: dbt's threads start a model's tests and downstream
+    models together, each the first reader of the snapshot the model just wrote."""
     source_options = ({str(k): str(v) for k, v in settings.storage_options.items()}
                       if settings is not None and settings.storage_options else None)
     branch = branch or (settings.branch if settings is not None else None)
@@ -132,17 +135,31 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
     schema = table.read_schema(snapshot, snapshot_id is not None or tag is not None)
     key = (table.path, table.branch, _identity(snapshot), tag, schema.id, schema.time_millis,
            tuple(sorted((source_options or {}).items())))
-    frames = _frames(spark)
-    with _lock:
-        if snapshot is not None and key in frames:
-            frames.move_to_end(key)
-            return frames[key]
-    out = _plan(spark, table, schema, snapshot, tag, source_options)
-    with _lock:
-        frames[key] = out
-        while len(frames) > _FRAMES_KEPT:
-            frames.popitem(last=False)
-    return out
+    frames, planning = _frames(spark)
+    while True:
+        with _lock:
+            if snapshot is not None and key in frames:
+                frames.move_to_end(key)
+                return frames[key]
+            underway = planning.get(key) if snapshot is not None else None
+            if underway is None:
+                mine = planning[key] = threading.Event()
+                break
+        # another thread plans this snapshot: its DataFrame, once made (if that plan failed, this
+        # thread plans it and meets the error itself)
+        underway.wait()
+    try:
+        out = _plan(spark, table, schema, snapshot, tag, source_options)
+        with _lock:
+            frames[key] = out
+            while len(frames) > _FRAMES_KEPT:
+                frames.popitem(last=False)
+        return out
+    finally:
+        with _lock:
+            if planning.get(key) is mine:
+                del planning[key]
+        mine.set()
 
 
 _FRAMES_KEPT = 64
@@ -156,12 +173,13 @@ def _identity(snapshot) -> Optional[tuple]:
     return snapshot.id, snapshot.time_millis, snapshot.commit_user, snapshot.base_manifest_list
 
 
-def _frames(spark: SparkSession) -> "OrderedDict[tuple, DataFrame]":
-    """This session's DataFrames of snapshots read (kept on the session object: they belong to it)."""
+def _frames(spark: SparkSession) -> "tuple[OrderedDict[tuple, DataFrame], dict[tuple, threading.Event]]":
+    """This session's DataFrames of snapshots read, and the plans under way (kept on the session
+    object: they belong to it)."""
     with _lock:
         found = getattr(spark, "_dbt_paimon_frames", None)
         if found is None:
-            found = OrderedDict()
+            found = (OrderedDict(), {})
             spark._dbt_paimon_frames = found
         return found
 

@@ -246,6 +246,69 @@ def test_a_table_made_anew_at_the_same_path_is_read_anew(spark, tmp_path):
         assert _rows(read(spark, path)) == sorted(rows)
 
 
+def _waiting_in_frame(thread) -> bool:
+    """Whether `thread` waits inside read/native.py's frame() (for another thread's plan)."""
+    import sys
+    f = sys._current_frames().get(thread.ident)
+    names = []
+    while f is not None:
+        names.append(f.f_code.co_name)
+        f = f.f_back
+    return bool(names) and names[0] == "wait" and "frame" in names
+
+
+@pytest.mark.parametrize("first_plan", ["made", "failed"])
+def test_readers_of_a_snapshot_being_planned_wait_for_that_plan(spark, tmp_path, monkeypatch, first_plan):
+    """Two threads read a snapshot no DataFrame was made for yet (dbt's threads starting a model's
+    tests together): the second waits for the first's plan and gets its DataFrame, one plan in all.
+    If the first plan fails, the waiting reader plans the snapshot itself and gets its rows."""
+    import threading
+    import time as clock
+
+    from dbt_paimon.engine.read import native
+
+    path = str(tmp_path / "db.db" / "planned_once")
+    rows = [(1, "a", "x", 1), (2, "b", "y", 2)]
+    upsert(spark.createDataFrame(rows, SCHEMA), path, primary_keys=["id"], partition_keys=["dt"], settings=LOCAL)
+    plans, entered, release = [], threading.Event(), threading.Event()
+    real_plan = native._plan
+
+    def plan(*args):
+        plans.append(threading.current_thread().name)
+        if len(plans) == 1:
+            entered.set()
+            assert release.wait(60)
+            if first_plan == "failed":
+                raise RuntimeError("the first plan failed")
+        return real_plan(*args)
+    monkeypatch.setattr(native, "_plan", plan)
+    got = {}
+
+    def reader(name):
+        try:
+            got[name] = read(spark, path)
+        except RuntimeError as e:
+            got[name] = e
+    first = threading.Thread(target=reader, args=("first",), name="first")
+    second = threading.Thread(target=reader, args=("second",), name="second")
+    first.start()
+    assert entered.wait(60)
+    second.start()
+    deadline = clock.monotonic() + 60
+    while not _waiting_in_frame(second):  # the second reader found the plan under way
+        assert second.is_alive() and clock.monotonic() < deadline
+        clock.sleep(0.01)
+    release.set()
+    first.join(60)
+    second.join(60)
+    if first_plan == "made":
+        assert plans == ["first"] and got["first"] is got["second"]
+    else:
+        assert plans == ["first", "second"] and isinstance(got["first"], RuntimeError)
+    assert _rows(got["second"]) == sorted(rows)
+    assert read(spark, path) is got["second"] and len(plans) == (1 if first_plan == "made" else 2)
+
+
 def _scan_text(df) -> str:
     return df._jdf.queryExecution().executedPlan().toString()
 
