@@ -25,14 +25,13 @@ from dbt_paimon.key_index import build as ki_build
 from dbt_paimon.store.table import FileStoreTable
 
 from ..engine.helpers import live_places
-from .index_helpers import (  # noqa: F401 (fixture)
+from .index_helpers import (
     OPTIONS,
     TUNING,
     assert_index_right,
     index_answer,
     random_rows,
-    small_index,
-    truth,
+    small_index,  # noqa: F401 (the fixture every test here uses)
     upsert_rows,
 )
 

@@ -18,19 +18,17 @@ import pytest
 
 from dbt_paimon import key_index as ki
 from dbt_paimon.engine import upsert
-from dbt_paimon.engine.runtime import key_lookup
 from dbt_paimon.engine.settings import RunSettings
 from dbt_paimon.key_index import KeyIndex
 from dbt_paimon.store.table import FileStoreTable
 
-from .index_helpers import OPTIONS, TUNING
+from .index_helpers import (
+    OPTIONS,
+    TUNING,
+    small_index,  # noqa: F401 (the fixture every test here uses)
+)
 
 BRANCH = "audit"
-
-
-@pytest.fixture(autouse=True)
-def small_index(monkeypatch):
-    monkeypatch.setattr(key_lookup, "INDEX_TUNING", TUNING)
 
 
 def _branch(path, name=BRANCH) -> None:

@@ -20,13 +20,11 @@ from dbt_paimon.store.common import binary_row
 from dbt_paimon.store.table import FileStoreTable
 
 from ..engine.helpers import live_places
-from .index_helpers import (  # noqa: F401 (fixture)
+from .index_helpers import (
     OPTIONS,
     TUNING,
-    assert_index_right,
     index_answer,
-    random_rows,
-    small_index,
+    small_index,  # noqa: F401 (the fixture every test here uses)
     truth,
     upsert_rows,
 )

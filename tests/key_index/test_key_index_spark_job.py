@@ -16,13 +16,12 @@ from dbt_paimon.key_index import KeyIndex
 from dbt_paimon.store.table import FileStoreTable
 
 from ..engine.helpers import live_places
-from .index_helpers import (  # noqa: F401 (fixture)
-    OPTIONS,
+from .index_helpers import (
     TUNING,
     assert_index_right,
     index_answer,
     random_rows,
-    small_index,
+    small_index,  # noqa: F401 (the fixture every test here uses)
     truth,
     upsert_rows,
 )
