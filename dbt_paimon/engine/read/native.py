@@ -135,20 +135,23 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
     schema = table.read_schema(snapshot, snapshot_id is not None or tag is not None)
     key = (table.path, table.branch, _identity(snapshot), tag, schema.id, schema.time_millis,
            tuple(sorted((source_options or {}).items())))
+    if snapshot is None:  # an empty table: nothing to keep
+        return _plan(spark, table, schema, snapshot, tag, source_options)
     frames, planning = _frames(spark)
-    while True:
-        with _lock:
-            if snapshot is not None and key in frames:
-                frames.move_to_end(key)
-                return frames[key]
-            underway = planning.get(key) if snapshot is not None else None
-            if underway is None:
-                mine = planning[key] = threading.Event()
-                break
-        # another thread plans this snapshot: its DataFrame, once made (if that plan failed, this
-        # thread plans it and meets the error itself)
-        underway.wait()
+    mine = None
     try:
+        while True:
+            with _lock:
+                if key in frames:
+                    frames.move_to_end(key)
+                    return frames[key]
+                underway = planning.get(key)
+                if underway is None:
+                    mine = planning[key] = threading.Event()
+                    break
+            # another thread plans this snapshot: its DataFrame, once made (if that plan failed,
+            # this thread plans it and meets the error itself)
+            underway.wait()
         out = _plan(spark, table, schema, snapshot, tag, source_options)
         with _lock:
             frames[key] = out
@@ -156,10 +159,11 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
                 frames.popitem(last=False)
         return out
     finally:
-        with _lock:
-            if planning.get(key) is mine:
-                del planning[key]
-        mine.set()
+        if mine is not None:
+            with _lock:
+                if planning.get(key) is mine:
+                    del planning[key]
+            mine.set()
 
 
 _FRAMES_KEPT = 64

@@ -247,14 +247,17 @@ def test_a_table_made_anew_at_the_same_path_is_read_anew(spark, tmp_path):
 
 
 def _waiting_in_frame(thread) -> bool:
-    """Whether `thread` waits inside read/native.py's frame() (for another thread's plan)."""
+    """Whether `thread` waits right inside read/native.py's frame() (for another thread's plan): its
+    innermost calls are waits (Event.wait, Condition.wait), called by frame() itself."""
+    import os
     import sys
     f = sys._current_frames().get(thread.ident)
-    names = []
-    while f is not None:
-        names.append(f.f_code.co_name)
+    if f is None or f.f_code.co_name != "wait":
+        return False
+    while f is not None and f.f_code.co_name == "wait":
         f = f.f_back
-    return bool(names) and names[0] == "wait" and "frame" in names
+    return (f is not None and f.f_code.co_name == "frame"
+            and f.f_code.co_filename.endswith(os.path.join("read", "native.py")))
 
 
 @pytest.mark.parametrize("first_plan", ["made", "failed"])
