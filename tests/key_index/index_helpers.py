@@ -51,14 +51,13 @@ def index_answer(path, keys) -> dict:
 
 
 def assert_index_right(path, keys=range(0, 60)):
-    want = truth(path)
+    want, asked = truth(path), set(keys)
     got, state = index_answer(path, list(keys))
-    assert got == {k: v for k, v in want.items() if k in set(keys)}
+    assert got == {k: v for k, v in want.items() if k in asked}
     counts = {(p, b): s.count for (p, b), s in state.buckets.items()}
-    live = {}
     table = FileStoreTable.open(path)
-    for split in table.plan().splits:
-        live[(split.partition, split.bucket)] = table.new_read(["id"]).read_split(split).num_rows
+    reader = table.new_read(["id"])
+    live = {(split.partition, split.bucket): reader.read_split(split).num_rows for split in table.plan().splits}
     assert {k: v for k, v in counts.items() if v} == {k: v for k, v in live.items() if v}
     # one run per shard per commit (a Spark job's assigners' runs of a shard are merged)
     assert all(len({seq for seq, _ in runs}) == len(runs) for runs in state.runs), state.runs
