@@ -18,7 +18,8 @@ against every other reader: a difference marks the row INVALID. A Spark line hol
 for it (spark_side.LINES: Delta and Iceberg on Spark 4.1, Paimon 2.0 on 4.0), dbt-paimon's reader
 beside them. Per query the readers run once (warm), then --repeats rounds taking turns (reversed
 every other round); a figure is the median round; each reader's peak RSS (the Spark process tree:
-driver, JVM, Python workers) is read around its query. Then, per reader, the scan query's first
+driver, JVM, Python workers), the Python driver's own and the JVM's peak heap use are read around its
+first (warm-up) answer. Then, per reader, the scan query's first
 answer in a fresh session (a new process and JVM). Writes bench/results/format-read-<date>[-n].json.
 
     python bench/format_read_bench.py [--workload W1|W2] [--scale F] [--repeats N] [--readers a,b]
@@ -226,11 +227,13 @@ def measure_line(sessions: dict, line: str, readers: list[str], root: str, qs: d
     for state in STATES:
         here = [r for r in readers if not (state == "compacted" and "compact_error" in built[r])]
         for name, sql in qs.items():
-            answers, peak = {}, {}
-            for r in here:   # warm, and the answers to check; its peak RSS read around it
+            answers, peak, driver, heap = {}, {}, {}, {}
+            for r in here:   # warm, and the answers to check; its peaks read around it
                 sessions[r].request(op="rss", reset=True)
                 answers[r] = ask(sessions[r], r, root, state, sql)[1]
-                peak[r] = sessions[r].request(op="rss")["peak_rss_mb"]
+                memory = sessions[r].request(op="rss")
+                peak[r], driver[r] = memory["peak_rss_mb"], memory["driver_python_mb"]
+                heap[r] = memory["jvm_heap_peak_mb"]
             seconds = {r: [] for r in here}
             for i in range(repeats):
                 for r in (here if i % 2 == 0 else here[::-1]):
@@ -240,7 +243,8 @@ def measure_line(sessions: dict, line: str, readers: list[str], root: str, qs: d
             peers = {r: s for r, s in med.items() if r != OURS}
             fastest = min(peers, key=peers.get) if peers else None
             row = {"line": line, "state": state, "query": name, "seconds": med, "rounds": seconds,
-                   "peak_rss_mb": peak, "check": "ok" if not wrong else "INVALID",
+                   "peak_rss_mb": peak, "driver_python_mb": driver, "jvm_heap_peak_mb": heap,
+                   "check": "ok" if not wrong else "INVALID",
                    "fastest_peer": fastest,
                    "ratio": med[OURS] / peers[fastest] if fastest and OURS in med else None}
             if wrong:
@@ -321,6 +325,12 @@ def main() -> None:
            "keys": len(keys), "results": results, "first_reads": firsts}
     out = save_results(stem, doc)
     print(f"results: {os.path.relpath(out, ROOT)}")
+    for r in readers:
+        ran = [x for x in results if r in x["peak_rss_mb"]]
+        if ran:
+            print(f"  peaks of {r}'s queries: process tree {max(x['peak_rss_mb'][r] for x in ran):,.0f} MB, "
+                  f"its Python driver {max(x['driver_python_mb'][r] for x in ran):,.0f} MB, "
+                  f"the JVM's heap in use {max(x['jvm_heap_peak_mb'][r] for x in ran):,.0f} MB")
     ratios = [r["ratio"] for r in results if r["ratio"] is not None]
     if ratios:
         invalid = sum(r["check"] != "ok" for r in results)

@@ -12,7 +12,8 @@ catalogs, the bench's tuning). Requests (one JSON line each; the answer one line
         table, dbt's every `ref()`) and names it NAME for this statement
   {"op": "upsert", "path": P, "parquet": F, "options": {...}}    dbt_paimon.engine.upsert of F's rows
   {"op": "compact", "path": P}                     dbt_paimon.engine.compact
-  {"op": "rss", "reset": bool}                     this process tree's peak RSS (MB); reset: start anew
+  {"op": "rss", "reset": bool}                     this process tree's peak RSS, the Python driver's own
+                                                     and the JVM's peak heap use (MB); reset: start anew
 
 Values come back as JSON numbers, strings, booleans or null (Decimal as text, timestamps ISO-8601).
 """
@@ -92,18 +93,25 @@ class Runner:
         return {"seconds": time.perf_counter() - start}
 
     def rss(self, req):
-        """Peak RSS of this process, its JVM and Python workers (worker.py's sum of VmHWM);
-        `reset` clears the high-water marks first (Linux: clear_refs 5), so the next answer is the
-        peak of what ran in between."""
-        from worker import _descendants, peak_rss_mb
+        """Peak RSS of this process, its JVM and Python workers (worker.py's sum of VmHWM), and apart:
+        the Python driver's own (this process: what a read plans or collects in Python) and the
+        JVM's heap, the sum of its heap pools' peak use (local mode: driver and executor in one);
+        `reset` clears the high-water marks first (Linux: clear_refs 5; the pools' peaks), so the
+        next answer is the peak of what ran in between."""
+        from worker import descendants, hwm_kib, peak_rss_mb
+        pools = [p for p in self.spark._jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+                 if p.getType().name() == "HEAP"]
         if req.get("reset"):
-            for pid in [os.getpid()] + _descendants(os.getpid()):
+            for pid in [os.getpid()] + descendants(os.getpid()):
                 try:
                     with open(f"/proc/{pid}/clear_refs", "w") as f:
                         f.write("5")
                 except OSError:
                     pass
-        return {"peak_rss_mb": peak_rss_mb()}
+            for pool in pools:
+                pool.resetPeakUsage()
+        return {"peak_rss_mb": peak_rss_mb(), "driver_python_mb": hwm_kib(os.getpid()) / 1024,
+                "jvm_heap_peak_mb": sum(p.getPeakUsage().getUsed() for p in pools) / (1 << 20)}
 
 
 def main() -> None:

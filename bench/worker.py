@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peers  # noqa: E402   (model, which imports pandas, only after the peak memory is read)
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
@@ -34,7 +34,7 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _hwm_kib(pid: int) -> int:
+def hwm_kib(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status") as f:
             return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
@@ -48,7 +48,7 @@ def peak_rss_mb() -> float:
     Not ru_maxrss: on Linux it survives fork+exec, so a worker would inherit run.py's own peak (the
     generated data); VmHWM belongs to the address space, which exec makes new. Summing the
     descendants' high-water marks can only overstate the true simultaneous peak."""
-    return sum(_hwm_kib(p) for p in [os.getpid()] + _descendants(os.getpid())) / 1024
+    return sum(hwm_kib(p) for p in [os.getpid()] + descendants(os.getpid())) / 1024
 
 
 def main() -> None:
