@@ -166,6 +166,7 @@ def one_round(system: str, python: str, jars: list[str], case_dir: str, want: di
             "build": build["seconds"], "models": own("model"), "tests": own("test"),
             "orders": own("model", "orders"), "orders_by_dt": own("model", "orders_by_dt"),
             "setup": setup["seconds"], "process": round(time.perf_counter() - started, 1),
+            "nodes": {n["name"]: round(n["seconds"], 3) for n in build["nodes"]},
             "checks": report["checks"] if wrong else None}
 
 
