@@ -20,7 +20,8 @@ beside them. Per query the readers run once (warm), then --repeats rounds taking
 every other round); a figure is the median round; each reader's peak RSS (the Spark process tree:
 driver, JVM, Python workers), the Python driver's own and the JVM's peak heap use are read around its
 first (warm-up) answer. Then, per reader, the scan query's first
-answer in a fresh session (a new process and JVM). Writes bench/results/format-read-<date>[-n].json.
+answer in a fresh session (a new process and JVM), in --first-read-rounds rounds (median).
+Writes bench/results/format-read-<date>[-n].json.
 
     python bench/format_read_bench.py [--workload W1|W2] [--scale F] [--repeats N] [--readers a,b]
                                       [--reuse-setup]
@@ -260,23 +261,33 @@ def measure_line(sessions: dict, line: str, readers: list[str], root: str, qs: d
     return out
 
 
-def first_reads(line: str, readers: list[str], root: str, scan: str, want: list, log_dir: str) -> list[dict]:
-    """Per reader a fresh process, JVM and session with only its format configured: start-up, then
-    the scan's first answer (dbt-paimon's includes registering its source)."""
+def first_reads(line: str, readers: list[str], root: str, scan: str, want: list, log_dir: str,
+                rounds: int = 3) -> list[dict]:
+    """Per reader and round a fresh process, JVM and session with only its format configured:
+    start-up, then the scan's first answer (dbt-paimon's includes registering its source). The
+    readers take turns (reversed every other round); a figure is the median round, as one fresh
+    process moves by seconds from the next on this machine."""
+    runs: dict[str, list[tuple[float, float, bool]]] = {r: [] for r in readers}
+    for i in range(rounds):
+        for r in (readers if i % 2 == 0 else readers[::-1]):
+            names = [] if r == OURS else [r]
+            spark = spark_side.SideSpark(spark_side.LINES[line], session_conf(names, root),
+                                         os.path.join(log_dir, f"first-read-{line}-{r}.log"),
+                                         jars=[] if r == OURS else None)   # a dbt-paimon user loads no format's jar
+            try:
+                seconds, rows = ask(spark, r, root, "upserted", scan)
+            finally:
+                spark.close()
+            runs[r].append((spark.startup_seconds, seconds, rows == want))
     out = []
     for r in readers:
-        names = [] if r == OURS else [r]
-        spark = spark_side.SideSpark(spark_side.LINES[line], session_conf(names, root),
-                                     os.path.join(log_dir, f"first-read-{line}-{r}.log"),
-                                     jars=[] if r == OURS else None)   # a dbt-paimon user loads no format's jar
-        try:
-            seconds, rows = ask(spark, r, root, "upserted", scan)
-        finally:
-            spark.close()
-        out.append({"line": line, "reader": r, "startup_seconds": spark.startup_seconds, "first_scan_seconds": seconds,
-                    "check": "ok" if rows == want else "INVALID"})
-        print(f"  {line} fresh session {r:18} start-up {spark.startup_seconds:.1f} s, first scan {seconds:.2f} s "
-              f"{out[-1]['check']}", flush=True)
+        starts, scans, right = zip(*runs[r])
+        out.append({"line": line, "reader": r, "startup_seconds": statistics.median(starts),
+                    "first_scan_seconds": statistics.median(scans), "rounds": list(scans),
+                    "check": "ok" if all(right) else "INVALID"})
+        print(f"  {line} fresh session {r:18} start-up {out[-1]['startup_seconds']:.1f} s, first scan "
+              f"{out[-1]['first_scan_seconds']:.2f} s (median of {rounds}: "
+              f"{', '.join(f'{x:.2f}' for x in scans)}) {out[-1]['check']}", flush=True)
     return out
 
 
@@ -288,6 +299,7 @@ def main() -> None:
     ap.add_argument("--readers", default=",".join(READERS), help="comma-separated, from: " + ",".join(READERS))
     ap.add_argument("--reuse-setup", action="store_true", help="keep the built tables; measure reads only")
     ap.add_argument("--no-first-read", action="store_true", help="skip the fresh-session first reads")
+    ap.add_argument("--first-read-rounds", type=int, default=3, help="fresh sessions per reader (median)")
     args = ap.parse_args()
     readers = [r for r in READERS if r in args.readers.split(",")]
     [case] = data.cases(args.workload, args.scale)
@@ -315,7 +327,7 @@ def main() -> None:
             for spark in set(sessions.values()):
                 spark.close()
         if not args.no_first_read:
-            firsts += first_reads(line, group, root, qs["scan"], want["scan"], root)
+            firsts += first_reads(line, group, root, qs["scan"], want["scan"], root, args.first_read_rounds)
 
     stem = f"format-read-{started.date().isoformat()}" + ("" if args.scale == 1 else f"-s{args.scale:g}")
     versions = {"pyspark": {k: v.pyspark for k, v in spark_side.LINES.items()},
