@@ -262,7 +262,7 @@ def measure_line(sessions: dict, line: str, readers: list[str], root: str, qs: d
 
 
 def first_reads(line: str, readers: list[str], root: str, scan: str, want: list, log_dir: str,
-                rounds: int = 3) -> list[dict]:
+                rounds: int) -> list[dict]:
     """Per reader and round a fresh process, JVM and session with only its format configured:
     start-up, then the scan's first answer (dbt-paimon's includes registering its source). The
     readers take turns (reversed every other round); a figure is the median round, as one fresh

@@ -69,15 +69,16 @@ def merged_away(io, table_path: str, schema: TableSchema, split: DataSplit) -> d
     for i, f in enumerate(files):
         # a mask per file, not numpy's set operations: those hash every position, holding the GIL
         # (half of this function's time at W2's 10M rows, and the threads of of_splits waiting)
+        keep = kept_position[kept_file == i]
         if i == 0 and contested is not base_rows:
             # the base's contested rows are out unless kept; its uncontested ones are in, less its vectors'
             lost = np.zeros(f.row_count, np.bool_)
             lost[contested.column(POSITION).to_numpy()] = True
-            lost[kept_position[kept_file == i]] = False
+            lost[keep] = False
             lost[dvs.get(f.file_name, np.empty(0, np.int64))] = True
         else:
             lost = np.ones(f.row_count, np.bool_)
-            lost[kept_position[kept_file == i]] = False
+            lost[keep] = False
         gone = np.flatnonzero(lost)
         if gone.size:
             out[f.file_name] = gone
