@@ -5,11 +5,12 @@ ORDER is the order of the report; the first is the reference every ratio is take
 
 from importlib import import_module
 
-ORDER = ["dbt-paimon", "dbt-paimon-no-index", "dbt-paimon-distributed", "dbt-run", "pypaimon-rust", "paimon-spark",
-         "paimon-spark-2.0", "delta-merge", "delta-merge-dv", "iceberg-merge-cow", "iceberg-merge-mor", "pypaimon",
-         "deltalake", "pyiceberg", "pyarrow-probe"]
+ORDER = ["dbt-paimon", "dbt-paimon-full-compaction", "dbt-paimon-no-index", "dbt-paimon-distributed", "dbt-run",
+         "pypaimon-rust", "paimon-spark", "paimon-spark-2.0", "delta-merge", "delta-merge-dv", "iceberg-merge-cow",
+         "iceberg-merge-mor", "pypaimon", "deltalake", "pyiceberg", "pyarrow-probe"]
 _MODULES = {
     "dbt-paimon": "dbt_paimon_engine",
+    "dbt-paimon-full-compaction": "dbt_paimon_full_compaction",
     "dbt-paimon-no-index": "dbt_paimon_no_index",
     "dbt-paimon-distributed": "dbt_paimon_distributed",
     "dbt-run": "dbt_run",

@@ -75,6 +75,7 @@ class Peer(Base):
             "(driver-local when the batch and the key index fit in the driver)")
     execution = "auto"
     key_index = True
+    table_options = TABLE_OPTIONS
     second_reader = "pypaimon-rust reader"
 
     def available(self):
@@ -105,7 +106,7 @@ class Peer(Base):
         from dbt_paimon.engine.settings import RunSettings
         settings = RunSettings(execution=self.execution, key_index=self.key_index, **settings)
         self.last = upsert(df, self._table(work_dir), primary_keys=["id"], partition_keys=["dt"],
-                           options=dict(TABLE_OPTIONS), settings=settings)
+                           options=dict(self.table_options), settings=settings)
         return self.last
 
     def setup(self, work_dir, base_path):
