@@ -267,7 +267,7 @@ class RelationStore:
                 fields: dict[str, Any] = {"owner": spark.sparkContext.sparkUser()}  # catalog.OWNER_NOTE
                 if record.kind == "table" and record.managed:
                     # declared over files that exist, which Spark's SQL allows only for an external table
-                    fields["tableType"] = spark._jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType.MANAGED()
+                    fields["tableType"] = catalog.table_type(spark, "MANAGED")
                 catalog.alter_entry(spark, key[0], key[1], **fields)
         except Exception as e:  # noqa: BLE001 - one bad record must not stop dbt from opening
             if raise_errors:

@@ -11,6 +11,8 @@ from typing import Sequence, Union
 
 from pyspark.sql import DataFrame
 
+from .jvm import CONVERTERS, DATASET, jvm_class
+
 Name = Union[str, Sequence[str]]
 
 
@@ -21,9 +23,9 @@ def named(df: DataFrame, name: Name) -> DataFrame:
     if len(parts) == 1:
         return df.alias(parts[0])
     spark = df.sparkSession
-    jvm = spark._jvm
-    qualifier = jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList(parts[:-1])).toSeq()
-    identifier = jvm.org.apache.spark.sql.catalyst.AliasIdentifier(parts[-1], qualifier)
-    plan = jvm.org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias(identifier, df._jdf.logicalPlan())
-    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan), spark)
+    qualifier = jvm_class(spark, CONVERTERS).asScala(jvm_class(spark, "java.util.ArrayList")(parts[:-1])).toSeq()
+    identifier = jvm_class(spark, "org.apache.spark.sql.catalyst.AliasIdentifier")(parts[-1], qualifier)
+    plan = jvm_class(spark, "org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias")(identifier,
+                                                                                    df._jdf.logicalPlan())
+    return DataFrame(jvm_class(spark, DATASET).ofRows(spark._jsparkSession, plan), spark)
 

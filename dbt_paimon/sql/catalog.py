@@ -26,6 +26,7 @@ from typing import Iterable, Optional
 from pyspark.sql import SparkSession
 
 from ..engine.read.source import PaimonDataSource
+from ..engine.jvm import jvm_class, scala_list
 from ..engine.spark_types import spark_ddl, spark_schema
 from ..store.common.errors import PaimonError
 from ..store.common import fileio
@@ -243,25 +244,6 @@ def _external_catalog(spark: SparkSession):
     return spark._jsparkSession.sessionState().catalog().externalCatalog()
 
 
-def scala_list(spark: SparkSession, seq) -> list:
-    """A Scala Seq from Spark's API as a Python list. Taken by index, not iterated: py4j ends an
-    iteration by a Java exception, and pyspark's handler of Java exceptions costs ~17 ms, which made
-    the plan walk of sql/query.py ~0.6 s of every query dbt sends."""
-    if seq.isEmpty():
-        return []
-    items = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)
-    return [items.get(i) for i in range(items.size())]
-
-
-def java_dict(mapping) -> dict:
-    """A java.util.Map as a Python dict (keys as strings, values as py4j gives them), taken by
-    index (as scala_list says why)."""
-    if mapping.isEmpty():
-        return {}
-    keys = mapping.keySet().toArray()
-    return {str(keys[i]): mapping.get(keys[i]) for i in range(len(keys))}
-
-
 def _entry_of(schema: str, table) -> CatalogEntry:
     """A CatalogEntry from Spark's CatalogTable: read through the catalog's API, which neither
     analyses SQL nor resolves the provider (SHOW TABLE EXTENDED formats every table's details)."""
@@ -330,7 +312,7 @@ def expose(spark: SparkSession, table: PaimonTable, entry: Optional[CatalogEntry
         if fileio.scheme_of(table.path):
             # a managed entry's drop deletes its directory under Spark's warehouse dir, which a Spark
             # table of the same name may use by then (a model that became a `table`)
-            fields["tableType"] = spark._jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType.EXTERNAL()
+            fields["tableType"] = table_type(spark, "EXTERNAL")
         alter_entry(spark, table.schema, table.name, **fields)
         return True
 
@@ -352,9 +334,9 @@ def alter_entry(spark: SparkSession, schema: str, name: str, **fields) -> bool:
         for field, value in fields.items():
             values[names.index(field)] = value
         ext.alterTable(table.copy(*values))
-        jvm = spark._jvm
+        ident = jvm_class(spark, "org.apache.spark.sql.catalyst.TableIdentifier")
         spark._jsparkSession.sessionState().catalog().invalidateCachedTable(
-            jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(name, jvm.scala.Some.apply(schema)))
+            ident.apply(name, jvm_class(spark, "scala.Some").apply(schema)))
         return True
     except Exception as e:  # noqa: BLE001 - the entry is a convenience: Paimon's table holds the change
         log.debug(f"{schema}.{name}: could not change {', '.join(fields)} of the catalog entry: {e}")
@@ -363,8 +345,12 @@ def alter_entry(spark: SparkSession, schema: str, name: str, **fields) -> bool:
 
 def set_managed(spark: SparkSession, schema: str, name: str, managed: bool) -> bool:
     """Switch a table's catalog entry between managed (dropping it deletes its files) and external."""
-    types = spark._jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType
-    return alter_entry(spark, schema, name, tableType=types.MANAGED() if managed else types.EXTERNAL())
+    return alter_entry(spark, schema, name, tableType=table_type(spark, "MANAGED" if managed else "EXTERNAL"))
+
+
+def table_type(spark: SparkSession, kind: str):
+    """Spark's CatalogTableType of this name (MANAGED, EXTERNAL, VIEW), for alter_entry."""
+    return getattr(jvm_class(spark, "org.apache.spark.sql.catalyst.catalog.CatalogTableType"), kind)()
 
 
 def _inside(path: str, warehouse: str) -> bool:

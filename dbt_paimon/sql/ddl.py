@@ -31,7 +31,8 @@ from ..store.common.errors import SchemaError
 from ..store.common.fileio import FileIO, is_storage_option
 from ..store.schema.schema import SchemaManager, TableSchema, resolve_columns
 from . import catalog
-from .statement import Statement, option, scala_list, scala_map, spark_type
+from ..engine.jvm import scala_list, scala_map
+from .statement import Statement, option, spark_type
 from .target import Target
 
 KINDS = ("add columns", "rename column", "alter column", "drop columns", "replace columns", "set properties",

@@ -41,8 +41,9 @@ from ..store.common.paths import partition_value_string
 from ..store.schema.schema import SchemaManager, TableSchema, resolve_columns
 from ..store.table import FileStoreTable
 from .catalog import quote, sql_string
+from ..engine.jvm import DATASET, jvm_class, scala_list, scala_map
 from ..engine.qualified import named
-from .statement import Statement, option, scala_list, scala_map
+from .statement import Statement, option
 from .target import Target, names
 
 KINDS = ("insert", "delete", "update", "truncate", "truncate partition")
@@ -67,7 +68,7 @@ def run(spark: SparkSession, statement: Statement, target: Target) -> Optional[d
 
 def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static: dict) -> DataFrame:
     """The statement's query as a DataFrame of the table's columns (static partition values added)."""
-    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, statement.plan.query())
+    jdf = jvm_class(spark, DATASET).ofRows(spark._jsparkSession, statement.plan.query())
     query = DataFrame(jdf, spark)
     names = statement.written_name
     given = [str(c) for c in scala_list(spark, statement.plan.userSpecifiedCols())]

@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..assign.rows import PAYLOAD
+from ..engine.jvm import DATASET, jvm_class, scala_list
 from ..engine.writes import commit_loop
 from ..engine.runtime import jobs
 from ..engine.writes.append_files import append_task
@@ -41,7 +42,7 @@ from ..store.schema.schema import TableSchema, resolve_columns
 from ..store.table import FileStoreTable
 from ..engine.qualified import named
 from .catalog import quote
-from .statement import Statement, option, scala_list
+from .statement import Statement, option
 from .target import Target, names
 
 _IN_SOURCE, _IN_TABLE, _CHOICE, _MATCHED = "__dbt_paimon_s", "__dbt_paimon_t", "__dbt_paimon_action", "__dbt_paimon_m"
@@ -101,7 +102,7 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> dict[str
             raise SchemaError(f"{words}: an UPDATE action sets {changed} of the primary key (DELETE the row and "
                               f"INSERT it under the new key)")
     qualified = names(statement, target)
-    source = DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(
+    source = DataFrame(jvm_class(spark, DATASET).ofRows(
         spark._jsparkSession, statement.plan.sourceTable()), spark)
     on = statement.source_text(statement.plan.mergeCondition())
     writes = [i for i, a in enumerate(actions) if a.kind != "delete"]

@@ -36,7 +36,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .branch import read_branch
-from .catalog import java_dict, quote, scala_list
+from .catalog import quote
+from ..engine.jvm import java_dict, jvm_class, scala_list
 from .target import SESSION_CATALOG, resolve
 from ..engine.read.native import frame
 from ..engine.read.source import SOURCE_NAME
@@ -71,7 +72,7 @@ def _named(spark: SparkSession, plan) -> tuple[list, set[str], list]:
     found, ctes, functions = [], set(), []
 
     def walk(node, parent: str) -> None:
-        kind = str(node.getClass().getSimpleName())
+        kind = str(node.nodeName())  # a logical plan's class name (the fewest calls: one)
         if kind == "UnresolvedRelation":
             found.append((node, parent))
             return
@@ -80,16 +81,21 @@ def _named(spark: SparkSession, plan) -> tuple[list, set[str], list]:
             if name and name[-1].lower() == INCREMENTAL_QUERY:
                 functions.append(node)
         if kind == "UnresolvedWith":
-            for pair in scala_list(spark, node.cteRelations()):
+            for pair in _items(node.cteRelations()):
                 ctes.add(str(pair._1()).lower())
                 walk(pair._2(), kind)
-        for child in scala_list(spark, node.children()):
+        for child in _items(node.children()):
             walk(child, kind)
-        for sub in scala_list(spark, node.subqueries()):
+        for sub in _items(node.subqueries()):
             walk(sub, kind)
 
     walk(plan, "")
     return found, ctes, functions
+
+
+def _items(seq) -> list:
+    """A plan's short Scala Seq (children, subqueries, CTEs) as a list, by index: 1 + n calls."""
+    return [seq.apply(i) for i in range(seq.length())]
 
 
 def _incremental_query(spark: SparkSession, node) -> DataFrame:
@@ -132,7 +138,7 @@ def _source_read(spark: SparkSession, parts: list[str], options: dict) -> Option
 
 
 def _is_command(spark: SparkSession, plan) -> bool:
-    command = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.plans.logical.Command")
+    command = jvm_class(spark, "java.lang.Class").forName("org.apache.spark.sql.catalyst.plans.logical.Command")
     return bool(command.isInstance(plan)) or str(plan.getClass().getSimpleName()).endswith("Statement")
 
 
@@ -222,12 +228,12 @@ def _view_read(spark: SparkSession, parts: list[str], spark_sql: Callable[[str],
         return None
     current = spark.catalog.currentDatabase()
     database, name = (current, parts[0]) if len(parts) == 1 else (parts[-2], parts[-1])
-    jvm = spark._jvm
     session_catalog = spark._jsparkSession.sessionState().catalog()
     try:
         if len(parts) == 1 and session_catalog.getTempView(name).isDefined():
             return None
-        ident = jvm.org.apache.spark.sql.catalyst.TableIdentifier(name, jvm.scala.Option.apply(database))
+        ident = jvm_class(spark, "org.apache.spark.sql.catalyst.TableIdentifier")(
+            name, jvm_class(spark, "scala.Option").apply(database))
         if not session_catalog.tableExists(ident):
             return None
         table = session_catalog.getTableMetadata(ident)

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from ..store.common.errors import SchemaError
-from .catalog import java_dict, scala_list
+from ..engine.jvm import scala_list
 
 # Spark's logical plan (class simple name) -> what the statement does to its table
 KINDS = {
@@ -174,10 +174,6 @@ def alias(statement: Statement) -> Optional[str]:
     if str(node.getClass().getSimpleName()) == "SubqueryAlias":
         return str(node.alias())
     return None
-
-
-def scala_map(spark: SparkSession, mapping) -> dict:
-    return java_dict(spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(mapping))
 
 
 def option(value) -> Any:
