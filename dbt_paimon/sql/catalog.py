@@ -334,9 +334,9 @@ def alter_entry(spark: SparkSession, schema: str, name: str, **fields) -> bool:
         for field, value in fields.items():
             values[names.index(field)] = value
         ext.alterTable(table.copy(*values))
-        ident = jvm_class(spark, "org.apache.spark.sql.catalyst.TableIdentifier")
+        table_identifier = jvm_class(spark, "org.apache.spark.sql.catalyst.TableIdentifier")
         spark._jsparkSession.sessionState().catalog().invalidateCachedTable(
-            ident.apply(name, jvm_class(spark, "scala.Some").apply(schema)))
+            table_identifier.apply(name, jvm_class(spark, "scala.Some").apply(schema)))
         return True
     except Exception as e:  # noqa: BLE001 - the entry is a convenience: Paimon's table holds the change
         log.debug(f"{schema}.{name}: could not change {', '.join(fields)} of the catalog entry: {e}")
