@@ -81,21 +81,16 @@ def _named(spark: SparkSession, plan) -> tuple[list, set[str], list]:
             if name and name[-1].lower() == INCREMENTAL_QUERY:
                 functions.append(node)
         if kind == "UnresolvedWith":
-            for pair in _items(node.cteRelations()):
+            for pair in scala_list(spark, node.cteRelations()):
                 ctes.add(str(pair._1()).lower())
                 walk(pair._2(), kind)
-        for child in _items(node.children()):
+        for child in scala_list(spark, node.children()):
             walk(child, kind)
-        for sub in _items(node.subqueries()):
+        for sub in scala_list(spark, node.subqueries()):
             walk(sub, kind)
 
     walk(plan, "")
     return found, ctes, functions
-
-
-def _items(seq) -> list:
-    """A plan's short Scala Seq (children, subqueries, CTEs) as a list, by index: 1 + n calls."""
-    return [seq.apply(i) for i in range(seq.length())]
 
 
 def _incremental_query(spark: SparkSession, node) -> DataFrame:
