@@ -32,7 +32,7 @@ DEFAULT_SECONDS = 5.0
 SECONDS = {
     "integration_tests/functional/test_dbt_snapshots.py": 140,
     "integration_tests/functional/test_dbt_snapshots_upstream.py": 120,
-    "integration_tests/functional/test_dbt_project.py": 205,
+    "integration_tests/functional/test_dbt_project.py": 130,
     "integration_tests/functional/test_dbt_incremental.py": 100,
     "integration_tests/functional/test_dbt_processes.py": 45,
     "integration_tests/functional/test_dbt_changes.py": 33,
