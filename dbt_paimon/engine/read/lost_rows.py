@@ -10,6 +10,13 @@ tells each row, with no lookup of its file's name, where its file's words begin:
     start = array[B + ((h ^ d) & (M - 1))]              the file's first word
     lost = bit_get(array[start + (position >> 6)], position & 63)
 
+Where the files' sizes differ by their remainders modulo some m of at most MAX_MODULUS (found by
+trying m upward: 200 files of random sizes, m near 3,000, found in ~15 ms), the file's first word
+needs neither hash nor displacement (a scan of 6M rows in 100 files that lose rows, medians of one
+session taking turns: 0.86 s, against 0.96 s through the hash):
+
+    start = array[pmod(file_size, m)]
+
 The array reaches Spark as a one-row local relation read by a scalar subquery: each query takes
 it into its tasks (no join, no stage of its own), and a plan prints its name, not its values.
 A file is told by its size in bytes (`_metadata.file_size`, as the driver finds it on disk) where
@@ -35,6 +42,10 @@ _SPARK_SEED = 42
 # a bitmap of more words than this (a 32 MB array, 268M rows) is cut in several, each read apart:
 # every task of a query holds its array
 MAX_WORDS = 1 << 22
+# the largest modulus tried for the files' sizes (a table of that many longs in front of the bitmap;
+# 512 KB) and the most files it is tried for: n sizes have distinct remainders modulo a given m with
+# p ~ exp(-n^2 / 2m): 512 files, near the limit, with p ~ exp(-2) per modulus tried
+MAX_MODULUS, MAX_MODULUS_FILES = 1 << 16, 512
 
 
 class LostRows:
@@ -46,6 +57,16 @@ class LostRows:
         names = sorted(rows)
         self.names = names
         self.by_size = len({sizes[n] for n in names}) == len(names)
+        counts = np.array([(rows[n] + 63) // 64 for n in names], np.int64)
+        size = np.array([sizes[n] for n in names], np.int64)
+        self.modulus = _modulus(size) if self.by_size else None
+        self.salt = None
+        if self.modulus is not None:
+            starts = self.modulus + np.concatenate([[0], np.cumsum(counts)[:-1]])
+            table = np.full(self.modulus, -1, np.int64)
+            table[size % self.modulus] = starts
+            self.array = np.concatenate([table, _words(names, lost, counts, starts, self.modulus).view(np.int64)])
+            return
         if self.by_size:
             base = xxh64(pa.array([np.int64(sizes[n]).tobytes() for n in names], pa.binary()), _SPARK_SEED)
         else:
@@ -57,17 +78,10 @@ class LostRows:
             hashes = xxh64(pa.array([np.int64(self.salt).tobytes()] * len(names), pa.binary()), base.view(np.int64))
         displacement, slot = displaced
         self.groups, self.slots = _sizes(len(names))
-        counts = np.array([(rows[n] + 63) // 64 for n in names], np.int64)
         starts = self.groups + self.slots + np.concatenate([[0], np.cumsum(counts)[:-1]])
         table = np.full(self.slots, -1, np.int64)
         table[slot] = starts
-        words = np.zeros(int(counts.sum()), np.uint64)
-        first = self.groups + self.slots
-        for name, start in zip(names, starts):  # per file: its positions set at once
-            at = lost.get(name)
-            if at is not None and at.size:
-                at = at.astype(np.int64)
-                np.bitwise_or.at(words, start - first + (at >> 6), np.uint64(1) << (at & 63).astype(np.uint64))
+        words = _words(names, lost, counts, starts, self.groups + self.slots)
         self.array = np.concatenate([displacement.view(np.int64), table, words.view(np.int64)])
 
     def relation(self, spark: SparkSession) -> DataFrame:
@@ -78,11 +92,14 @@ class LostRows:
 
     def kept(self, bits: Column) -> Column:
         """True for a row of these files that the read keeps (`bits`: the array, a scalar subquery)."""
-        file = F.col("_metadata.file_size" if self.by_size else "_metadata.file_name")
-        h = F.xxhash64(file) if self.salt is None else F.xxhash64(file, F.lit(self.salt).cast("bigint"))
-        group = F.shiftrightunsigned(h, 32).bitwiseAND(F.lit(self.groups - 1))
-        slot = h.bitwiseXOR(F.get(bits, group.cast("int"))).bitwiseAND(F.lit(self.slots - 1))
-        start = F.get(bits, (slot + F.lit(self.groups)).cast("int"))
+        if self.modulus is not None:
+            start = F.get(bits, F.pmod(F.col("_metadata.file_size"), F.lit(self.modulus)).cast("int"))
+        else:
+            file = F.col("_metadata.file_size" if self.by_size else "_metadata.file_name")
+            h = F.xxhash64(file) if self.salt is None else F.xxhash64(file, F.lit(self.salt).cast("bigint"))
+            group = F.shiftrightunsigned(h, 32).bitwiseAND(F.lit(self.groups - 1))
+            slot = h.bitwiseXOR(F.get(bits, group.cast("int"))).bitwiseAND(F.lit(self.slots - 1))
+            start = F.get(bits, (slot + F.lit(self.groups)).cast("int"))
         position = F.col("_metadata.row_index")
         word = F.get(bits, (start + F.shiftright(position, 6)).cast("int"))
         return F.bit_get(word, position.bitwiseAND(F.lit(63)).cast("int")) == 0
@@ -99,6 +116,34 @@ def groups_of(rows: dict[str, int], limit: int = MAX_WORDS) -> list[list[str]]:
         out[-1].append(name)
         words += need
     return [g for g in out if g]
+
+
+def _words(names: list[str], lost: dict[str, np.ndarray], counts: np.ndarray, starts: np.ndarray,
+           first: int) -> np.ndarray:
+    """The files' bitmaps, file after file (`first`: the array's index of the first word)."""
+    words = np.zeros(int(counts.sum()), np.uint64)
+    for name, start in zip(names, starts):  # per file: its positions set at once
+        at = lost.get(name)
+        if at is not None and at.size:
+            at = at.astype(np.int64)
+            np.bitwise_or.at(words, start - first + (at >> 6), np.uint64(1) << (at & 63).astype(np.uint64))
+    return words
+
+
+def _modulus(sizes: np.ndarray, limit: int = MAX_MODULUS) -> Optional[int]:
+    """The least m (from the file count up, at most `limit`) modulo which the sizes differ, or None;
+    the moduli tried a block at a time (a row of remainders per modulus, sorted, no two equal)."""
+    n = sizes.size
+    if n > MAX_MODULUS_FILES:
+        return None
+    block = max(1, (1 << 20) // max(n, 1))   # ~1M remainders at a time
+    for low in range(max(n, 1), limit + 1, block):
+        moduli = np.arange(low, min(low + block, limit + 1), dtype=np.int64)
+        remainders = np.sort(sizes[None, :] % moduli[:, None], axis=1)
+        distinct = (np.diff(remainders, axis=1) != 0).all(axis=1)
+        if distinct.any():
+            return int(moduli[int(np.argmax(distinct))])
+    return None
 
 
 _TRIES = 1024  # displacements tried per group: at load 1/2 a group of one fails all with p = 2^-1024

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dbt_paimon.engine.read import lost_rows
 from dbt_paimon.engine.read.lost_rows import LostRows, groups_of
 
 
@@ -43,8 +44,13 @@ def _case(rnd: random.Random, names: list[str], counts: list[int]):
     return rows, gone, want
 
 
-@pytest.mark.parametrize("same_content", [False, True], ids=["told-by-size", "told-by-name"])
-def test_every_row_kept_or_left_out_as_its_file_says(spark, tmp_path, same_content):
+@pytest.mark.parametrize("same_content, by_modulus", [(False, True), (False, False), (True, False)],
+                         ids=["told-by-size-modulo", "told-by-size-hashed", "told-by-name"])
+def test_every_row_kept_or_left_out_as_its_file_says(spark, tmp_path, monkeypatch, same_content, by_modulus):
+    """Files of distinct sizes are told by their size modulo some m; more files than the modulus is
+    tried for (set to none here), by the size's hash; files of one size, by the name's hash."""
+    if not by_modulus:
+        monkeypatch.setattr(lost_rows, "MAX_MODULUS_FILES", 0)
     rnd = random.Random(11)
     names = [f"data-{i:04d}-{rnd.getrandbits(32):08x}-0.parquet" for i in range(60)]
     counts = [64] * len(names) if same_content else [rnd.randint(1, 300) for _ in names]  # across words
@@ -53,6 +59,10 @@ def test_every_row_kept_or_left_out_as_its_file_says(spark, tmp_path, same_conte
     sizes = {n: os.path.getsize(p) for n, p in paths.items()}
     lost = LostRows(rows, gone, sizes)
     assert lost.by_size == (not same_content)
+    assert (lost.modulus is not None) == by_modulus
+    if by_modulus:  # the least modulus the sizes differ by
+        assert len({size % lost.modulus for size in sizes.values()}) == len(names)
+        assert all(len({size % m for size in sizes.values()}) < len(names) for m in range(len(names), lost.modulus))
     assert _kept_by_spark(spark, paths, lost) == want
 
 
