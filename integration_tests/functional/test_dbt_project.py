@@ -3,8 +3,8 @@ store (`target: lake`: its warehouse on the session's S3 server): dbt seed, then
 and dbt test after the batches that update and move keys (2 and 3; the first only inserts). Batches
 1-2 run in one process; batch 3, dbt show and dbt docs in a fresh one, which must find the Paimon
 tables, their catalog entries and the seeds again. Finally pypaimon reads the tables from the server
-and they are compared with the expected rows and with our own reader. (Every other dbt test runs on
-a local warehouse; the demo runs this project on one.)"""
+and they are compared with the expected rows and with our own reader. (The demo runs this project on
+a local warehouse, as most of the dbt tests run theirs.)"""
 
 import csv
 import json
