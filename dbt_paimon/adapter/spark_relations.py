@@ -390,8 +390,8 @@ class RelationStore:
         recorded = {(s, name_of(n[: -len(RECORD_SUFFIX)])) for s in self._list_schemas()
                     for n in os.listdir(self.schema_dir(s)) if n.endswith(RECORD_SUFFIX) and not n.startswith(".")}
         current = set()
-        for schema in catalog.scala_list(spark, ext.listDatabases()):
-            for name in catalog.scala_list(spark, ext.listTables(schema)):
+        for schema in catalog.scala_list(ext.listDatabases()):
+            for name in catalog.scala_list(ext.listTables(schema)):
                 entry = _entry(spark, schema, name)
                 if entry is not None and not entry["paimon"]:
                     current.add((schema, name))

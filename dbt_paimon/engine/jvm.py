@@ -23,7 +23,7 @@ def jvm_class(spark: SparkSession, name: str) -> JavaClass:
     return JavaClass(name, spark._jvm._gateway_client)
 
 
-def scala_list(spark: SparkSession, seq) -> list:
+def scala_list(seq) -> list:
     """A Scala Seq from Spark's API as a Python list. Taken by index, not iterated: py4j ends an
     iteration by a Java exception, and pyspark's handler of Java exceptions costs ~17 ms, which made
     the plan walk of sql/query.py ~0.6 s of every query dbt sends. `length` then `apply(i)`: 1 + n

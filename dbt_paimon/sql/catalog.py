@@ -259,11 +259,11 @@ def catalog_entries(spark: SparkSession, schema: str) -> dict[str, CatalogEntry]
     ext = _external_catalog(spark)
     if not ext.databaseExists(schema):
         return {}
-    names = scala_list(spark, ext.listTables(schema))
+    names = scala_list(ext.listTables(schema))
     if not names:
         return {}
     entries = [_entry_of(schema, t)
-               for t in scala_list(spark, ext.getTablesByName(schema, spark._jvm.PythonUtils.toSeq(names)))]
+               for t in scala_list(ext.getTablesByName(schema, spark._jvm.PythonUtils.toSeq(names)))]
     return {e.name: e for e in entries}
 
 
@@ -369,7 +369,7 @@ def sync(spark: SparkSession, warehouse: str, schemas: Iterable[str] = (),
         by_schema: dict[str, list[PaimonTable]] = {}
         for t in tables:
             by_schema.setdefault(t.schema, []).append(t)
-        names = {str(n).lower() for n in scala_list(spark, _external_catalog(spark).listDatabases())}
+        names = {str(n).lower() for n in scala_list(_external_catalog(spark).listDatabases())}
         wanted_schemas = names | set(by_schema) | {s.lower() for s in schemas}
         if only is not None:
             wanted_schemas = {only.lower()}

@@ -67,8 +67,8 @@ def _changed(spark: SparkSession, statement: Statement, schema: TableSchema):
     plan = statement.plan
     if statement.kind == "add columns":
         added, descriptions = [], {}
-        for col in scala_list(spark, plan.columnsToAdd()):
-            parts = [str(p) for p in scala_list(spark, col.name())]
+        for col in scala_list(plan.columnsToAdd()):
+            parts = [str(p) for p in scala_list(col.name())]
             if len(parts) > 1:
                 raise SchemaError(f"nested column {'.'.join(parts)!r}: only top-level columns are added here")
             if option(col.position()) is not None:
@@ -83,14 +83,14 @@ def _changed(spark: SparkSession, statement: Statement, schema: TableSchema):
                 descriptions[parts[0]] = str(option(col.comment()))
         return schema_change.evolve(schema, add=added, descriptions=descriptions)
     if statement.kind == "rename column":
-        old = _column(schema, [str(p) for p in scala_list(spark, plan.column().name())])
+        old = _column(schema, [str(p) for p in scala_list(plan.column().name())])
         return schema_change.rename(schema, old, str(plan.newName()))
     if statement.kind == "alter column":
         return _altered_columns(spark, plan, schema)
     if statement.kind == "drop columns":
         names = []
-        for col in scala_list(spark, plan.columnsToDrop()):
-            parts = [str(p) for p in scala_list(spark, col.name())]
+        for col in scala_list(plan.columnsToDrop()):
+            parts = [str(p) for p in scala_list(col.name())]
             try:
                 names.append(_column(schema, parts))
             except SchemaError:
@@ -109,7 +109,7 @@ def _changed(spark: SparkSession, statement: Statement, schema: TableSchema):
             changed = schema_change.with_docs(changed, comment, {}) or changed
         return changed if changed is not schema else None
     if statement.kind == "unset properties":
-        keys = [str(k) for k in scala_list(spark, plan.propertyKeys())]
+        keys = [str(k) for k in scala_list(plan.propertyKeys())]
         _check_keys(keys)
         missing = [k for k in keys if k not in schema.options and k != _COMMENT]
         if missing and not plan.ifExists():
@@ -134,8 +134,8 @@ def _check_keys(keys) -> None:
 def _altered_columns(spark: SparkSession, plan, schema: TableSchema):
     """ALTER COLUMN: a lossless widening, a comment, DROP NOT NULL."""
     retype, descriptions = {}, {}
-    for spec in scala_list(spark, plan.specs()):
-        name = _column(schema, [str(p) for p in scala_list(spark, spec.column().name())])
+    for spec in scala_list(plan.specs()):
+        name = _column(schema, [str(p) for p in scala_list(spec.column().name())])
         field = schema.field(name)
         if option(spec.newPosition()) is not None:
             raise SchemaError(f"column {name!r}: FIRST/AFTER is not supported")
@@ -175,7 +175,7 @@ def _rename_table(spark: SparkSession, statement: Statement, target: Target) -> 
     if fileio.scheme_of(target.path):
         raise SchemaError("an object store has no rename (every file would be copied); build the table under its "
                           "new name instead")
-    parts = [str(p) for p in scala_list(spark, statement.plan.newName())]
+    parts = [str(p) for p in scala_list(statement.plan.newName())]
     if len(parts) > 2 and parts[0].lower() != "spark_catalog" or len(parts) > 3:
         raise SchemaError(f"{'.'.join(parts)} is in another catalog")
     schema_name = parts[-2].lower() if len(parts) >= 2 else target.schema

@@ -71,7 +71,7 @@ def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static
     jdf = jvm_class(spark, DATASET).ofRows(spark._jsparkSession, statement.plan.query())
     query = DataFrame(jdf, spark)
     names = statement.written_name
-    given = [str(c) for c in scala_list(spark, statement.plan.userSpecifiedCols())]
+    given = [str(c) for c in scala_list(statement.plan.userSpecifiedCols())]
     if statement.plan.byName():
         given = resolve_columns("column", query.columns, schema.field_names)
     elif given:
@@ -145,8 +145,8 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
     plan = statement.plan
     words = f"UPDATE {statement.written_name}"
     assigned = {}
-    for assignment in scala_list(spark, plan.assignments()):
-        parts = [str(p) for p in scala_list(spark, assignment.key().nameParts())]
+    for assignment in scala_list(plan.assignments()):
+        parts = [str(p) for p in scala_list(assignment.key().nameParts())]
         name = resolve_columns("column", [parts[-1]], schema.field_names)[0]
         assigned[name] = statement.source_text(assignment.value())
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None

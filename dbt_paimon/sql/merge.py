@@ -64,7 +64,7 @@ def _actions(spark: SparkSession, statement: Statement, schema: TableSchema) -> 
     plan = statement.plan
     for when, actions in (("matched", plan.matchedActions()), ("not matched", plan.notMatchedActions()),
                           ("not matched by source", plan.notMatchedBySourceActions())):
-        for action in scala_list(spark, actions):
+        for action in scala_list(actions):
             kind = kinds.get(str(action.getClass().getSimpleName()))
             if kind is None:
                 raise SchemaError(f"MERGE INTO {statement.written_name}: {action.getClass().getSimpleName()} is not "
@@ -72,8 +72,8 @@ def _actions(spark: SparkSession, statement: Statement, schema: TableSchema) -> 
             condition = option(action.condition())
             assignments = {}
             if kind in ("update", "insert"):
-                for assignment in scala_list(spark, action.assignments()):
-                    parts = [str(p) for p in scala_list(spark, assignment.key().nameParts())]
+                for assignment in scala_list(action.assignments()):
+                    parts = [str(p) for p in scala_list(assignment.key().nameParts())]
                     column = resolve_columns("column", [parts[-1]], schema.field_names)[0]
                     assignments[column] = statement.source_text(assignment.value())
             out.append(Action(when, kind, statement.source_text(condition) if condition is not None else None,

@@ -77,16 +77,16 @@ def _named(spark: SparkSession, plan) -> tuple[list, set[str], list]:
             found.append((node, parent))
             return
         if kind == "UnresolvedTableValuedFunction":
-            name = [str(p) for p in scala_list(spark, node.name())]
+            name = [str(p) for p in scala_list(node.name())]
             if name and name[-1].lower() == INCREMENTAL_QUERY:
                 functions.append(node)
         if kind == "UnresolvedWith":
-            for pair in scala_list(spark, node.cteRelations()):
+            for pair in scala_list(node.cteRelations()):
                 ctes.add(str(pair._1()).lower())
                 walk(pair._2(), kind)
-        for child in scala_list(spark, node.children()):
+        for child in scala_list(node.children()):
             walk(child, kind)
-        for sub in scala_list(spark, node.subqueries()):
+        for sub in scala_list(node.subqueries()):
             walk(sub, kind)
 
     walk(plan, "")
@@ -96,7 +96,7 @@ def _named(spark: SparkSession, plan) -> tuple[list, set[str], list]:
 def _incremental_query(spark: SparkSession, node) -> DataFrame:
     """paimon_incremental_query('t', start, end[, scan mode]) as Paimon's Spark connector takes it:
     the table's records between the two snapshots (or tags), as the `paimon` source reads them."""
-    args = [a for a in scala_list(spark, node.functionArgs())]
+    args = [a for a in scala_list(node.functionArgs())]
     values = []
     for a in args:
         if str(a.getClass().getSimpleName()) != "Literal":
@@ -155,7 +155,7 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
     relations, ctes, functions = _named(spark, plan)
     edits = []  # (start, stop, replacement, view, path or DataFrame)
     for node, parent in relations:
-        parts = [str(p) for p in scala_list(spark, node.multipartIdentifier())]
+        parts = [str(p) for p in scala_list(node.multipartIdentifier())]
         origin = node.origin()
         if node.isStreaming() or not origin.startIndex().isDefined():
             continue
@@ -234,7 +234,7 @@ def _view_read(spark: SparkSession, parts: list[str], spark_sql: Callable[[str],
         table = session_catalog.getTableMetadata(ident)
         if str(table.tableType().name()) != "VIEW" or not table.viewText().isDefined():
             return None
-        made_in = [str(p) for p in scala_list(spark, table.viewCatalogAndNamespace())]
+        made_in = [str(p) for p in scala_list(table.viewCatalogAndNamespace())]
         text, fields = str(table.viewText().get()), T._parse_datatype_json_string(table.schema().json()).fields
     except Exception as e:  # noqa: BLE001 - a name Spark's catalog cannot answer for: Spark reads it as written
         log.debug("%s: not read as a view of Paimon tables (%s)", ".".join(parts), e)

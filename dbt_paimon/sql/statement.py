@@ -90,7 +90,7 @@ class Statement:
             found = []
             while n is not None:
                 found += [x for x in [span(n)] if x is not None]
-                children = scala_list(self.spark, n.children())
+                children = scala_list(n.children())
                 n = (children[-1] if last else children[0]) if children else None
             return found
         own = span(node)
@@ -149,7 +149,7 @@ def _same(spark: SparkSession, parsed, node) -> bool:
                     found.append(_EXPR_ID.sub("#", str(e.plan().treeString())))
                 except Exception:  # noqa: BLE001 - no plan to show (InSubquery: its ListQuery child has it)
                     pass
-            for child in scala_list(spark, e.children()):
+            for child in scala_list(e.children()):
                 walk(child)
         walk(expr)
         return found
@@ -165,7 +165,7 @@ def _identifier(spark: SparkSession, node) -> Optional[list[str]]:
         node = node.child()
     if not hasattr(node, "multipartIdentifier"):
         return None
-    return [str(p) for p in scala_list(spark, node.multipartIdentifier())]
+    return [str(p) for p in scala_list(node.multipartIdentifier())]
 
 
 def alias(statement: Statement) -> Optional[str]:
