@@ -5,15 +5,9 @@ Paimon's incremental read (`incremental-between`, its audit log: store/read/incr
 every record the range's commits wrote: a key written in three commits is there three times, an
 update from a changelog as -U then +U, a key that moved partitions as -D where it was and +I where
 it went. A downstream model wants each changed key once, as it is now, or its deletion. So the
-records are folded, in Spark (cost in proportion to the changes, never the table):
-
-1. within one bucket, a key's records are ordered by the snapshot that wrote them, then their
-   sequence number (a bucket's sequence numbers only grow), a retraction (-U) before what follows
-   it: the last one is the key's state in that bucket;
-2. across buckets (a cross-partition table's key moves): the latest snapshot wins, and within one
-   snapshot the bucket the key went to (its +I/+U) over the one it left (its -D).
-A key whose last record is -D comes out as -D (its last values), others as their last +I/+U; -U
-records never come out.
+records are folded (the rules: store/read/fold.py), at a cost in proportion to the changes, never
+the table: where one task reads all of them (up to a million records), that task folds them with
+pyarrow; else Spark does, by the same rules, after one shuffle by key.
 
 Folding is right only where the records are the rows' images: a `deduplicate` table without
 `sequence.field` (its delta records are its rows), or any table whose changelog `lookup` or
@@ -39,7 +33,7 @@ from ...store.schema.schema import TableSchema
 from ...store.table import FileStoreTable
 from ..settings import RunSettings
 from .native import frame
-from .source import CHANGE_ORDER, tasks_for
+from .source import CHANGE_ORDER, FOLDED, tasks_for
 
 ROW_KIND = incremental.ROW_KIND
 _SNAPSHOT, _BUCKET, _SEQUENCE = incremental.ORDER_SCHEMA.names
@@ -83,17 +77,20 @@ def changes(spark: SparkSession, path: str, start: Optional[int], end: int,
         first = Window.partitionBy(*keys).orderBy((F.col(ROW_KIND) != "-D").desc())
         return (differing.withColumn("__n", F.row_number().over(first)).where("__n = 1")
                 .select(F.col(ROW_KIND), *_values(schema)))
-    records = _read(spark, path, storage, start, end, {CHANGE_ORDER: "true"})
-    if schema.core.ignore_delete:  # the table never deletes: its -D records change nothing
-        records = records.where(F.col(ROW_KIND) != "-D")
-    # one shuffle by key serves both windows below (each is clustered by the key and more), into as
-    # many tasks as read the records: a million records a task, not spark.sql.shuffle.partitions
-    # (200 by default: W2's 1% change, 125K records, took 1.8 s to fold that way, 0.6 s to read)
     # The records' count from the snapshots' own counts (no manifest read again here: the source
     # plans the read): a changelog's where the table produces one, else the commits' delta
     changelog = schema.core.changelog_producer != "none"
     count = sum((s.changelog_record_count or 0) if changelog else s.delta_record_count for s in ranged)
-    records = records.repartition(tasks_for(count), *keys)
+    tasks = tasks_for(count)
+    if tasks == 1:  # one task reads them all: it folds them too (store/read/fold.py), no shuffle
+        return _read(spark, path, storage, start, end, {FOLDED: "true"})
+    records = _read(spark, path, storage, start, end, {CHANGE_ORDER: "true"})
+    if schema.core.ignore_delete:  # the table never deletes: its -D records change nothing
+        records = records.where(F.col(ROW_KIND) != "-D")
+    # Else the same fold in Spark: one shuffle by key serves both windows below (each is clustered
+    # by the key and more), into as many tasks as read the records: a million records a task, not
+    # spark.sql.shuffle.partitions (200 by default: 1.8 s to fold 125K records that way)
+    records = records.repartition(tasks, *keys)
     where = keys + [F.col(f"`{p}`") for p in schema.partition_keys if p not in schema.primary_keys]
     last = Window.partitionBy(*where, F.col(_BUCKET)).orderBy(
         F.col(_SNAPSHOT).desc(), F.col(_SEQUENCE).desc(), (F.col(ROW_KIND) != "-U").desc())
@@ -101,7 +98,6 @@ def changes(spark: SparkSession, path: str, start: Optional[int], end: int,
     latest = Window.partitionBy(*keys).orderBy(F.col(_SNAPSHOT).desc(), (F.col(ROW_KIND) != "-D").desc())
     folded = in_bucket.withColumn("__n", F.row_number().over(latest)).where("__n = 1")
     return folded.where(F.col(ROW_KIND) != "-U").select(F.col(ROW_KIND), *_values(schema))
-
 
 def _read(spark: SparkSession, path: str, storage: dict, start: int, end: int,
           options: Optional[dict] = None) -> DataFrame:

@@ -26,6 +26,7 @@ import pickle
 from typing import Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
@@ -33,7 +34,7 @@ from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 from ...store.common.errors import PaimonError
 from ...store.common import fileio
 from ...store.common.fileio import FileIO, is_storage_option
-from ...store.read import audit_log, between, incremental, read_optimized
+from ...store.read import audit_log, between, fold, incremental, read_optimized
 from ...store.read.read_optimized import READ_OPTIMIZED
 from ...store.read.read import TableRead
 from ...store import system_tables
@@ -47,6 +48,9 @@ SOURCE_NAME = "paimon"
 # An incremental read of the audit log with each record's snapshot, bucket and sequence number after
 # its row kind: ours, for folding changes per key (changes.py), not one of Paimon's options
 CHANGE_ORDER = "dbt-paimon.change-order"
+# ... or its records folded to one per key (store/read/fold.py) in one task: no shuffle, where a
+# task's share of records is all of them (changes.py chooses)
+FOLDED = "dbt-paimon.folded"
 _ROWS_PER_PARTITION = 1_000_000
 
 
@@ -110,7 +114,7 @@ class PaimonDataSource(DataSource):
         if schema_id is not None:  # time travel reads with the schema of that snapshot
             schema = SchemaManager(table.io, table.path, table.branch).schema(schema_id)
         if self._path()[1] in (audit_log.AUDIT_LOG, audit_log.BINLOG):
-            order = from_arrow_schema(incremental.ORDER_SCHEMA).fields if self._ordered() else []
+            order = from_arrow_schema(incremental.ORDER_SCHEMA).fields if self._ordered() and not self._folded() else []
             fields = spark_schema(schema).fields
             if self._path()[1] == audit_log.BINLOG:  # each value in an array (Paimon's BinlogTable)
                 fields = [StructField(f.name, ArrayType(f.dataType, True), True) for f in fields]
@@ -118,12 +122,17 @@ class PaimonDataSource(DataSource):
         return spark_schema(schema)
 
     def _ordered(self) -> bool:
-        """The audit log of an incremental read with where each record stands (CHANGE_ORDER)."""
-        if str(self.options.get(CHANGE_ORDER, "")).lower() != "true":
+        """The audit log of an incremental read with where each record stands (CHANGE_ORDER), or
+        folded by it (FOLDED)."""
+        given = [o for o in (CHANGE_ORDER, FOLDED) if str(self.options.get(o, "")).lower() == "true"]
+        if not given:
             return False
         if self._path()[1] != audit_log.AUDIT_LOG or not between.given(self.options):
-            raise PaimonError(f"{CHANGE_ORDER} is an option of an incremental read of the audit log")
+            raise PaimonError(f"{given[0]} is an option of an incremental read of the audit log")
         return True
+
+    def _folded(self) -> bool:
+        return self._ordered() and str(self.options.get(FOLDED, "")).lower() == "true"
 
     def writer(self, schema: StructType, overwrite: bool):
         """Refused with what to do instead: a Paimon table is written through `spark.sql` (INSERT,
@@ -140,9 +149,9 @@ class PaimonDataSource(DataSource):
         # the audit log: the table's rows, each with its row kind in a first column
         kinds = system in (audit_log.AUDIT_LOG, audit_log.BINLOG)
         binlog = system == audit_log.BINLOG
-        ordered = self._ordered()
-        columns = schema.fieldNames()[1 + (len(incremental.ORDER_SCHEMA) if ordered else 0):] if kinds \
-            else schema.fieldNames()
+        ordered, folded = self._ordered(), self._folded()
+        columns = schema.fieldNames()[1 + (len(incremental.ORDER_SCHEMA) if ordered and not folded else 0):] \
+            if kinds else schema.fieldNames()
         # No reader here takes Spark's filters: Spark 4.1-4.3 keep the read a reader planned after
         # taking a query's filters on the DataFrame's source object, and a later query on the same
         # DataFrame that pushes no filter reads what the earlier one narrowed (df.where(...).count(),
@@ -154,7 +163,7 @@ class PaimonDataSource(DataSource):
             if self._snapshot_id() is not None or self._tag():
                 raise PaimonError("give either an incremental read or a snapshot-id / tag, not both")
             return IncrementalReader(self._table(), dict(self.options), columns, kinds=kinds, order=ordered,
-                                     binlog=binlog)
+                                     binlog=binlog, folded=folded)
         return PaimonReader(self._table(), self._snapshot_id(), columns, self._tag(),
                             merged_only=self.options.get(SPLITS_OPTION) == MERGED, kinds=kinds,
                             top_level=system == READ_OPTIMIZED, binlog=binlog)
@@ -179,23 +188,31 @@ class IncrementalReader(DataSourceReader):
     every record with its row kind (the audit log)."""
 
     def __init__(self, table: FileStoreTable, options: dict, columns: list[str], kinds: bool = False,
-                 order: bool = False, binlog: bool = False):
+                 order: bool = False, binlog: bool = False, folded: bool = False):
         """kinds: every record, its row kind first (the audit log's); order: and where it stands;
-        binlog: each value in an array (the binlog's)."""
+        folded: and folded by it to one record per key (in one task); binlog: each value in an
+        array (the binlog's)."""
         self.path, self.io, self.table_schema = table.path, table.io, table.schema
         self.planned = between.plan(table.io, table.path, table.schema, options)
         self.columns, self.kinds, self.order, self.binlog = columns, kinds, order, binlog
+        self.folded = folded
 
     def partitions(self) -> list[SplitsPartition]:
         # a task per million rows, not per file: a range's files are many and small (one per
-        # bucket a commit touched), and a task costs Spark a Python worker's round trip
+        # bucket a commit touched), and a task costs Spark a Python worker's round trip; a fold
+        # reads every record of the range in one task, where each key's records all are
         units = self.planned.units
-        chunks = tasks_for(between.row_count(self.planned), len(units))
+        chunks = 1 if self.folded else tasks_for(between.row_count(self.planned), len(units))
         return [SplitsPartition(pickle.dumps(units[i::chunks])) for i in range(chunks)]
 
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
         rows = between.read_units(self.io, self.path, self.table_schema, self.planned, pickle.loads(partition.value),
                                   self.columns, kinds=self.kinds, order=self.order)
+        if self.folded:
+            schema = self.table_schema
+            if schema.core.ignore_delete:  # the table never deletes: its -D records change nothing
+                rows = rows.filter(pc.not_equal(rows.column(incremental.ROW_KIND), "-D"))
+            rows = fold.fold(rows, schema.primary_keys, schema.partition_keys)
         if rows.num_rows:
             yield from _for_spark(rows, self.table_schema, self.binlog).to_batches(max_chunksize=1 << 16)
 

@@ -19,6 +19,7 @@ between.py chooses from Paimon's options.
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 import numpy as np
@@ -40,6 +41,8 @@ SCAN_MODES = ("auto", "delta", "changelog")
 ROW_KIND = "rowkind"
 ORDER_SCHEMA = pa.schema([pa.field("_SNAPSHOT_ID", pa.int64(), False), pa.field("_BUCKET", pa.int32(), False),
                           pa.field(SEQUENCE_NUMBER, pa.int64(), False)])
+# files of a range read at once by one task
+_READERS = 4
 # RowKind bytes (_VALUE_KIND) -> Paimon's short strings
 KIND_NAMES = ("+I", "-U", "+U", "-D")
 
@@ -118,11 +121,10 @@ def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequ
     reader = TableRead(io, table_path, schema, projection)
     head = [pa.field(ROW_KIND, pa.string(), False)] + (list(ORDER_SCHEMA) if order else [])
     out_schema = pa.schema(head + list(reader.output_schema))
-    decoded: dict[bytes, tuple] = {}
-    parts = []
-    for snapshot_id, e in entries:  # per file
-        if e.partition not in decoded:
-            decoded[e.partition] = binary_row.deserialize(e.partition, schema.partition_types)
+    decoded = {e.partition: binary_row.deserialize(e.partition, schema.partition_types)
+               for e in {e.partition: e for _, e in entries}.values()}
+
+    def one(snapshot_id: int, e: ManifestEntry) -> pa.Table:
         values = decoded[e.partition]
         where = bucket_dir(table_path, partition_path(values, schema.partition_types, schema.partition_keys,
                                                       schema.core.partition_default_name), e.bucket)
@@ -139,5 +141,13 @@ def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequ
         n = rows.num_rows
         placed = [pa.repeat(pa.scalar(snapshot_id, pa.int64()), n), pa.repeat(pa.scalar(e.bucket, pa.int32()), n),
                   sequences] if order else []
-        parts.append(pa.Table.from_arrays([kinds] + placed + rows.columns, schema=out_schema))
+        return pa.Table.from_arrays([kinds] + placed + rows.columns, schema=out_schema)
+
+    if len(entries) < 2:
+        parts = [one(*entry) for entry in entries]
+    else:
+        # a range's files are many and small (one per bucket a commit touched): a few read at once,
+        # pyarrow's decoding of one overlapping the Python around the next (in the files' order)
+        with ThreadPoolExecutor(max_workers=min(_READERS, len(entries))) as pool:
+            parts = list(pool.map(lambda entry: one(*entry), entries))
     return pa.concat_tables(parts) if parts else out_schema.empty_table()

@@ -103,3 +103,30 @@ def test_an_append_tables_changes_are_its_new_rows(spark, warehouse):
     write(frame(spark, [{**row, "id": i, "dt": "b"} for i in range(3, 5)]), path)
     got = sorted((r.rowkind, r.id) for r in changes(spark, path, 1, 2).collect())
     assert got == [("+I", 3), ("+I", 4)]
+
+
+def test_the_fold_in_spark_gives_what_one_tasks_fold_gives(spark, warehouse, monkeypatch):
+    """Records up to one task's share are folded in that task (store/read/fold.py); more are folded
+    in Spark after a shuffle by key, by the same rules: both answer alike, range by range."""
+    from collections import Counter
+
+    from dbt_paimon.engine.read import changes as changes_module
+
+    path = f"{warehouse}/db.db/changes_two_folds"
+    ids = _history(spark, path, ["id"], ["dt"], {}, seed=11)
+    ranges = [(ids[0], ids[-1]), (ids[1], ids[2]), (ids[0], ids[1])]
+
+    def answers():
+        out = {}
+        for r in ranges:
+            df = changes(spark, path, *r)
+            plan = df._jdf.queryExecution().optimizedPlan().toString()
+            out[r] = (Counter(map(tuple, df.collect())), "Window" in plan)
+        return out
+
+    in_one_task = answers()
+    monkeypatch.setattr(changes_module, "tasks_for", lambda count: 2)
+    in_spark = answers()
+    for r in ranges:
+        assert not in_one_task[r][1] and in_spark[r][1], "each fold ran where it should"
+        assert in_spark[r][0] == in_one_task[r][0] and in_spark[r][0], r
