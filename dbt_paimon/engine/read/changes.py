@@ -99,6 +99,7 @@ def changes(spark: SparkSession, path: str, start: Optional[int], end: int,
     folded = in_bucket.withColumn("__n", F.row_number().over(latest)).where("__n = 1")
     return folded.where(F.col(ROW_KIND) != "-U").select(F.col(ROW_KIND), *_values(schema))
 
+
 def _read(spark: SparkSession, path: str, storage: dict, start: int, end: int,
           options: Optional[dict] = None) -> DataFrame:
     return (spark.read.format("paimon").options(**storage).options(**(options or {}))

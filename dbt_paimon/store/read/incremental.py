@@ -121,8 +121,7 @@ def read_entries(io: FileIO, table_path: str, schema: TableSchema, entries: Sequ
     reader = TableRead(io, table_path, schema, projection)
     head = [pa.field(ROW_KIND, pa.string(), False)] + (list(ORDER_SCHEMA) if order else [])
     out_schema = pa.schema(head + list(reader.output_schema))
-    decoded = {e.partition: binary_row.deserialize(e.partition, schema.partition_types)
-               for e in {e.partition: e for _, e in entries}.values()}
+    decoded = {p: binary_row.deserialize(p, schema.partition_types) for p in {e.partition for _, e in entries}}
 
     def one(snapshot_id: int, e: ManifestEntry) -> pa.Table:
         values = decoded[e.partition]
