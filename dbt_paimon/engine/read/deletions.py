@@ -58,8 +58,7 @@ def merged_away(io, table_path: str, schema: TableSchema, split: DataSplit) -> d
     base_rows = _with_file(reader.read_file_kv(split, base, dvs, positions=True), 0)
     if not base.has_deletes and tables and not _float_keys(schema):
         # the base's rows whose key no newer file holds have one version: kept as they are
-        newer_keys = pa.concat_tables([t.select(keys) for t in tables]).group_by(keys).aggregate([])
-        contested = base_rows.join(newer_keys, keys=keys, join_type="left semi")
+        contested = _contested(base_rows, tables, keys)
     else:
         contested = base_rows
     kept = reader.merge_function.merge([contested] + tables, overlapping=True, drop_deletes=True)
@@ -83,6 +82,23 @@ def merged_away(io, table_path: str, schema: TableSchema, split: DataSplit) -> d
         if gone.size:
             out[f.file_name] = gone
     return out
+
+
+def _contested(base_rows: pa.Table, tables: list[pa.Table], keys: list[str]) -> pa.Table:
+    """The base's rows whose key a newer file holds. A data file is sorted by its key (unique in it):
+    one integer key is looked up by binary search (numpy), ~10x a hash join's speed (a third of
+    planning a read of W2's upserted table); other keys, or a base found unsorted, by a join."""
+    if len(keys) == 1 and pa.types.is_integer(base_rows.schema.field(keys[0]).type):
+        held = base_rows.column(keys[0]).to_numpy()
+        if held.size < 2 or bool(np.all(held[1:] > held[:-1])):
+            wanted = np.concatenate([t.column(keys[0]).to_numpy() for t in tables])
+            at = np.searchsorted(held, wanted)
+            found = at < held.size
+            hit = np.zeros(held.size, np.bool_)  # a mask, not np.unique: that hashes every position
+            hit[at[found][held[at[found]] == wanted[found]]] = True
+            return base_rows.take(np.flatnonzero(hit))
+    newer_keys = pa.concat_tables([t.select(keys) for t in tables]).group_by(keys).aggregate([])
+    return base_rows.join(newer_keys, keys=keys, join_type="left semi")
 
 
 def _with_file(table: pa.Table, ordinal: int) -> pa.Table:
