@@ -86,8 +86,9 @@ def merged_away(io, table_path: str, schema: TableSchema, split: DataSplit) -> d
 
 def _contested(base_rows: pa.Table, tables: list[pa.Table], keys: list[str]) -> pa.Table:
     """The base's rows whose key a newer file holds. A data file is sorted by its key (unique in it):
-    one integer key is looked up by binary search (numpy), ~10x a hash join's speed (a third of
-    planning a read of W2's upserted table); other keys, or a base found unsorted, by a join."""
+    one integer key is looked up by binary search (numpy; a hash join and a grouping took a third of
+    each bucket's planning on W2's upserted table, 14 -> 10 ms); other keys, or a base found
+    unsorted, by the join."""
     if len(keys) == 1 and pa.types.is_integer(base_rows.schema.field(keys[0]).type):
         held = base_rows.column(keys[0]).to_numpy()
         if held.size < 2 or bool(np.all(held[1:] > held[:-1])):
