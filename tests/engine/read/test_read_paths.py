@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from dbt_paimon.engine import RunSettings, compact, delete, read, upsert, write
+from dbt_paimon.engine import RunSettings, changes, compact, delete, read, upsert, write
 from dbt_paimon.sql import register
 from dbt_paimon.store import FileStoreTable
 
@@ -347,8 +347,9 @@ def test_a_partition_filter_leaves_out_whole_directories_where_spark_reads_them(
 
 
 def test_a_read_and_the_source_take_the_object_stores_settings_from_run_settings(spark, s3_server):
-    """No store settings configured in the process: those a read and `register` are given reach the
-    table's files, the planning in the driver and the `paimon` source's Python workers alike."""
+    """No store settings configured in the process: those a read, a read of changes and `register` are
+    given reach the table's files, the planning in the driver and the `paimon` source's Python workers
+    alike."""
     import uuid
 
     from tests.s3 import BUCKET
@@ -357,11 +358,13 @@ def test_a_read_and_the_source_take_the_object_stores_settings_from_run_settings
     path = f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}/wh/db.db/t"
     rows = spark.createDataFrame([(1, "a", 10), (2, "b", 20)], "id BIGINT, dt STRING, v BIGINT")
     upsert(rows, path, primary_keys="id", partition_keys="dt", settings=settings)
-    upsert(rows.where("id = 2").withColumn("v", F.lit(21)), path, primary_keys="id", partition_keys="dt",
-           settings=settings)
-    assert _rows(read(spark, path, settings=settings)) == [(1, "a", 10), (2, "b", 21)]
+    # key 2 moves to partition c: its change is read from two files (gone from b, in c), folded
+    upsert(rows.where("id = 2").withColumn("v", F.lit(21)).withColumn("dt", F.lit("c")), path, primary_keys="id",
+           partition_keys="dt", settings=settings)
+    assert _rows(read(spark, path, settings=settings)) == [(1, "a", 10), (2, "c", 21)]
+    assert [tuple(r)[1:] for r in changes(spark, path, 1, 2, settings=settings).collect()] == [(2, "c", 21)]
     register(spark, settings)
     try:
-        assert _rows(spark.read.format("paimon").load(path)) == [(1, "a", 10), (2, "b", 21)]
+        assert _rows(spark.read.format("paimon").load(path)) == [(1, "a", 10), (2, "c", 21)]
     finally:
         register(spark)  # the session's source as the other tests have it
