@@ -86,7 +86,7 @@ def _changed(spark: SparkSession, statement: Statement, schema: TableSchema):
         old = _column(schema, [str(p) for p in scala_list(plan.column().name())])
         return schema_change.rename(schema, old, str(plan.newName()))
     if statement.kind == "alter column":
-        return _altered_columns(spark, plan, schema)
+        return _altered_columns(plan, schema)
     if statement.kind == "drop columns":
         names = []
         for col in scala_list(plan.columnsToDrop()):
@@ -131,7 +131,7 @@ def _check_keys(keys) -> None:
             raise SchemaError(f"{key!r} is kept by Spark's catalog entry of the table, not by the table")
 
 
-def _altered_columns(spark: SparkSession, plan, schema: TableSchema):
+def _altered_columns(plan, schema: TableSchema):
     """ALTER COLUMN: a lossless widening, a comment, DROP NOT NULL."""
     retype, descriptions = {}, {}
     for spec in scala_list(plan.specs()):

@@ -57,7 +57,7 @@ class Action:
     assignments: dict  # column -> Spark SQL expression (update, insert)
 
 
-def _actions(spark: SparkSession, statement: Statement, schema: TableSchema) -> list[Action]:
+def _actions(statement: Statement, schema: TableSchema) -> list[Action]:
     kinds = {"DeleteAction": "delete", "UpdateAction": "update", "UpdateStarAction": "update *",
              "InsertAction": "insert", "InsertStarAction": "insert *"}
     out = []
@@ -94,7 +94,7 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> dict[str
                           f"merge again with the stored one; write the rows with INSERT INTO instead")
     if statement.plan.withSchemaEvolution():
         raise SchemaError(f"{words} WITH SCHEMA EVOLUTION is not supported (ALTER TABLE ADD COLUMNS first)")
-    actions = _actions(spark, statement, schema)
+    actions = _actions(statement, schema)
     keys = list(schema.primary_keys)
     for action in actions:
         changed = [k for k in keys if k in action.assignments] if action.kind == "update" else []

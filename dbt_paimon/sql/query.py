@@ -65,7 +65,7 @@ def _next_view() -> str:
         return f"{_VIEW_PREFIX}{next(_counter)}"
 
 
-def _named(spark: SparkSession, plan) -> tuple[list, set[str], list]:
+def _named(plan) -> tuple[list, set[str], list]:
     """What the plan names, subqueries and CTEs included, in one walk (each step is a call into the
     JVM): (relation, its parent's class name) of every table it reads by name, the names of the
     statement's CTEs, and every `paimon_incremental_query(...)` it calls as a table."""
@@ -152,7 +152,7 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         plan = plan.query()  # Spark runs the statement when spark.sql is called: the views are there
     elif _is_command(spark, plan):
         return None
-    relations, ctes, functions = _named(spark, plan)
+    relations, ctes, functions = _named(plan)
     edits = []  # (start, stop, replacement, view, path or DataFrame)
     for node, parent in relations:
         parts = [str(p) for p in scala_list(node.multipartIdentifier())]

@@ -69,7 +69,7 @@ class Statement:
         for text in self._spans(node) + [None]:
             try:
                 text = str(node.sql()) if text is None else text
-                if _same(self.spark, parser.parseExpression(text), node):
+                if _same(parser.parseExpression(text), node):
                     return text
             except Exception:  # noqa: BLE001 - a span that does not parse is not the expression's text
                 continue
@@ -122,7 +122,7 @@ def read(spark: SparkSession, text: str) -> Optional[Statement]:
     if kind is None:
         return None
     node = getattr(plan, _TARGET.get(kind, "table"))()
-    target = _identifier(spark, node)
+    target = _identifier(node)
     if target is None:
         return None
     return Statement(kind, target, plan, text, spark)
@@ -131,7 +131,7 @@ def read(spark: SparkSession, text: str) -> Optional[Statement]:
 _EXPR_ID = re.compile(r"#\d+")
 
 
-def _same(spark: SparkSession, parsed, node) -> bool:
+def _same(parsed, node) -> bool:
     """Whether two parses are one expression: equal trees, or (a subquery gets a new id at each
     parse: ScalarSubquery, Exists, ListQuery) equal trees but for those ids, their plans included."""
     if parsed.equals(node):
@@ -159,7 +159,7 @@ def _same(spark: SparkSession, parsed, node) -> bool:
 _SUBQUERIES = {"ScalarSubquery", "Exists", "ListQuery", "InSubquery", "LateralSubquery"}
 
 
-def _identifier(spark: SparkSession, node) -> Optional[list[str]]:
+def _identifier(node) -> Optional[list[str]]:
     """The multipart name of an unresolved relation or table, under its alias if any."""
     while str(node.getClass().getSimpleName()) == "SubqueryAlias":
         node = node.child()

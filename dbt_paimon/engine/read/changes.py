@@ -84,9 +84,7 @@ def changes(spark: SparkSession, path: str, start: Optional[int], end: int,
     tasks = tasks_for(count)
     if tasks == 1:  # one task reads them all: it folds them too (store/read/fold.py), no shuffle
         return _read(spark, path, storage, start, end, {FOLDED: "true"})
-    records = _read(spark, path, storage, start, end, {CHANGE_ORDER: "true"})
-    if schema.core.ignore_delete:  # the table never deletes: its -D records change nothing
-        records = records.where(F.col(ROW_KIND) != "-D")
+    records = _read(spark, path, storage, start, end, {CHANGE_ORDER: "true"})  # -D dropped if ignore-delete
     # Else the same fold in Spark: one shuffle by key serves both windows below (each is clustered
     # by the key and more), into as many tasks as read the records: a million records a task, not
     # spark.sql.shuffle.partitions (200 by default: 1.8 s to fold 125K records that way)

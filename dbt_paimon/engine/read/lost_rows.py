@@ -58,31 +58,33 @@ class LostRows:
         self.names = names
         self.by_size = len({sizes[n] for n in names}) == len(names)
         counts = np.array([(rows[n] + 63) // 64 for n in names], np.int64)
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])  # each file's first word in the bitmap
         size = np.array([sizes[n] for n in names], np.int64)
         self.modulus = _modulus(size) if self.by_size else None
         self.salt = None
         if self.modulus is not None:
-            starts = self.modulus + np.concatenate([[0], np.cumsum(counts)[:-1]])
-            table = np.full(self.modulus, -1, np.int64)
-            table[size % self.modulus] = starts
-            self.array = np.concatenate([table, _words(names, lost, counts, starts, self.modulus).view(np.int64)])
-            return
+            front = np.full(self.modulus, -1, np.int64)
+            front[size % self.modulus] = self.modulus + offsets
+        else:
+            front = self._hashed(names, sizes, offsets)
+        self.array = np.concatenate([front, _words(names, lost, counts, offsets).view(np.int64)])
+
+    def _hashed(self, names: list[str], sizes: dict[str, int], offsets: np.ndarray) -> np.ndarray:
+        """The displacements and the slots' first words, in front of the bitmap (the hashed layout)."""
         if self.by_size:
             base = xxh64(pa.array([np.int64(sizes[n]).tobytes() for n in names], pa.binary()), _SPARK_SEED)
         else:
             base = xxh64(pa.array(names, pa.string()), _SPARK_SEED)
-        hashes, self.salt = base, None
+        hashes = base
         while (displaced := _displace(hashes)) is None:
             # two files share a group and a slot's bits: hash them again, with a salt
             self.salt = 0 if self.salt is None else self.salt + 1
             hashes = xxh64(pa.array([np.int64(self.salt).tobytes()] * len(names), pa.binary()), base.view(np.int64))
         displacement, slot = displaced
         self.groups, self.slots = _sizes(len(names))
-        starts = self.groups + self.slots + np.concatenate([[0], np.cumsum(counts)[:-1]])
         table = np.full(self.slots, -1, np.int64)
-        table[slot] = starts
-        words = _words(names, lost, counts, starts, self.groups + self.slots)
-        self.array = np.concatenate([displacement.view(np.int64), table, words.view(np.int64)])
+        table[slot] = self.groups + self.slots + offsets
+        return np.concatenate([displacement.view(np.int64), table])
 
     def relation(self, spark: SparkSession) -> DataFrame:
         """The array as a one-row local relation, handed to Spark as Arrow: its rows are held in
@@ -118,15 +120,14 @@ def groups_of(rows: dict[str, int], limit: int = MAX_WORDS) -> list[list[str]]:
     return [g for g in out if g]
 
 
-def _words(names: list[str], lost: dict[str, np.ndarray], counts: np.ndarray, starts: np.ndarray,
-           first: int) -> np.ndarray:
-    """The files' bitmaps, file after file (`first`: the array's index of the first word)."""
+def _words(names: list[str], lost: dict[str, np.ndarray], counts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The files' bitmaps, file after file (`offsets`: each file's first word among them)."""
     words = np.zeros(int(counts.sum()), np.uint64)
-    for name, start in zip(names, starts):  # per file: its positions set at once
+    for name, offset in zip(names, offsets):  # per file: its positions set at once
         at = lost.get(name)
         if at is not None and at.size:
             at = at.astype(np.int64)
-            np.bitwise_or.at(words, start - first + (at >> 6), np.uint64(1) << (at & 63).astype(np.uint64))
+            np.bitwise_or.at(words, offset + (at >> 6), np.uint64(1) << (at & 63).astype(np.uint64))
     return words
 
 

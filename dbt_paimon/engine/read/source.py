@@ -46,7 +46,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 SOURCE_NAME = "paimon"
 # An incremental read of the audit log with each record's snapshot, bucket and sequence number after
-# its row kind: ours, for folding changes per key (changes.py), not one of Paimon's options
+# its row kind (a table with ignore-delete: without its -D records, which change nothing): ours, for
+# folding changes per key (changes.py), not one of Paimon's options
 CHANGE_ORDER = "dbt-paimon.change-order"
 # ... or its records folded to one per key (store/read/fold.py) in one task: no shuffle, where a
 # task's share of records is all of them (changes.py chooses)
@@ -208,10 +209,10 @@ class IncrementalReader(DataSourceReader):
     def read(self, partition: SplitsPartition) -> Iterator[pa.RecordBatch]:
         rows = between.read_units(self.io, self.path, self.table_schema, self.planned, pickle.loads(partition.value),
                                   self.columns, kinds=self.kinds, order=self.order)
+        schema = self.table_schema
+        if self.order and schema.core.ignore_delete:  # records to fold: a table that never deletes
+            rows = rows.filter(pc.not_equal(rows.column(incremental.ROW_KIND), "-D"))  # ignores its -D
         if self.folded:
-            schema = self.table_schema
-            if schema.core.ignore_delete:  # the table never deletes: its -D records change nothing
-                rows = rows.filter(pc.not_equal(rows.column(incremental.ROW_KIND), "-D"))
             rows = fold.fold(rows, schema.primary_keys, schema.partition_keys)
         if rows.num_rows:
             yield from _for_spark(rows, self.table_schema, self.binlog).to_batches(max_chunksize=1 << 16)

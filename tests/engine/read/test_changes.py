@@ -130,3 +130,31 @@ def test_the_fold_in_spark_gives_what_one_tasks_fold_gives(spark, warehouse, mon
     for r in ranges:
         assert not in_one_task[r][1] and in_spark[r][1], "each fold ran where it should"
         assert in_spark[r][0] == in_one_task[r][0] and in_spark[r][0], r
+
+
+@pytest.mark.parametrize("fold", ["one task", "spark"])
+def test_an_ignore_delete_tables_minus_d_records_change_nothing(spark, warehouse, monkeypatch, fold):
+    """`ignore-delete`: -D records another writer streamed into the table are not changes (the table
+    keeps those rows), in either fold."""
+    import pyarrow as pa
+
+    from dbt_paimon.engine.read import changes as changes_module
+
+    if fold == "spark":
+        monkeypatch.setattr(changes_module, "tasks_for", lambda count: 2)
+    path = f"{warehouse}/db.db/changes_ignore_delete_{fold.replace(' ', '_')}"
+    row = {c: None for c in COLUMNS}
+    options = {"bucket": "1", "ignore-delete": "true"}
+    upsert(frame(spark, [{**row, "id": i, "dt": "a", "v": i} for i in range(4)]), path, primary_keys="id",
+           options=options)
+    first = FileStoreTable.open(path).snapshots.latest_id()
+    table = FileStoreTable.open(path)
+    writer = table.new_write()
+    gone = [{**row, "id": i, "dt": "a", "v": i} for i in (0, 1)]
+    writer.write(pa.Table.from_pylist(gone, table.schema.arrow_schema()), row_kinds=[3] * len(gone))
+    writer.commit()
+    upsert(frame(spark, [{**row, "id": 2, "dt": "a", "v": 20}]), path, primary_keys="id", options=options)
+    last = FileStoreTable.open(path).snapshots.latest_id()
+    got = {r.id: (r.rowkind, r.v) for r in changes(spark, path, first, last).collect()}
+    assert got == {2: ("+I", 20)}
+    assert len(FileStoreTable.open(path).to_arrow()) == 4
