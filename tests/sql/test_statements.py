@@ -9,7 +9,7 @@ import os
 import pytest
 
 from dbt_paimon.engine import RunSettings
-from dbt_paimon.engine import upsert
+from dbt_paimon.engine import read, upsert
 from dbt_paimon.sql import catalog
 from dbt_paimon.store import FileStoreTable, PaimonError
 from dbt_paimon.store.common.errors import SchemaError
@@ -292,6 +292,36 @@ def test_alter_table_changes_the_paimon_schema_and_spark_follows(spark, tables):
     spark.sql("ALTER TABLE db.keyed DROP COLUMN remark")
     assert [f.name for f in spark.table("db.keyed").schema.fields] == ["id", "dt", "v"]
     assert [f.name for f in pypaimon_read(path).schema] == ["id", "dt", "v"]
+
+
+@pytest.mark.parametrize("name", ["keyed", "logs"])
+def test_a_column_dropped_and_added_again_under_its_name_reads_as_the_new_column_every_way(spark, tables, name):
+    """Paimon tells fields by id: a column dropped and added again under the same name is a new field,
+    null in the rows written before. Files written before a widening are read by the `paimon` source
+    (their column changed type), later ones by Spark's Parquet reader: both parts of one read take
+    the table's schema, not that of the snapshot read (the latest, written before the last ALTERs: a
+    time travel's schema would bring the dropped column's values back)."""
+    path = f"{tables}/{name}"
+    spark.sql(f"ALTER TABLE db.{name} ADD COLUMNS (w string)")
+    spark.sql(f"INSERT INTO db.{name} VALUES (4, 'c', 40, 'old')")  # v int: read by the source
+    spark.sql(f"ALTER TABLE db.{name} ALTER COLUMN v TYPE bigint")
+    spark.sql(f"INSERT INTO db.{name} VALUES (5, 'd', 50, 'old')")  # v bigint: read by Spark
+    spark.sql(f"ALTER TABLE db.{name} DROP COLUMN w")
+    spark.sql(f"ALTER TABLE db.{name} ADD COLUMNS (w int)")
+    want = [(1, "a", 10, None), (2, "a", 20, None), (3, "b", 30, None), (4, "c", 40, None), (5, "d", 50, None)]
+
+    def ways():
+        return {"read()": read(spark, path), "spark.table": spark.table(f"db.{name}"),
+                "spark.sql": spark.sql(f"select * from db.{name}"),
+                "format(paimon)": spark.read.format("paimon").load(path)}
+    for rows in (want, want + [(6, "e", 60, 7)]):
+        if len(rows) > len(want):
+            spark.sql(f"INSERT INTO db.{name} VALUES (6, 'e', 60, 7)")
+        assert _paimon_rows(path, ("id", "dt", "v", "w")) == rows
+        for way, df in ways().items():
+            assert df.schema["w"].dataType.simpleString() == "int", way
+            assert sorted(tuple(r) for r in df.select("id", "dt", "v", "w").collect()) == rows, way
+            assert df.where("w IS NOT NULL").count() == len(rows) - len(want), way
 
 
 @pytest.mark.parametrize("statement, words", [

@@ -53,6 +53,11 @@ from .lost_rows import LostRows, groups_of
 # all but the raw splits and those merged by position)
 SPLITS_OPTION = "dbt-paimon.splits"
 MERGED = "merged"
+# ... and the schema it reads them with: the frame's. A snapshot id alone would make the source's read
+# a time travel, read with the snapshot's schema (Paimon's rule), where a read of the latest snapshot
+# takes the table's: a column dropped since would come back, and the two sides would tell native
+# splits apart by different schemas
+SCHEMA_OPTION = "dbt-paimon.schema-id"
 # Paimon types Spark's Parquet reader reads as Paimon writes them (timestamps up to microseconds:
 # Paimon writes nanoseconds as INT96 or nanos, which Spark reads otherwise)
 _NATIVE_ROOTS = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "STRING", "BYTES", "DATE",
@@ -204,6 +209,7 @@ def _plan(spark: SparkSession, table: FileStoreTable, schema: TableSchema, snaps
             reader = reader.option("branch", table.branch)
         if plan.snapshot is not None:
             reader = reader.option("snapshot-id", plan.snapshot.id) if tag is None else reader.option("tag", tag)
+            reader = reader.option(SCHEMA_OPTION, schema.id)
         if parts:
             reader = reader.option(SPLITS_OPTION, MERGED)
         parts.append(reader.load(table.path))

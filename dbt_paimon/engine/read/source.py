@@ -40,7 +40,7 @@ from ...store.read.read import TableRead
 from ...store import system_tables
 from ...store.schema.schema import SchemaManager, TableSchema
 from ...store.table import FileStoreTable
-from .native import MERGED, SPLITS_OPTION, Splits
+from .native import MERGED, SCHEMA_OPTION, SPLITS_OPTION, Splits
 from ..spark_types import for_spark, spark_schema
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -101,6 +101,9 @@ class PaimonDataSource(DataSource):
         return self.options.get("tag") or self.options.get("scan.tag-name") or None
 
     def _schema_id(self, table: FileStoreTable) -> int | None:
+        given = self.options.get(SCHEMA_OPTION)
+        if given not in (None, ""):  # a native frame's other part (read/native.py): the frame's schema
+            return int(given)
         if self._tag():  # the tag holds its snapshot, which may have expired since
             return table.tags.get_or_throw(self._tag()).snapshot.schema_id
         sid = self._snapshot_id()
@@ -165,8 +168,10 @@ class PaimonDataSource(DataSource):
                 raise PaimonError("give either an incremental read or a snapshot-id / tag, not both")
             return IncrementalReader(self._table(), dict(self.options), columns, kinds=kinds, order=ordered,
                                      binlog=binlog, folded=folded)
+        given = self.options.get(SCHEMA_OPTION)
         return PaimonReader(self._table(), self._snapshot_id(), columns, self._tag(),
                             merged_only=self.options.get(SPLITS_OPTION) == MERGED, kinds=kinds,
+                            schema_id=int(given) if given not in (None, "") else None,
                             top_level=system == READ_OPTIMIZED, binlog=binlog)
 
 
@@ -225,8 +230,10 @@ class SplitsPartition(InputPartition):
 
 class PaimonReader(DataSourceReader):
     def __init__(self, table: FileStoreTable, snapshot_id: int | None, columns: list[str], tag: str | None = None,
-                 merged_only: bool = False, kinds: bool = False, top_level: bool = False, binlog: bool = False):
-        """merged_only: read only the splits Spark's Parquet reader does not (read/native.py); kinds:
+                 merged_only: bool = False, kinds: bool = False, top_level: bool = False, binlog: bool = False,
+                 schema_id: int | None = None):
+        """merged_only: read only the splits Spark's Parquet reader does not (read/native.py), with
+        the schema the native part was planned with (schema_id: the frame's); kinds:
         each key's merged record, deletes kept, its row kind first (the audit log's); top_level:
         only the files a full compaction wrote (the `ro` system table)."""
         self.path = table.path
@@ -234,7 +241,10 @@ class PaimonReader(DataSourceReader):
         # A batch read: level-0 files of a first-row table stay out, as in Java and pypaimon.
         plan = table.plan(snapshot_id, tag=tag, batch_read=True)
         self.splits = read_optimized.top_level(table.schema, plan.splits) if top_level else plan.splits
-        self.table_schema = table.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
+        if schema_id is not None:
+            self.table_schema = SchemaManager(table.io, table.path, table.branch).schema(schema_id)
+        else:
+            self.table_schema = table.read_schema(plan.snapshot, snapshot_id is not None or tag is not None)
         self.columns, self.kinds, self.binlog = columns, kinds, binlog
         if merged_only:
             native = Splits(table.path, table.io, self.table_schema)
