@@ -273,6 +273,20 @@ def test_what_update_and_merge_cannot_do_is_refused_naming_the_table(spark, tabl
     assert _snapshot(f"{tables}/keyed") == before and _snapshot(f"{tables}/logs") == logs
 
 
+@pytest.mark.parametrize("name", ["keyed", "cross", "logs"])
+def test_a_statement_whose_rows_fail_in_spark_raises_sparks_error_and_writes_nothing(spark, tables, name):
+    """A value that does not cast fails the job that hands the rows over: the error is Spark's own
+    (as the same cast in a query raises it), not the Arrow stream's that the failed job ended."""
+    before = _snapshot(f"{tables}/{name}")
+    with pytest.raises(Exception, match="CAST_INVALID_INPUT.*'abc'") as raised:
+        spark.sql(f"INSERT INTO db.{name} VALUES (4, 'c', 'abc')")
+    assert "Arrow" not in type(raised.value).__name__ and "stream" not in str(raised.value)
+    with pytest.raises(SchemaError, match=r"column 'nope' is not a column") as raised:
+        spark.sql(f"UPDATE db.{name} SET nope = 1")
+    assert "column column" not in str(raised.value)
+    assert _snapshot(f"{tables}/{name}") == before
+
+
 # ---- ALTER TABLE ----------------------------------------------------------------------------------
 
 def test_alter_table_changes_the_paimon_schema_and_spark_follows(spark, tables):

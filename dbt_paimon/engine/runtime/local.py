@@ -141,8 +141,10 @@ def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Tabl
     try:
         server.getResult()  # joins the serving thread; raises what the job raised
     except Exception as e:  # noqa: BLE001 - an abandoned read's job fails by design
-        if error is None and parts is not None:
-            error = e
+        # a job that failed ends its stream before the first batch: the job's error says why (a
+        # value that does not cast: Spark's CAST_INVALID_INPUT), the stream's only that it broke
+        if parts is not None or error is not None:
+            error = _job_error(e)
     if error is not None:
         if isinstance(error, Exception):
             jobs.reraise_task_error(error)  # ours raised as themselves
@@ -150,6 +152,17 @@ def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Tabl
     if parts is None:
         return None
     return pa.Table.from_batches(parts).cast(schema) if parts else schema.empty_table()
+
+
+def _job_error(e: Exception) -> Exception:
+    """The stream's server's error: the job's own, as pyspark raises a query's (its class, its
+    message), not the wrapper that Spark's awaitResult puts around it."""
+    java = getattr(e, "java_exception", None)
+    cause = java.getCause() if java is not None else None
+    if cause is None:
+        return e
+    from pyspark.errors.exceptions.captured import convert_exception
+    return convert_exception(cause)
 
 
 def _read_stream(sockfile, limit: int) -> list[pa.RecordBatch] | None:

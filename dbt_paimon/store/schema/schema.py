@@ -244,7 +244,8 @@ def resolve_columns(what: str, wanted: Sequence[str], columns: Sequence[str]) ->
     for w in wanted:
         c = lower.get(str(w).lower())
         if c is None:
-            raise SchemaError(f"{what} column {w!r} is not a column (columns: {', '.join(columns)})")
+            named = what if what.endswith("column") else f"{what} column"  # "column", "not_null column"
+            raise SchemaError(f"{named} {w!r} is not a column (columns: {', '.join(columns)})")
         if c not in out:
             out.append(c)
     return out
