@@ -10,7 +10,7 @@ import threading
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.store import CommitConflictError, CorruptTableError, FileStoreTable
+from dbt_paimon.store import CommitConflictError, CorruptTableError, FileStoreTable, PaimonError
 from dbt_paimon.store.manifest.manifest import DELETE, ManifestEntry
 from tests.oracle import pypaimon_read, rows
 
@@ -128,8 +128,10 @@ def test_expected_latest_guards_read_then_write_jobs(table_path):
 def test_damaged_metadata_gets_clear_errors(table_path):
     t = _table(table_path)
     _table(table_path, start=100)
-    with pytest.raises(CorruptTableError, match="snapshot 7 does not exist"):
+    # a snapshot asked for that is not there is the reader's mistake, not damage: what is there
+    with pytest.raises(PaimonError, match=r"snapshot 7 does not exist: the table has snapshots 1\.\.2") as raised:
         t.to_arrow(snapshot_id=7)
+    assert not isinstance(raised.value, CorruptTableError)
     with open(os.path.join(table_path, "snapshot", "snapshot-2"), "w") as f:
         f.write("{not json")
     with pytest.raises(CorruptTableError, match="snapshot-2 is not valid JSON"):

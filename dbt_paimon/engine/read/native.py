@@ -136,7 +136,7 @@ def frame(spark: SparkSession, path: str, snapshot_id: Optional[int] = None, tag
             raise PaimonError("read as of a snapshot id or a tag, not both")
         snapshot = table.tags.get_or_throw(tag).snapshot
     else:
-        snapshot = table.snapshots.snapshot(snapshot_id) if snapshot_id is not None else table.snapshots.latest()
+        snapshot = table.snapshots.travelled(snapshot_id) if snapshot_id is not None else table.snapshots.latest()
     schema = table.read_schema(snapshot, snapshot_id is not None or tag is not None)
     key = (table.path, table.branch, _identity(snapshot), tag, schema.id, schema.time_millis,
            tuple(sorted((source_options or {}).items())))

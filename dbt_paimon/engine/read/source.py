@@ -22,7 +22,9 @@ connector does; the audit log (`path$audit_log`) every record with its row kind.
 
 from __future__ import annotations
 
+import difflib
 import pickle
+import re
 from typing import Iterator, Mapping
 
 import pyarrow as pa
@@ -53,6 +55,23 @@ CHANGE_ORDER = "dbt-paimon.change-order"
 # task's share of records is all of them (changes.py chooses)
 FOLDED = "dbt-paimon.folded"
 _ROWS_PER_PARTITION = 1_000_000
+# The read options the source takes (Paimon's names): an option one character or a separator away
+# from one of them is a misspelling (`snapshot_id`), refused, where it would otherwise be ignored and
+# the read give the latest snapshot; other options pass as Spark's readers let them pass
+READ_OPTIONS = ("snapshot-id", "scan.snapshot-id", "tag", "scan.tag-name", "branch", between.BETWEEN,
+                between.BETWEEN_TIMESTAMP, between.SCAN_MODE, between.TAG_TO_SNAPSHOT)
+
+
+def check_options(options) -> None:
+    """Refuse a misspelt read option, naming the option meant."""
+    for name in options:
+        key = str(name).lower()
+        if key in READ_OPTIONS or key == "path" or key.startswith("dbt-paimon."):
+            continue
+        plain = re.sub(r"[\s_]+", "-", key.strip())
+        meant = [o for o in READ_OPTIONS if o == plain] or difflib.get_close_matches(plain, READ_OPTIONS, 1, 0.9)
+        if meant:
+            raise PaimonError(f"unknown read option {name!r} (did you mean {meant[0]!r}?)")
 
 
 def tasks_for(rows: int, units: int | None = None) -> int:
@@ -95,7 +114,12 @@ class PaimonDataSource(DataSource):
         value = self.options.get("snapshot-id") or self.options.get("scan.snapshot-id")
         if value and self._tag():
             raise PaimonError("give either snapshot-id or tag, not both")
-        return int(value) if value not in (None, "") else None
+        if value in (None, ""):
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise PaimonError(f"snapshot-id {value!r} is not a snapshot id (a whole number)") from None
 
     def _tag(self) -> str | None:
         return self.options.get("tag") or self.options.get("scan.tag-name") or None
@@ -107,9 +131,10 @@ class PaimonDataSource(DataSource):
         if self._tag():  # the tag holds its snapshot, which may have expired since
             return table.tags.get_or_throw(self._tag()).snapshot.schema_id
         sid = self._snapshot_id()
-        return table.snapshots.snapshot(sid).schema_id if sid is not None else None
+        return table.snapshots.travelled(sid).schema_id if sid is not None else None
 
     def schema(self) -> StructType:
+        check_options(self.options)
         if self._path()[1] not in (None, *system_tables.DATA_TABLES):
             return from_arrow_schema(system_tables.SCHEMAS[self._path()[1]])
         table = self._table()
@@ -147,6 +172,7 @@ class PaimonDataSource(DataSource):
                           f"ran) or dbt_paimon.engine.upsert / write")
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        check_options(self.options)  # here too: a read given its schema never asks for one
         system = self._path()[1]
         if system not in (None, *system_tables.DATA_TABLES):
             return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))

@@ -125,7 +125,7 @@ class FileStoreScan:
                 raise PaimonError("read as of a snapshot id or a tag, not both")
             snapshot = TagManager(self.io, self.table_path, self.schema.branch).get_or_throw(tag).snapshot
         else:
-            snapshot = self.snapshots.snapshot(snapshot_id) if snapshot_id is not None else self.snapshots.latest()
+            snapshot = self.snapshots.travelled(snapshot_id) if snapshot_id is not None else self.snapshots.latest()
         return self.plan_snapshot(snapshot, partition_filter)
 
     def plan_snapshot(self, snapshot: Snapshot | None, partition_filter: PartitionFilter = None) -> Plan:

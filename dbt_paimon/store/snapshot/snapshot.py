@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from ..common.branch import branch_root, normalize
-from ..common.errors import CorruptTableError
+from ..common.errors import CorruptTableError, PaimonError
 from ..common.fileio import FileIO
 
 BATCH_COMMIT_IDENTIFIER = 2**63 - 1
@@ -135,6 +135,16 @@ class SnapshotManager:
         except FileNotFoundError:
             raise CorruptTableError(f"snapshot {snapshot_id} does not exist ({path})") from None
         return Snapshot.from_json(text, where=path)
+
+    def travelled(self, snapshot_id: int) -> Snapshot:
+        """The snapshot a read asks for by id (time travel): one not there is the reader's mistake,
+        not a corrupt table, and the error says which snapshots there are."""
+        found = self.try_snapshot(snapshot_id)
+        if found is None:
+            earliest, latest = self.earliest_id(), self.latest_id()
+            there = f"snapshots {earliest}..{latest}" if latest is not None else "no snapshots"
+            raise PaimonError(f"snapshot {snapshot_id} does not exist: the table has {there}")
+        return found
 
     def try_snapshot(self, snapshot_id: int) -> Snapshot | None:
         """The snapshot, or None when its file is gone (expired or rolled back meanwhile)."""

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from dbt_paimon.engine import RunSettings, changes, compact, delete, read, upsert, write
 from dbt_paimon.sql import register
-from dbt_paimon.store import FileStoreTable
+from dbt_paimon.store import FileStoreTable, PaimonError
 
 SCHEMA = "id bigint, dt string, v string, n int"
 LOCAL = RunSettings(execution="local")
@@ -103,6 +103,28 @@ def test_a_time_travelled_dataframe_keeps_its_snapshot_however_reused(spark, tab
         assert df.where("id = 31").count() == 1
         assert df.count() == 40
         assert _rows(df) == want
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"snapshot_id": "1"}, r"unknown read option 'snapshot_id' \(did you mean 'snapshot-id'\?\)"),
+    ({"incremental_between": "1,2"}, r"did you mean 'incremental-between'\?"),
+    ({"incremental-betwen": "1,2"}, r"did you mean 'incremental-between'\?"),
+    ({"snapshot-id": "abc"}, r"snapshot-id 'abc' is not a snapshot id"),
+    ({"snapshot-id": "99"}, r"snapshot 99 does not exist: the table has snapshots 1\.\.\d+"),
+])
+def test_a_read_option_the_source_cannot_honour_is_refused_as_written(spark, tables, options, words):
+    """A misspelt option would otherwise be ignored and the read give the latest snapshot; a snapshot
+    id that is no number or no snapshot is the reader's mistake, not a corrupt table."""
+    path, _ = tables["level-0"]
+    with pytest.raises(Exception, match=words) as raised:
+        spark.read.format("paimon").options(**options).load(path).count()
+    assert "Corrupt" not in str(raised.value)
+    if options.get("snapshot-id") == "99":
+        with pytest.raises(PaimonError, match=words):
+            read(spark, path, snapshot_id=99)
+    with pytest.raises(Exception, match=words):
+        with_options = ", ".join(f"'{k}' = '{v}'" for k, v in options.items())
+        spark.sql(f"select count(*) from db.{path.rsplit('/', 1)[1]} WITH ({with_options})").collect()
 
 
 def test_a_query_reads_through_sparks_parquet_reader(spark, tables):
