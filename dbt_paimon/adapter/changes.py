@@ -11,7 +11,10 @@ that snapshot and every later one, so no change is expired before the model has 
 At compile time the macro reads the consumer's position and the upstream's latest snapshot L and
 returns a temporary view of the changes after the position up to L (engine.changes: one record per
 key, `rowkind` first: +I, +U or -D). The first run, a run with --full-refresh, a `table` model, or a
-model whose table is not there (dropped, never built) reads every row of L instead, as +I.
+model whose table is not there (dropped, never built) reads every row of L instead, as +I. A model
+whose table is there but whose consumer the upstream does not keep (an upstream rebuilt since: a new
+table, without the old one's consumers) is refused, as a position expired or rolled back past is:
+the rows of keys gone upstream would stay.
 The consumer moves to L + 1 only after the model's table committed (consume(), called by the
 materialization), so a run that fails consumes nothing and the next run reads the changes again.
 A downstream primary-key model applies the -D records with Paimon's `rowkind.field` option naming
@@ -69,7 +72,16 @@ def changes_view(tables: Tables, upstream: Any, model: BaseRelation, materialize
     except PaimonError as e:
         raise DbtRuntimeError(f"{what}: {e}") from e
     start = None
-    if not full_refresh and materialized != "table" and consumer in positions and tables.exists(model):
+    if not full_refresh and materialized != "table" and tables.exists(model):
+        if consumer not in positions:
+            # the model's table holds rows read before, but the upstream keeps no position for it:
+            # a rebuilt upstream (a full refresh or a `table` run makes a new table, without the old
+            # one's consumers or snapshots), or a model that never read it. Every row read as +I would
+            # leave the rows of keys gone upstream in place: refused, as an expired position is
+            raise DbtRuntimeError(
+                f"{what}: {name} exists but the table keeps no position for the consumer {consumer!r} (it was "
+                f"rebuilt since {name} read it, or {name} never read it); run {name} with --full-refresh to "
+                f"read the table anew")
         start = positions[consumer] - 1
         earliest = table.snapshots.earliest_id()
         if earliest is not None and start + 1 < earliest:

@@ -109,6 +109,16 @@ class TestChangesAsInput:
         assert "(rolled back since?); run" in results.results[0].message
         assert "with --full-refresh" in results.results[0].message
 
+        # an upstream rebuilt (a full refresh makes a new table, without its consumers): every row
+        # read as +I would keep the copy's rows of keys gone upstream (3 and 4 here): refused
+        run_dbt(["run", "-s", "orders", "--full-refresh", "--vars", json.dumps({"batch": 1})])
+        results = run_dbt(["run", "-s", "orders_copy", "--vars", json.dumps({"batch": 1})], expect_pass=False)
+        assert "keeps no position for the consumer" in results.results[0].message
+        assert "with --full-refresh" in results.results[0].message
+        run_dbt(["run", "-s", "orders_copy", "--full-refresh", "--vars", json.dumps({"batch": 1})])
+        assert self._rows(project, "orders_copy") == self._rows(project, "orders") == [
+            (1, "ann", 10), (2, "bob", 20), (3, "cid", 30)]
+
     def test_a_model_that_keeps_no_table_is_refused(self, project):
         with open(os.path.join(project.project_root, "models", "in_a_view.sql"), "w") as f:
             f.write(IN_A_VIEW)
