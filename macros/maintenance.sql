@@ -32,7 +32,7 @@
 
 
 {% macro paimon__report(result) %}
-  {{ log(result['message'], info=True) }}
+  {%- if not result.get('warned') -%}{{ log(result['message'], info=True) }}{%- endif -%}
   {{ return(result) }}
 {% endmacro %}
 
@@ -114,7 +114,7 @@
 
 {% macro paimon_system_table(relation=none, name=none) %}
   {{ paimon__require('paimon_system_table', 'relation', relation, "{{ paimon_system_table(ref('customers'), 'snapshots') }}") }}
-  {%- set known = ['snapshots', 'files', 'buckets', 'partitions', 'tags', 'options', 'schemas', 'manifests', 'consumers', 'audit_log', 'binlog', 'ro'] -%}
+  {%- set known = ['snapshots', 'files', 'buckets', 'partitions', 'tags', 'options', 'schemas', 'manifests', 'consumers', 'branches', 'audit_log', 'binlog', 'ro'] -%}
   {%- if name is none or (name | string | lower | replace('$', '')) not in known -%}
     {{ exceptions.raise_compiler_error("paimon_system_table: unknown system table " ~ (name | string)
                                        ~ "; the system tables are " ~ known | join(', ')) }}

@@ -131,8 +131,8 @@ def table_format(materialization: str, file_format: Optional[str], strategy: Opt
             if strategy not in PAIMON_STRATEGIES:
                 raise DbtRuntimeError(
                     f"incremental_strategy '{strategy}' is not supported on a Paimon table (file_format='paimon'); "
-                    f"use 'merge' (the default with unique_key: an upsert), 'append' (the default without), "
-                    f"'insert_overwrite', 'microbatch' or 'delete+insert'")
+                    f"use 'merge' (the default with unique_key: an upsert), 'paimon_upsert' (the same), 'append' "
+                    f"(the default without), 'insert_overwrite', 'microbatch' or 'delete+insert'")
             return PAIMON
         if strategy == MERGE and file_format not in OTHER_FORMATS:
             return PAIMON

@@ -163,6 +163,7 @@ def upsert_model(tables: Tables, relation: BaseRelation, source: BaseRelation, c
         if isinstance(e, DbtRuntimeError):
             raise
         what = str(e) if isinstance(e, PaimonError) else error_message(e)
+        what = what.removesuffix("; nothing was written")  # said once, in front
         raise DbtRuntimeError(f"{materialization} of {name} failed, nothing was written: {what}") from e
     rebuilt = target != path
     if rebuilt:

@@ -191,7 +191,8 @@ def _check_query(tables: Tables, relation: BaseRelation, config: Mapping[str, An
             spark.sql(f"select {select} from (\n{sql}\n) __dbt_paimon_query")
         except Exception as e:  # noqa: BLE001 - any failure: the error names the unique_key
             raise DbtRuntimeError(f"snapshot {name}: unique_key {unique_key!r} is not a column or "
-                                  f"expression of the snapshot's query (columns: {listed}): {error_message(e)}") from e
+                                  f"expression of the snapshot's query (columns: {listed}): "
+                                  f"{error_message(e).splitlines()[0]}") from e  # Spark's plan after it: left out
     table_columns = list(query_columns) + used
     partitions = column_list(config.get("partition_by"))
     missing = [p for p in partitions if not _resolve(p, table_columns)]
@@ -324,6 +325,7 @@ def _apply(tables: Tables, spark: Any, relation: BaseRelation, source: BaseRelat
         if isinstance(e, DbtRuntimeError):
             raise
         what = str(e) if isinstance(e, PaimonError) else error_message(e)
+        what = what.removesuffix("; nothing was written")  # said once, in front
         if "duplicate row" in what:
             what = (f"two rows of this run share a {meta['dbt_scd_id']} (is unique_key unique in the snapshot's "
                     f"query?): {what}")

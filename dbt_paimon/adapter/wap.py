@@ -82,8 +82,8 @@ def publish(tables: Tables, branch: Any, written: Optional[Sequence[str]], faile
         shown = ", ".join(list(failed)[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
         message = (f"paimon_publish: nothing published to main: {len(failed)} node(s) did not pass ({shown}); "
                    f"branch '{branch}' stays for inspection")
-        log.warning(message)
-        return {"published": [], "message": message}
+        log.warning(message)  # a warning, not the report's info line (paimon__report skips it: said once)
+        return {"published": [], "message": message, "warned": True}
     names = [tuple(n.split(".", 1)) for n in written] if written is not None else _warehouse_tables(tables)
     published, refused = [], []
     for schema, name in dict.fromkeys(names):  # once each, in the build's order

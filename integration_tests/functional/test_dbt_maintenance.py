@@ -180,8 +180,9 @@ class TestMaintenanceThroughDbt:
         assert "paimon_delete: missing argument where. Usage: dbt run-operation paimon_delete" in log
         assert "paimon_as_of: give exactly one of snapshot_id and tag (both were given)" in _inline_error(
             "select * from {{ paimon_as_of(ref('customers'), snapshot_id=2, tag='two') }}")
-        assert ("paimon_system_table: unknown system table table_indexes; the system tables are snapshots, files, "
-                "buckets, partitions, tags, options, schemas, manifests, consumers, audit_log, binlog, ro") in \
+        assert ("paimon_system_table: unknown system table table_indexes; the system tables are snapshots, "
+                "files, buckets, partitions, tags, options, schemas, manifests, consumers, branches, audit_log, "
+                "binlog, ro") in \
             _inline_error("select * from {{ paimon_system_table(ref('customers'), 'table_indexes') }}")
         assert _data_files(path) == files and FileStoreTable.open(path).latest_snapshot().id == 2
 

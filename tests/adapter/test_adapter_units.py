@@ -310,3 +310,15 @@ def test_a_models_run_settings_are_built_once_from_its_config():
     assert "http://h:1" not in repr(given.settings)
     with pytest.raises(DbtRuntimeError, match=r"s\.m: .*'commit.max-retries' must be positive, got -1"):
         UpsertConfig.of("s.m", {"options": {"commit.max-retries": "-1"}})
+
+
+def test_the_system_table_macro_knows_every_system_table_the_store_reads():
+    """paimon_system_table checks the name when dbt parses (no adapter call there): its list is the
+    store's, `branches` included."""
+    import re
+    from dbt_paimon.store import SYSTEM_TABLES
+    with open(os.path.join(macros_path(), "maintenance.sql")) as f:
+        text = f.read()
+    macro = text[text.index("macro paimon_system_table"):]
+    known = re.search(r"set known = \[([^\]]*)\]", macro).group(1)
+    assert [name.strip().strip("'") for name in known.split(",")] == list(SYSTEM_TABLES)

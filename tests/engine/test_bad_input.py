@@ -49,7 +49,7 @@ CASES = [
     ("unknown option", lambda spark: frame(spark, [_row()]), {"options": {"bucket-count": "3"}},
      SchemaError, "unknown table option 'bucket-count'"),
     ("changed option", lambda spark: frame(spark, [_row()]), {"options": {"merge-engine": "first-row"}},
-     SchemaError, "option 'merge-engine' is None on the existing table"),
+     SchemaError, "option 'merge-engine' is not set (Paimon's default) on the existing table"),
     ("primary key disagrees", lambda spark: frame(spark, [_row()]), {"primary_keys": ["id", "s"]},
      SchemaError, "disagrees with the primary key ['id']"),
     ("partition keys disagree", lambda spark: frame(spark, [_row()]), {"partition_keys": []},

@@ -118,7 +118,8 @@ def check_table(schema: TableSchema, primary_keys: Sequence[str], partition_keys
         stored = schema.options.get(key)
         if stored != value:
             found.append((key, value, stored))
-            words.append(f"option {key!r} is {stored!r} on the existing table {path} but {value!r} was given; "
+            held = f"is {stored!r}" if stored is not None else "is not set (Paimon's default)"
+            words.append(f"option {key!r} {held} on the existing table {path} but {value!r} was given; "
                          f"only {', '.join(sorted(RUN_OPTIONS))} may change between runs")
     if found:
         raise TableMismatchError("; ".join(words), found)
