@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from dbt_paimon.engine import RunSettings
+from dbt_paimon.engine import RunSettings, delete
 from dbt_paimon.engine import upsert
 from dbt_paimon.store.common.errors import DataError, SchemaError
 from dbt_paimon.store.table import FileStoreTable
@@ -84,3 +84,13 @@ def test_null_partition_value_goes_to_the_default_partition(spark, warehouse):
     # and a key can move out of it
     upsert(frame(spark, [_row(id=1, dt="b")]), path, primary_keys="id", partition_keys="dt")
     assert [(r["id"], r["dt"]) for r in spark_rows(spark, path)] == [(1, "b"), (2, "a")]
+
+
+def test_a_delete_predicate_naming_no_column_is_refused_naming_only_the_tables_columns(spark, base):
+    """Spark's suggestion of the columns meant lists the table's, not the engine's own (the rows' bucket)."""
+    before = _files(base)
+    with pytest.raises(SchemaError, match=r"delete predicate 'bucket = 1' is not valid Spark SQL") as info:
+        delete(spark, base, "bucket = 1")
+    assert "`id`" in str(info.value) and "__bucket" not in str(info.value)
+    assert FileStoreTable.open(base).latest_snapshot().id == 1
+    assert _files(base) == before

@@ -155,6 +155,9 @@ def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str 
     matched = named(rows, alias) if alias else rows
     if where is not None:
         try:
+            # analysed over the table's columns alone first: Spark's "did you mean" then names no
+            # column of ours (the rows' bucket)
+            matched.drop(BUCKET).filter(F.expr(where))
             matched = matched.filter(F.expr(where))
         except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
             raise SchemaError(f"{what} {where!r} is not valid Spark SQL over the table's columns: "
