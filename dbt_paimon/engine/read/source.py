@@ -124,10 +124,14 @@ class PaimonDataSource(DataSource):
     def _tag(self) -> str | None:
         return self.options.get("tag") or self.options.get("scan.tag-name") or None
 
-    def _schema_id(self, table: FileStoreTable) -> int | None:
+    def _frame_schema_id(self) -> int | None:
+        """The schema a native frame's other part reads with (read/native.py): the frame's."""
         given = self.options.get(SCHEMA_OPTION)
-        if given not in (None, ""):  # a native frame's other part (read/native.py): the frame's schema
-            return int(given)
+        return int(given) if given not in (None, "") else None
+
+    def _schema_id(self, table: FileStoreTable) -> int | None:
+        if self._frame_schema_id() is not None:
+            return self._frame_schema_id()
         if self._tag():  # the tag holds its snapshot, which may have expired since
             return table.tags.get_or_throw(self._tag()).snapshot.schema_id
         sid = self._snapshot_id()
@@ -194,10 +198,9 @@ class PaimonDataSource(DataSource):
                 raise PaimonError("give either an incremental read or a snapshot-id / tag, not both")
             return IncrementalReader(self._table(), dict(self.options), columns, kinds=kinds, order=ordered,
                                      binlog=binlog, folded=folded)
-        given = self.options.get(SCHEMA_OPTION)
         return PaimonReader(self._table(), self._snapshot_id(), columns, self._tag(),
                             merged_only=self.options.get(SPLITS_OPTION) == MERGED, kinds=kinds,
-                            schema_id=int(given) if given not in (None, "") else None,
+                            schema_id=self._frame_schema_id(),
                             top_level=system == READ_OPTIMIZED, binlog=binlog)
 
 

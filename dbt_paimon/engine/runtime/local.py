@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
+from pyspark.errors.exceptions.captured import convert_exception
 from pyspark.serializers import UTF8Deserializer, read_int
 from pyspark.sql import DataFrame, SparkSession
 
@@ -159,10 +160,7 @@ def _job_error(e: Exception) -> Exception:
     message), not the wrapper that Spark's awaitResult puts around it."""
     java = getattr(e, "java_exception", None)
     cause = java.getCause() if java is not None else None
-    if cause is None:
-        return e
-    from pyspark.errors.exceptions.captured import convert_exception
-    return convert_exception(cause)
+    return e if cause is None else convert_exception(cause)
 
 
 def _read_stream(sockfile, limit: int) -> list[pa.RecordBatch] | None:
