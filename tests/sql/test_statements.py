@@ -278,8 +278,15 @@ def test_a_statement_whose_rows_fail_in_spark_raises_sparks_error_and_writes_not
     """A value that does not cast fails the job that hands the rows over: the error is Spark's own
     (as the same cast in a query raises it), not the Arrow stream's that the failed job ended."""
     before = _snapshot(f"{tables}/{name}")
-    with pytest.raises(Exception, match="CAST_INVALID_INPUT.*'abc'") as raised:
-        spark.sql(f"INSERT INTO db.{name} VALUES (4, 'c', 'abc')")
+    # a failing cast is Spark's under ANSI mode, which dbt-spark's sessions (the suite's dbt tests in
+    # this worker's session) turn off: on here, whatever ran before
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    try:
+        with pytest.raises(Exception, match="CAST_INVALID_INPUT.*'abc'") as raised:
+            spark.sql(f"INSERT INTO db.{name} VALUES (4, 'c', 'abc')")
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", ansi)
     assert "Arrow" not in type(raised.value).__name__ and "stream" not in str(raised.value)
     with pytest.raises(SchemaError, match=r"column 'nope' is not a column") as raised:
         spark.sql(f"UPDATE db.{name} SET nope = 1")
