@@ -27,6 +27,7 @@ from typing import Optional
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ..engine.runtime import jobs
 from ..engine.writes import commit_loop
 from ..engine.writes.append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
 from ..engine.writes.append import write as append_write
@@ -81,6 +82,9 @@ def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static
     if len(given) != len(query.columns):
         raise SchemaError(f"INSERT into {names}: the query gives {len(query.columns)} column(s) for "
                           f"{len(given)} ({given})")
+    policy = str(spark.conf.get(_POLICY, "ANSI")).upper()
+    for name, c in zip(given, query.columns):
+        _check_assignable(spark, names, name, query.schema[c].dataType, to_spark(schema.field(name).type), policy)
     columns = {name: query[quote(c)] for name, c in zip(given, query.columns)}
     for name, value in static.items():
         columns[name] = F.lit(value)
@@ -88,8 +92,32 @@ def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static
     for f in missing:
         if not f.type.nullable:
             raise SchemaError(f"INSERT into {names}: column {f.name!r} is NOT NULL and the statement gives no value")
-    return query.select(*[(columns[f.name] if f.name in columns else F.lit(None)).cast(to_spark(f.type))
-                          .alias(f.name) for f in schema.fields])
+    # Spark's store assignment under ANSI and STRICT casts as ANSI mode does whatever the session's
+    # spark.sql.ansi.enabled (which dbt-spark turns off): a value that does not fit fails the
+    # statement instead of becoming null. A cast takes its mode when it is made: here
+    with jobs.spark_conf(spark, {_ANSI: "true"} if policy != "LEGACY" else {}):
+        return query.select(*[(columns[f.name] if f.name in columns else F.lit(None)).cast(to_spark(f.type))
+                              .alias(f.name) for f in schema.fields])
+
+
+_POLICY = "spark.sql.storeAssignmentPolicy"
+_ANSI = "spark.sql.ansi.enabled"
+
+
+def _check_assignable(spark: SparkSession, names: str, column: str, given, wanted, policy: str) -> None:
+    """Refuse what Spark's own INSERT refuses when it resolves the statement: a value of a type its
+    store assignment policy does not cast to the column's (ANSI, the default: no string into a
+    number; STRICT: only up-casts), by Spark's own rule (Cast.canANSIStoreAssign / canUpCast)."""
+    if given == wanted or policy == "LEGACY":
+        return
+    jvm = spark.sparkContext._jvm
+    types = jvm.org.apache.spark.sql.types.DataType
+    cast = jvm.org.apache.spark.sql.catalyst.expressions.Cast
+    src, dst = types.fromJson(given.json()), types.fromJson(wanted.json())
+    if not (cast.canUpCast(src, dst) if policy == "STRICT" else cast.canANSIStoreAssign(src, dst)):
+        raise SchemaError(f"INSERT into {names}: column {column!r} is {wanted.simpleString()} but the statement "
+                          f"gives {given.simpleString()}, which Spark's store assignment ({_POLICY} {policy}) does "
+                          f"not cast; cast it in the statement")
 
 
 def insert(spark: SparkSession, statement: Statement, target: Target) -> None:

@@ -274,24 +274,30 @@ def test_what_update_and_merge_cannot_do_is_refused_naming_the_table(spark, tabl
 
 
 @pytest.mark.parametrize("name", ["keyed", "cross", "logs"])
-def test_a_statement_whose_rows_fail_in_spark_raises_sparks_error_and_writes_nothing(spark, tables, name):
-    """A value that does not cast fails the job that hands the rows over: the error is Spark's own
-    (as the same cast in a query raises it), not the Arrow stream's that the failed job ended."""
+def test_an_insert_assigns_values_as_sparks_own_insert_does_and_a_failure_writes_nothing(spark, tables, name):
+    """Spark's store assignment (spark.sql.storeAssignmentPolicy ANSI, its default): a string for a
+    number is refused as the statement is resolved, and a value that does not fit (a BIGINT beyond
+    INT) fails the job that hands the rows over, whatever spark.sql.ansi.enabled says (dbt-spark's
+    sessions turn it off: off here). The error is Spark's, not the Arrow stream's that the failed job
+    ended; nothing is written."""
     before = _snapshot(f"{tables}/{name}")
-    # a failing cast is Spark's under ANSI mode, which dbt-spark's sessions (the suite's dbt tests in
-    # this worker's session) turn off: on here, whatever ran before
     ansi = spark.conf.get("spark.sql.ansi.enabled")
-    spark.conf.set("spark.sql.ansi.enabled", "true")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
     try:
-        with pytest.raises(Exception, match="CAST_INVALID_INPUT.*'abc'") as raised:
+        with pytest.raises(SchemaError, match=r"column 'v' is int but the statement gives string, which Spark's "
+                                              r"store assignment \(spark.sql.storeAssignmentPolicy ANSI\)"):
             spark.sql(f"INSERT INTO db.{name} VALUES (4, 'c', 'abc')")
+        with pytest.raises(Exception, match="CAST_OVERFLOW.*3000000000") as raised:
+            spark.sql(f"INSERT INTO db.{name} VALUES (4, 'c', 3000000000)")
+        assert "Arrow" not in type(raised.value).__name__ and "stream" not in str(raised.value)
     finally:
         spark.conf.set("spark.sql.ansi.enabled", ansi)
-    assert "Arrow" not in type(raised.value).__name__ and "stream" not in str(raised.value)
     with pytest.raises(SchemaError, match=r"column 'nope' is not a column") as raised:
         spark.sql(f"UPDATE db.{name} SET nope = 1")
     assert "column column" not in str(raised.value)
     assert _snapshot(f"{tables}/{name}") == before
+    spark.sql(f"INSERT INTO db.{name} VALUES (4, 'c', 40)")  # a value of the column's type: written
+    assert (4, "c", 40) in _sql_rows(spark, name)
 
 
 # ---- ALTER TABLE ----------------------------------------------------------------------------------
