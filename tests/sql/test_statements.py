@@ -281,8 +281,10 @@ def test_an_insert_assigns_values_as_sparks_own_insert_does_and_a_failure_writes
     sessions turn it off: off here). The error is Spark's, not the Arrow stream's that the failed job
     ended; nothing is written."""
     before = _snapshot(f"{tables}/{name}")
-    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    # the session's settings whatever ran before in this worker (the integration profile sets LEGACY)
+    held = {k: spark.conf.get(k) for k in ("spark.sql.ansi.enabled", "spark.sql.storeAssignmentPolicy")}
     spark.conf.set("spark.sql.ansi.enabled", "false")
+    spark.conf.set("spark.sql.storeAssignmentPolicy", "ANSI")
     try:
         with pytest.raises(SchemaError, match=r"column 'v' is int but the statement gives string, which Spark's "
                                               r"store assignment \(spark.sql.storeAssignmentPolicy ANSI\)"):
@@ -291,7 +293,8 @@ def test_an_insert_assigns_values_as_sparks_own_insert_does_and_a_failure_writes
             spark.sql(f"INSERT INTO db.{name} VALUES (4, 'c', 3000000000)")
         assert "Arrow" not in type(raised.value).__name__ and "stream" not in str(raised.value)
     finally:
-        spark.conf.set("spark.sql.ansi.enabled", ansi)
+        for k, v in held.items():
+            spark.conf.set(k, v)
     with pytest.raises(SchemaError, match=r"column 'nope' is not a column") as raised:
         spark.sql(f"UPDATE db.{name} SET nope = 1")
     assert "column column" not in str(raised.value)
