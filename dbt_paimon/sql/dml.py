@@ -24,11 +24,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..engine.runtime import jobs
-from ..engine.writes import commit_loop
+from ..engine.writes import commit_loop, store_assignment
 from ..engine.writes.append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_TABLE, REPLACE_WHERE
 from ..engine.writes.append import write as append_write
 from ..engine.writes.delete import delete, update_append
@@ -82,9 +81,10 @@ def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static
     if len(given) != len(query.columns):
         raise SchemaError(f"INSERT into {names}: the query gives {len(query.columns)} column(s) for "
                           f"{len(given)} ({given})")
-    policy = str(spark.conf.get(_POLICY, "ANSI")).upper()
+    rule = store_assignment.policy(spark)
     for name, c in zip(given, query.columns):
-        _check_assignable(spark, names, name, query.schema[c].dataType, to_spark(schema.field(name).type), policy)
+        store_assignment.check(spark, f"INSERT into {names}", name, query.schema[c].dataType,
+                               to_spark(schema.field(name).type), rule)
     columns = {name: query[quote(c)] for name, c in zip(given, query.columns)}
     for name, value in static.items():
         columns[name] = F.lit(value)
@@ -92,32 +92,10 @@ def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static
     for f in missing:
         if not f.type.nullable:
             raise SchemaError(f"INSERT into {names}: column {f.name!r} is NOT NULL and the statement gives no value")
-    # Spark's store assignment under ANSI and STRICT casts as ANSI mode does whatever the session's
-    # spark.sql.ansi.enabled (which dbt-spark turns off): a value that does not fit fails the
-    # statement instead of becoming null. A cast takes its mode when it is made: here
-    with jobs.spark_conf(spark, {_ANSI: "true"} if policy != "LEGACY" else {}):
+    # the query is a DataFrame already: its expressions keep the session's mode, the casts are ANSI's
+    with store_assignment.casting(spark, rule):
         return query.select(*[(columns[f.name] if f.name in columns else F.lit(None)).cast(to_spark(f.type))
                               .alias(f.name) for f in schema.fields])
-
-
-_POLICY = "spark.sql.storeAssignmentPolicy"
-_ANSI = "spark.sql.ansi.enabled"
-
-
-def _check_assignable(spark: SparkSession, names: str, column: str, given, wanted, policy: str) -> None:
-    """Refuse what Spark's own INSERT refuses when it resolves the statement: a value of a type its
-    store assignment policy does not cast to the column's (ANSI, the default: no string into a
-    number; STRICT: only up-casts), by Spark's own rule (Cast.canANSIStoreAssign / canUpCast)."""
-    if given == wanted or policy == "LEGACY":
-        return
-    jvm = spark.sparkContext._jvm
-    types = jvm.org.apache.spark.sql.types.DataType
-    cast = jvm.org.apache.spark.sql.catalyst.expressions.Cast
-    src, dst = types.fromJson(given.json()), types.fromJson(wanted.json())
-    if not (cast.canUpCast(src, dst) if policy == "STRICT" else cast.canANSIStoreAssign(src, dst)):
-        raise SchemaError(f"INSERT into {names}: column {column!r} is {wanted.simpleString()} but the statement "
-                          f"gives {given.simpleString()}, which Spark's store assignment ({_POLICY} {policy}) does "
-                          f"not cast; cast it in the statement")
 
 
 def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
@@ -179,6 +157,12 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
         assigned[name] = statement.source_text(assignment.value())
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
     name = names(statement, target)
+    rows = named(spark.read.format("paimon").options(**_branch_option(target)).load(target.path), name)
+    values = {n: _value(rows, n, e, words) for n, e in assigned.items()}
+    check_nested_values(rows, values, schema, words)
+    rule = store_assignment.policy(spark)
+    for f in rows.select(*[v.alias(n) for n, v in values.items()]).schema.fields:
+        store_assignment.check(spark, words, f.name, f.dataType, to_spark(schema.field(f.name).type), rule)
     if schema.is_append:
         return update_append(spark, target.path, condition or "true", assigned, name, target.settings).updated
     if schema.core.merge_engine != MergeEngine.DEDUPLICATE:
@@ -188,15 +172,28 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
     if keys:
         raise SchemaError(f"{words}: {keys} belong to the primary key, which UPDATE cannot change (DELETE the "
                           f"rows and INSERT them under the new key)")
-    rows = named(spark.read.format("paimon").options(**_branch_option(target)).load(target.path), name)
     if condition is not None:
         rows = rows.filter(F.expr(condition))
-    check_nested_values(rows, {n: F.expr(e) for n, e in assigned.items()}, schema, words)
-    changed = rows.select(*[(F.expr(assigned[f.name]).cast(to_spark(f.type)) if f.name in assigned
-                             else F.col(quote(f.name))).alias(f.name) for f in schema.fields])
+    # the statement's values first (in the session's mode), then their casts (store_assignment.py)
+    values = rows.select(*[(values[f.name] if f.name in values else F.col(quote(f.name))).alias(f.name)
+                           for f in schema.fields])
+    with store_assignment.casting(spark, rule):
+        changed = values.select(*[(F.col(quote(f.name)).cast(to_spark(f.type)) if f.name in assigned
+                                   else F.col(quote(f.name))).alias(f.name) for f in schema.fields])
     done = upsert(changed, target.path, primary_keys=list(schema.primary_keys),
                   partition_keys=list(schema.partition_keys), settings=target.settings)
     return done.inserted + done.updated + done.moved
+
+
+def _value(rows: DataFrame, column: str, text: str, words: str) -> Column:
+    """An UPDATE's value for `column`, checked to resolve over the table's rows."""
+    try:
+        value = F.expr(text)
+        rows.select(value)
+    except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
+        raise SchemaError(f"{words}: SET {column} = {text!r} is not valid Spark SQL over the table's columns: "
+                          f"{str(e).splitlines()[0]}") from None
+    return value
 
 
 def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:

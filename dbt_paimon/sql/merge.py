@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from ..assign.rows import PAYLOAD
 from ..engine.jvm import DATASET, jvm_class, scala_list
-from ..engine.writes import commit_loop
+from ..engine.writes import commit_loop, store_assignment
 from ..engine.runtime import jobs
 from ..engine.writes.append_files import append_task
 from ..engine.writes.replace import Replace
@@ -47,6 +47,7 @@ from .target import Target, names
 
 _IN_SOURCE, _IN_TABLE, _CHOICE, _MATCHED = "__dbt_paimon_s", "__dbt_paimon_t", "__dbt_paimon_action", "__dbt_paimon_m"
 _ROW = "__dbt_paimon_row"  # an append table's row, told apart from the others
+_VALUE = "__dbt_paimon_v"  # a value an action gives a column, before its cast
 
 
 @dataclass(frozen=True)
@@ -166,11 +167,32 @@ def _joined(spark: SparkSession, table: FileStoreTable, plan, source: DataFrame,
         choice = F.when(holds, F.lit(i)).otherwise(choice)
     olds = [f"__old{i}" for i in range(len(identity))]
     extra = [F.col(f"{quote(name)}.{FILE}").alias(FILE)] if schema.is_append else []
-    values = {f.name: _value(actions, f.name, name, source, words, keep=schema.is_append) for f in schema.fields}
-    check_nested_values(joined.withColumn(_CHOICE, choice), values, schema, words)
-    out = joined.select(choice.alias(_CHOICE), matched.alias(_MATCHED), *extra,
-                        *[values[f.name].cast(to_spark(f.type)).alias(f.name) for f in schema.fields],
-                        *[F.col(f"{quote(name)}.{quote(k)}").alias(o) for k, o in zip(identity, olds)])
+    # each action's value of each column, in a DataFrame of their own first (the statement's
+    # expressions in the session's mode), then cast as Spark's store assignment does (store_assignment.py)
+    branches = {f.name: _branches(actions, f.name, name, source, words) for f in schema.fields}
+    for i in range(len(actions)):
+        check_nested_values(joined, {n: b[i] for n, b in branches.items() if i in b}, schema, words)
+    staged_name = {(n, i): f"{_VALUE}{j}_{i}" for j, (n, b) in enumerate(branches.items()) for i in b}
+    kept = {f.name: f"{_VALUE}{j}_kept" for j, f in enumerate(schema.fields)}  # an append table's row without an action
+    staged = joined.select(choice.alias(_CHOICE), matched.alias(_MATCHED), *extra,
+                           *[v.alias(staged_name[n, i]) for n, b in branches.items() for i, v in b.items()],
+                           *([F.col(f"{quote(name)}.{quote(f.name)}").alias(kept[f.name]) for f in schema.fields]
+                             if schema.is_append else []),
+                           *[F.col(f"{quote(name)}.{quote(k)}").alias(o) for k, o in zip(identity, olds)])
+    rule = store_assignment.policy(spark)
+    types = {c.name: c.dataType for c in staged.schema.fields}
+    for (n, _), c in staged_name.items():
+        store_assignment.check(spark, words, n, types[c], to_spark(schema.field(n).type), rule)
+    with store_assignment.casting(spark, rule):
+        values = {}
+        for f in schema.fields:
+            kind = to_spark(f.type)
+            value = F.col(kept[f.name]) if schema.is_append else F.lit(None)
+            for i in branches[f.name]:
+                value = F.when(F.col(_CHOICE) == i, F.col(staged_name[f.name, i]).cast(kind)).otherwise(value)
+            values[f.name] = value.cast(kind)
+        out = staged.select(_CHOICE, _MATCHED, *([FILE] if schema.is_append else []),
+                            *[values[f.name].alias(f.name) for f in schema.fields], *olds)
     if not schema.is_append:
         out = out.filter(F.col(_CHOICE).isNotNull())
     out = out.localCheckpoint(eager=True)
@@ -204,27 +226,25 @@ def _expr(text: str | None, words: str) -> Column:
         raise SchemaError(f"{words}: {text!r} is not valid Spark SQL: {str(e).splitlines()[0]}") from None
 
 
-def _value(actions: list[Action], column: str, table_alias: str, source: DataFrame, words: str,
-           keep: bool = False) -> Column:
-    """A table column's value in a written row: per the action the row took (keep: a row without
-    one keeps its value)."""
+def _branches(actions: list[Action], column: str, table_alias: str, source: DataFrame, words: str) -> dict[int, Column]:
+    """The value each action that writes a row gives the table's column `column`, by the action's
+    place in the statement."""
     source_columns = {c.lower(): c for c in source.columns}
-    value = F.col(f"{quote(table_alias)}.{quote(column)}") if keep else F.lit(None)
+    values = {}
     for i, a in enumerate(actions):
         if a.kind == "delete":
             continue
         if a.kind in ("update", "insert") and column in a.assignments:
-            v = _expr(a.assignments[column], words)
+            values[i] = _expr(a.assignments[column], words)
         elif a.kind == "update":  # a column the action does not set keeps its value
-            v = F.col(f"{quote(table_alias)}.{quote(column)}")
+            values[i] = F.col(f"{quote(table_alias)}.{quote(column)}")
         elif a.kind in ("update *", "insert *"):
             if column.lower() not in source_columns:
                 raise SchemaError(f"{words}: {a.kind.upper()} needs column {column!r} in the source")
-            v = source[quote(source_columns[column.lower()])]
+            values[i] = source[quote(source_columns[column.lower()])]
         else:  # an INSERT without this column
-            v = F.lit(None)
-        value = F.when(F.col(_CHOICE) == i, v).otherwise(value)
-    return value
+            values[i] = F.lit(None)
+    return values
 
 
 def _refuse_many_matches(out: DataFrame, olds: list[str], words: str) -> None:

@@ -303,6 +303,41 @@ def test_an_insert_assigns_values_as_sparks_own_insert_does_and_a_failure_writes
     assert (4, "c", 40) in _sql_rows(spark, name)
 
 
+@pytest.mark.parametrize("name", ["keyed", "cross", "logs"])
+def test_update_and_merge_assign_values_as_sparks_own_do_and_a_failure_writes_nothing(spark, tables, name):
+    """UPDATE's and MERGE's values (SET, INSERT VALUES, a source's column) go into the table's
+    columns by Spark's store assignment as INSERT's do: a string for a number is refused, a value
+    that does not fit fails the statement, with spark.sql.ansi.enabled off as dbt-spark leaves it.
+    The statement's own expressions keep the session's mode: there a CAST that fails is a null."""
+    before = _snapshot(f"{tables}/{name}")
+    statements = [f"UPDATE db.{name} SET v = {{}} WHERE id = 1",
+                  f"MERGE INTO db.{name} t USING (SELECT 1 AS id) s ON t.id = s.id "
+                  "WHEN MATCHED THEN UPDATE SET v = {}",
+                  f"MERGE INTO db.{name} t USING (SELECT 9 AS id) s ON t.id = s.id "
+                  "WHEN NOT MATCHED THEN INSERT (id, dt, v) VALUES (s.id, 'c', {})",
+                  f"MERGE INTO db.{name} t USING (SELECT 1 AS id, 'a' AS dt, {{}} AS v) s ON t.id = s.id "
+                  "WHEN MATCHED THEN UPDATE SET *"]
+    held = {k: spark.conf.get(k) for k in ("spark.sql.ansi.enabled", "spark.sql.storeAssignmentPolicy")}
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    spark.conf.set("spark.sql.storeAssignmentPolicy", "ANSI")
+    try:
+        for statement in statements:
+            with pytest.raises(SchemaError, match=r"column 'v' is int but the statement gives string, which Spark's "
+                                                  r"store assignment \(spark.sql.storeAssignmentPolicy ANSI\)"):
+                spark.sql(statement.format("'abc'"))
+            with pytest.raises(Exception, match="CAST_OVERFLOW.*3000000000"):
+                spark.sql(statement.format("3000000000"))
+        assert _snapshot(f"{tables}/{name}") == before
+        spark.sql(f"UPDATE db.{name} SET v = CAST('x' AS INT) WHERE id = 1")
+        spark.sql(f"MERGE INTO db.{name} t USING (SELECT 2 AS id) s ON t.id = s.id "
+                  "WHEN MATCHED THEN UPDATE SET v = CAST(2147483647 AS INT) + 1")  # an int's overflow, as Spark's
+    finally:
+        for k, v in held.items():
+            spark.conf.set(k, v)
+    assert _sql_rows(spark, name) == [(1, "a", None), (2, "a", -2147483648), (3, "b", 30)]
+    assert _paimon_rows(f"{tables}/{name}") == _sql_rows(spark, name)
+
+
 # ---- ALTER TABLE ----------------------------------------------------------------------------------
 
 def test_alter_table_changes_the_paimon_schema_and_spark_follows(spark, tables):

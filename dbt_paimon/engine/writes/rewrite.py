@@ -32,11 +32,13 @@ from ...store.read.scan import DataSplit, Plan
 from ...store.schema.schema import TableSchema
 from ...store.table import FileStoreTable
 from ..runtime import jobs, tasks
+from . import store_assignment
 from .append_files import append_task
 from ..qualified import Name, named
 from ..spark_types import struct_of, to_spark
 
 FILE = "__paimon_file"  # the name of the data file a row was read from
+_HIT, _SET = "__paimon_hit", "__paimon_set"  # an updated file's row: whether the predicate holds; a value set
 
 
 @dataclass
@@ -132,15 +134,15 @@ def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predic
     kept = file_rows(spark, table, affected)
     kept = named(kept, alias) if alias else kept
     if update:  # every row of those files, the matching ones with their columns set
-        hit_row = F.coalesce(condition, F.lit(False))
-        columns = []
-        for f in table.schema.fields:
-            column = F.col(_quoted(f.name))
-            if f.name in update:
-                value = _expression(kept, update[f.name], what).cast(to_spark(f.type))
-                column = F.when(hit_row, value).otherwise(column)
-            columns.append(column.alias(f.name))
-        kept = kept.select(*columns)
+        # the statement's values first, in the session's mode; then their casts (store_assignment.py)
+        fields = table.schema.fields
+        staged = kept.select(*[F.col(_quoted(f.name)) for f in fields], F.coalesce(condition, F.lit(False)).alias(_HIT),
+                             *[_expression(kept, update[f.name], what).alias(f"{_SET}{i}")
+                               for i, f in enumerate(fields) if f.name in update])
+        with store_assignment.casting(spark, store_assignment.policy(spark)):
+            kept = staged.select(*[(F.when(F.col(_HIT), F.col(f"{_SET}{i}").cast(to_spark(f.type)))
+                                    .otherwise(F.col(_quoted(f.name))) if f.name in update
+                                    else F.col(_quoted(f.name))).alias(f.name) for i, f in enumerate(fields)])
     else:
         kept = kept.filter(~F.coalesce(condition, F.lit(False))).drop(FILE)
     payloads = jobs.collect_payloads(spark, kept.mapInArrow(
