@@ -42,7 +42,9 @@ REQUIRED_FILES = ("dbt/adapters/paimon/__init__.py", "dbt/adapters/paimon/__vers
 # customers: a cross-partition table (the key lacks the partition field) written by the engine's
 # Spark job (the code most tied to pyspark's and pyarrow's APIs); customer 1 comes twice, the later
 # row wins. by_country reads it back through the `paimon` Python data source and is upserted in the
-# driver (execution auto on a local master).
+# driver (execution auto on a local master). customer_snapshots reads a system table, rows Spark has no
+# size estimate of: the driver takes them through Spark's Arrow collect stream (engine/runtime/local.py,
+# pyspark APIs that changed within 4.x).
 MODELS = {
     "customers": """\
 {{ config(materialized='paimon_upsert', unique_key='customer_id', partition_by='country',
@@ -59,6 +61,10 @@ select * from values
 {{ config(materialized='paimon_upsert', unique_key='country') }}
 select country, count(*) as customers from {{ ref('customers') }} group by country
 """,
+    "customer_snapshots": """\
+{{ config(materialized='paimon_upsert', unique_key='snapshot_id') }}
+select snapshot_id, commit_kind, commit_time from {{ paimon_system_table(ref('customers'), 'snapshots') }}
+""",
 }
 # model -> (columns read back, their rows as pypaimon reads them, the start of dbt's run message)
 EXPECTED = {
@@ -66,6 +72,7 @@ EXPECTED = {
                   [(1, "Ann", "BE"), (2, "Bob", "DE"), (3, "Cas", "NL"), (4, "Dan", "NL")],
                   "UPSERT 5: 4 inserted, 0 updated, 1 skipped"),
     "by_country": (("country", "customers"), [("BE", 1), ("DE", 1), ("NL", 2)], "UPSERT 3: 3 inserted"),
+    "customer_snapshots": (("snapshot_id", "commit_kind"), [(1, "APPEND")], "UPSERT 1: 1 inserted"),
 }
 
 
@@ -225,7 +232,7 @@ def clean_env(venv: str) -> dict:
 
 
 def write_project(project: str) -> str:
-    """A dbt project with the two paimon_upsert models; returns the warehouse directory."""
+    """A dbt project with the paimon_upsert models; returns the warehouse directory."""
     warehouse = os.path.join(project, "warehouse")
     os.makedirs(os.path.join(project, "models"))
     with open(os.path.join(project, "dbt_project.yml"), "w") as f:

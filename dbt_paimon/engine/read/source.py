@@ -140,7 +140,8 @@ class PaimonDataSource(DataSource):
     def schema(self) -> StructType:
         check_options(self.options)
         if self._path()[1] not in (None, *system_tables.DATA_TABLES):
-            return from_arrow_schema(system_tables.SCHEMAS[self._path()[1]])
+            # a system table's times are Paimon's TIMESTAMP (no zone) whatever pyspark's default (4.3: ntz)
+            return from_arrow_schema(system_tables.SCHEMAS[self._path()[1]], prefer_timestamp_ntz=True)
         table = self._table()
         schema_id = self._schema_id(table)
         schema = table.schema

@@ -17,6 +17,7 @@ buckets. `execution="distributed"` forces the Spark job; a non-local master alwa
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import uuid
@@ -115,9 +116,12 @@ def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Tabl
     except (ImportError, AttributeError) as e:
         raise StreamUnavailable(str(e)) from None
     large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-    # as toArrow: timestamps as UTC instants, strings as the conf says
-    schema = to_arrow_schema(batch.schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC",
-                             prefers_large_types=large)
+    # as toArrow: timestamps as UTC instants (pyspark 4.3 says so with timezone=, 4.0-4.1 with
+    # timestamp_utc=), strings as the conf says
+    utc = ({"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters
+           else {"timestamp_utc": True})
+    schema = to_arrow_schema(batch.schema, error_on_duplicated_field_names_in_struct=True, prefers_large_types=large,
+                             **utc)
     sc = spark.sparkContext
     tag = f"dbt-paimon-collect-{uuid.uuid4().hex}"
     # the JVM thread that serves the stream runs the job; it inherits the tag when it is created
@@ -129,12 +133,14 @@ def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Tabl
         sc.removeJobTag(tag)
     parts, error = None, None
     try:
-        sockfile, sock = _create_local_socket((port, secret))
+        opened = _create_local_socket((port, secret))  # pyspark 4.3: (file, socket); 4.0-4.1: the file
+        sockfile, sock = opened if isinstance(opened, tuple) else (opened, None)
         try:
             parts = _read_stream(sockfile, limit)
         finally:
             sockfile.close()
-            sock.close()
+            if sock is not None:
+                sock.close()
     except BaseException as e:  # noqa: BLE001 - the job is cancelled, then it is raised
         error = e
     if parts is None:  # past the limit, or failed: stop the job's other tasks now
