@@ -3,9 +3,11 @@
     INSERT INTO t ...                 a primary-key table: an upsert (engine/writes/upsert.py; a key that
                                       moves partition on a cross-partition table moves once); an
                                       append table: rows appended (engine/writes/append.py)
-    INSERT OVERWRITE t ...            the partitions the rows fall in are replaced (Paimon's
-                                      dynamic partition overwrite); with PARTITION (p = v, ...) that
-                                      partition, rows or not; a table without partitions: all of it
+    INSERT OVERWRITE t ...            as Spark's spark.sql.sources.partitionOverwriteMode says: STATIC
+                                      (its default) the whole table, or with PARTITION (p = v, ...)
+                                      the partitions it names, rows or not; DYNAMIC the partitions
+                                      the rows fall in (a PARTITION clause naming every partition
+                                      column: that one, rows or not)
     DELETE FROM t [WHERE c]           -D records of the matching rows (a key table), the files
                                       holding them written again without them (an append table)
     UPDATE t SET c = e [WHERE ...]    a deduplicate key table: the matching rows, updated, upserted
@@ -66,6 +68,9 @@ def run(spark: SparkSession, statement: Statement, target: Target) -> Optional[d
     return None
 
 
+_QUERY_COLUMN = "__dbt_paimon_q"
+
+
 def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static: dict) -> DataFrame:
     """The statement's query as a DataFrame of the table's columns (static partition values added)."""
     jdf = jvm_class(spark, DATASET).ofRows(spark._jsparkSession, statement.plan.query())
@@ -82,17 +87,19 @@ def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static
         raise SchemaError(f"INSERT into {names}: the query gives {len(query.columns)} column(s) for "
                           f"{len(given)} ({given})")
     rule = store_assignment.policy(spark)
-    for name, c in zip(given, query.columns):
-        store_assignment.check(spark, f"INSERT into {names}", name, query.schema[c].dataType,
-                               to_spark(schema.field(name).type), rule)
-    columns = {name: query[quote(c)] for name, c in zip(given, query.columns)}
+    for name, c in zip(given, query.schema.fields):
+        store_assignment.check(spark, f"INSERT into {names}", name, c.dataType, to_spark(schema.field(name).type), rule)
+    # by position from here, as Spark maps them: a query may give two columns one name (SELECT 1, 1)
+    query = query.toDF(*[f"{_QUERY_COLUMN}{i}" for i in range(len(given))])
+    columns = {name: F.col(f"{_QUERY_COLUMN}{i}") for i, name in enumerate(given)}
     for name, value in static.items():
         columns[name] = F.lit(value)
     missing = [f for f in schema.fields if f.name not in columns]
     for f in missing:
         if not f.type.nullable:
             raise SchemaError(f"INSERT into {names}: column {f.name!r} is NOT NULL and the statement gives no value")
-    # the query is a DataFrame already: its expressions keep the session's mode, the casts are ANSI's
+    # the query is a DataFrame already: its expressions keep the session's mode, the casts are the
+    # store assignment's
     with store_assignment.casting(spark, rule):
         return query.select(*[(columns[f.name] if f.name in columns else F.lit(None)).cast(to_spark(f.type))
                               .alias(f.name) for f in schema.fields])
@@ -113,35 +120,44 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
     static = {k: v for k, v in spec.items() if v is not None}
     rows = _rows(spark, statement, schema, static)
     overwrite = bool(plan.overwrite())
-    # a static PARTITION (...) spec naming every partition column: that partition is replaced, rows or not
+    # what an OVERWRITE replaces, by Spark's rule (spark.sql.sources.partitionOverwriteMode, STATIC
+    # by default, as Paimon's Spark connector reads it): in dynamic mode with a partition column the
+    # PARTITION clause leaves open, the partitions the rows fall in; else the partitions the clause
+    # names, rows or not (no clause: the whole table)
+    mode_conf = str(spark.conf.get(_OVERWRITE_MODE, "STATIC")).upper()
+    dynamic = overwrite and mode_conf == "DYNAMIC" and any(k not in static for k in schema.partition_keys)
     where = None
-    if overwrite and static and set(static) == set(schema.partition_keys):
+    if overwrite and not dynamic:
         where = " AND ".join(f"{quote(k)} = CAST({sql_string(v)} AS {to_spark(schema.field(k).type).simpleString()})"
-                             for k, v in static.items())
+                             for k, v in static.items()) or "true"
     keys = dict(partition_keys=list(schema.partition_keys))
     if schema.is_append:
         if not overwrite:
             mode = APPEND_MODE
-        elif where is not None:
-            mode = REPLACE_WHERE
+        elif dynamic:
+            mode = OVERWRITE_PARTITIONS
         else:
-            mode = OVERWRITE_PARTITIONS if schema.partition_keys else OVERWRITE_TABLE
-        append_write(rows, target.path, mode=mode, where=where, settings=target.settings, **keys)
+            mode = OVERWRITE_TABLE if where == "true" else REPLACE_WHERE
+        append_write(rows, target.path, mode=mode, where=None if where == "true" else where, settings=target.settings,
+                     **keys)
         return
     replace = None
     if overwrite:
-        if where is not None and schema.core.merge_engine != MergeEngine.DEDUPLICATE:
-            # a table that merges rows is overwritten by the partitions its rows fall in (replace.py):
-            # all in the named one here, which a statement without rows leaves as it is
+        if dynamic:
             replace = Replace(batch_partitions=True)
-        elif where is not None:
-            replace = Replace(where=where, what=f"PARTITION ({', '.join(f'{k}={v}' for k, v in static.items())})")
-        elif schema.partition_keys:
+        elif where == "true":
+            replace = Replace(where="true")
+        elif schema.core.merge_engine != MergeEngine.DEDUPLICATE:
+            # a table that merges rows is overwritten by the partitions its rows fall in (replace.py):
+            # all in the named one(s) here, which a statement without rows leaves as they are
             replace = Replace(batch_partitions=True)
         else:
-            replace = Replace(where="true")
+            replace = Replace(where=where, what=f"PARTITION ({', '.join(f'{k}={v}' for k, v in static.items())})")
     upsert(rows, target.path, primary_keys=list(schema.primary_keys), replace=replace, settings=target.settings,
            **keys)
+
+
+_OVERWRITE_MODE = "spark.sql.sources.partitionOverwriteMode"
 
 
 def update(spark: SparkSession, statement: Statement, target: Target) -> int:
@@ -154,6 +170,8 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
     for assignment in scala_list(plan.assignments()):
         parts = [str(p) for p in scala_list(assignment.key().nameParts())]
         name = resolve_columns("column", [parts[-1]], schema.field_names)[0]
+        if name in assigned:  # Spark's own UPDATE refuses it too
+            raise SchemaError(f"{words}: SET gives column {name!r} two values")
         assigned[name] = statement.source_text(assignment.value())
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
     name = names(statement, target)

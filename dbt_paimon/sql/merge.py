@@ -76,6 +76,9 @@ def _actions(statement: Statement, schema: TableSchema) -> list[Action]:
                 for assignment in scala_list(action.assignments()):
                     parts = [str(p) for p in scala_list(assignment.key().nameParts())]
                     column = resolve_columns("column", [parts[-1]], schema.field_names)[0]
+                    if column in assignments:  # Spark's own MERGE refuses it too
+                        raise SchemaError(f"MERGE INTO {statement.written_name}: an action gives column {column!r} "
+                                          f"two values")
                     assignments[column] = statement.source_text(assignment.value())
             out.append(Action(when, kind, statement.source_text(condition) if condition is not None else None,
                               assignments))

@@ -16,7 +16,7 @@ from ..java_paimon.javapaimon import Read, assert_same
 STATEMENTS = {
     "keyed": ["INSERT INTO db.keyed VALUES (2, 'a', 21), (4, 'b', 40)",
               "ALTER TABLE db.keyed ADD COLUMNS (note string)",
-              "INSERT OVERWRITE db.keyed VALUES (5, 'a', 50, 'x')",
+              "INSERT OVERWRITE db.keyed PARTITION (dt = 'a') VALUES (5, 50, 'x')",
               "ALTER TABLE db.keyed RENAME COLUMN note TO remark",
               "DELETE FROM db.keyed WHERE id = 3",
               "UPDATE db.keyed SET v = v + 1, remark = 'y' WHERE id = 4",

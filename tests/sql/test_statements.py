@@ -59,13 +59,32 @@ def test_insert_into_an_append_table_appends_with_a_column_list_and_static_parti
     assert _paimon_rows(f"{tables}/logs") == _sql_rows(spark, "logs")
 
 
-def test_insert_overwrite_replaces_the_partitions_the_rows_fall_in(spark, tables):
-    spark.sql("INSERT OVERWRITE db.keyed VALUES (5, 'a', 50)")  # dynamic: partition a only
-    assert _sql_rows(spark, "keyed") == [(3, "b", 30), (5, "a", 50)]
-    spark.sql("INSERT OVERWRITE db.logs PARTITION (dt = 'b') SELECT 6, 60")  # static: partition b
-    spark.sql("INSERT OVERWRITE db.logs PARTITION (dt = 'a') SELECT 7, 70 WHERE false")  # no rows: emptied
-    assert _sql_rows(spark, "logs") == [(6, "b", 60)]
+def test_insert_overwrite_replaces_what_sparks_partition_overwrite_mode_says(spark, tables):
+    """spark.sql.sources.partitionOverwriteMode, as Spark's own tables and Paimon's Spark connector
+    take it: STATIC (Spark's default) replaces the whole table, or the partitions a PARTITION clause
+    names, rows or not; DYNAMIC the partitions the rows fall in."""
+    mode = "spark.sql.sources.partitionOverwriteMode"
+    held = spark.conf.get(mode)  # dbt-spark's insert_overwrite leaves DYNAMIC in a session
+    try:
+        spark.conf.set(mode, "DYNAMIC")
+        spark.sql("INSERT OVERWRITE db.cross VALUES (5, 'a', 50)")  # partition a only
+        spark.sql("INSERT OVERWRITE db.logs VALUES (4, 'a', 40)")
+        assert _sql_rows(spark, "cross") == [(3, "b", 30), (5, "a", 50)]
+        assert _sql_rows(spark, "logs") == [(3, "b", 30), (4, "a", 40)]
+        spark.conf.set(mode, "STATIC")
+        spark.sql("INSERT OVERWRITE db.keyed VALUES (5, 'a', 50)")  # the whole table
+        assert _sql_rows(spark, "keyed") == [(5, "a", 50)]
+        spark.sql("INSERT OVERWRITE db.logs PARTITION (dt = 'b') SELECT 6, 60")  # partition b
+        assert _sql_rows(spark, "logs") == [(4, "a", 40), (6, "b", 60)]
+        spark.sql("INSERT OVERWRITE db.logs PARTITION (dt = 'a') SELECT 7, 70 WHERE false")  # no rows: emptied
+        assert _sql_rows(spark, "logs") == [(6, "b", 60)]
+        spark.sql("INSERT OVERWRITE db.cross SELECT 1, 'x', 1 WHERE false")  # no rows, no clause: emptied
+        assert _sql_rows(spark, "cross") == []
+    finally:
+        spark.conf.set(mode, held)
     assert _paimon_rows(f"{tables}/logs") == [(6, "b", 60)]
+    assert _paimon_rows(f"{tables}/keyed") == [(5, "a", 50)]
+    assert _paimon_rows(f"{tables}/cross") == []
 
 
 def test_insert_overwrite_on_a_table_that_merges_rows(spark, tables):
@@ -336,6 +355,28 @@ def test_update_and_merge_assign_values_as_sparks_own_do_and_a_failure_writes_no
             spark.conf.set(k, v)
     assert _sql_rows(spark, name) == [(1, "a", None), (2, "a", -2147483648), (3, "b", 30)]
     assert _paimon_rows(f"{tables}/{name}") == _sql_rows(spark, name)
+    with pytest.raises(SchemaError, match=r"UPDATE db\.\w+: SET gives column 'v' two values"):
+        spark.sql(f"UPDATE db.{name} SET v = 1, v = 2")
+    with pytest.raises(SchemaError, match=r"MERGE INTO db\.\w+: an action gives column 'v' two values"):
+        spark.sql(f"MERGE INTO db.{name} t USING (SELECT 3 AS id) s ON t.id = s.id "
+                  "WHEN MATCHED THEN UPDATE SET v = 1, v = 2")
+
+
+@pytest.mark.parametrize("name", ["keyed", "logs"])
+def test_under_the_legacy_store_assignment_values_are_cast_as_sparks_legacy_cast_does(spark, tables, name):
+    """spark.sql.storeAssignmentPolicy LEGACY with ANSI mode on (Spark 4's default): Spark's own
+    INSERT casts by the legacy cast, a null for what does not parse, an overflow wrapped."""
+    held = {k: spark.conf.get(k) for k in ("spark.sql.ansi.enabled", "spark.sql.storeAssignmentPolicy")}
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+    spark.conf.set("spark.sql.storeAssignmentPolicy", "LEGACY")
+    try:
+        spark.sql(f"INSERT INTO db.{name} VALUES (4, 'c', 'x')")
+        spark.sql(f"INSERT INTO db.{name} VALUES (5, 'c', 3000000000)")
+        spark.sql(f"UPDATE db.{name} SET v = '12' WHERE id = 1")
+    finally:
+        for k, v in held.items():
+            spark.conf.set(k, v)
+    assert _sql_rows(spark, name) == [(1, "a", 12), (2, "a", 20), (3, "b", 30), (4, "c", None), (5, "c", -1294967296)]
 
 
 # ---- ALTER TABLE ----------------------------------------------------------------------------------

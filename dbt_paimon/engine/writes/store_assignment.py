@@ -6,7 +6,8 @@ tables (spark.sql.storeAssignmentPolicy, ANSI by default):
   resolved, by Spark's own rule (ANSI: Cast.canANSIStoreAssign, so no string into a number; STRICT:
   Cast.canUpCast; LEGACY: anything);
 - the casts run in ANSI mode (a value that does not fit fails the statement) whatever
-  spark.sql.ansi.enabled says, which dbt-spark's session turns off; LEGACY casts as that setting says.
+  spark.sql.ansi.enabled says, which dbt-spark's session turns off; under LEGACY in legacy mode (a
+  null for what does not fit) whatever it says.
 The statement's own expressions keep the session's mode: only the casts are ANSI, as in Spark.
 """
 
@@ -44,8 +45,12 @@ def check(spark: SparkSession, words: str, column: str, given, wanted, rule: str
 
 @contextmanager
 def casting(spark: SparkSession, rule: str):
-    """Where the casts of a statement's values are made. A cast takes its mode when the DataFrame
-    holding it is built, so the statement's own expressions are put in a DataFrame before this
-    (they keep the session's mode) and only the select of the casts is built in here."""
-    with jobs.spark_conf(spark, {_ANSI: "true"} if rule != "LEGACY" else {}):
+    """Where the casts of a statement's values are made: ANSI's under ANSI, the legacy cast (a null
+    for what does not parse, an overflow wrapped) under LEGACY, as Spark's store assignment makes
+    them whatever spark.sql.ansi.enabled says; the session's under STRICT (up-casts, which cannot
+    fail). A cast takes its mode when the DataFrame holding it is built, so the statement's own
+    expressions are put in a DataFrame before this (they keep the session's mode) and only the
+    select of the casts is built in here."""
+    mode = {"ANSI": "true", "LEGACY": "false"}.get(rule)
+    with jobs.spark_conf(spark, {_ANSI: mode} if mode else {}):
         yield
