@@ -198,9 +198,19 @@ def _joined(spark: SparkSession, table: FileStoreTable, plan, source: DataFrame,
                             *[values[f.name].alias(f.name) for f in schema.fields], *olds)
     if not schema.is_append:
         out = out.filter(F.col(_CHOICE).isNotNull())
+    if _deletes_every_match(actions):  # a table row matched twice is deleted once, as in Spark
+        out = out.filter(~F.col(_MATCHED)).unionByName(out.filter(F.col(_MATCHED)).dropDuplicates(olds))
     out = out.localCheckpoint(eager=True)
-    _refuse_many_matches(out, olds, words)
+    if not _deletes_every_match(actions):
+        _refuse_many_matches(out, olds, words)
     return out
+
+
+def _deletes_every_match(actions: list[Action]) -> bool:
+    """The statement's one WHEN MATCHED action is an unconditional DELETE: then, as in Spark's MERGE,
+    a table row two source rows match is no error (it is deleted either way)."""
+    matched = [a for a in actions if a.when == "matched"]
+    return len(matched) == 1 and matched[0].kind == "delete" and matched[0].condition is None
 
 
 def _rewrite(spark: SparkSession, attempt: commit_loop.Attempt, plan, out: DataFrame, writes: list[int]) -> None:

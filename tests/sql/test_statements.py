@@ -288,8 +288,20 @@ def test_what_update_and_merge_cannot_do_is_refused_naming_the_table(spark, tabl
         spark.sql("MERGE INTO db.keyed t USING twice s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v")
     logs = _snapshot(f"{tables}/logs")
     with pytest.raises(PaimonError, match=r"MERGE INTO db\.logs: .*matches more than one source row"):
-        spark.sql("MERGE INTO db.logs t USING twice s ON t.id = s.id WHEN MATCHED THEN DELETE")
+        spark.sql("MERGE INTO db.logs t USING twice s ON t.id = s.id WHEN MATCHED AND s.v > 0 THEN DELETE")
     assert _snapshot(f"{tables}/keyed") == before and _snapshot(f"{tables}/logs") == logs
+
+
+@pytest.mark.parametrize("name", ["keyed", "logs"])
+def test_a_merge_whose_one_matched_action_is_an_unconditional_delete_takes_a_row_matched_twice(spark, tables, name):
+    """Spark's MERGE checks that a table row matches one source row only where it matters: not when
+    the one WHEN MATCHED action is an unconditional DELETE. The row is deleted, and counted, once."""
+    answer = spark.sql(f"MERGE INTO db.{name} t USING (SELECT * FROM VALUES (1), (1), (7) AS s(id)) s ON t.id = s.id "
+                       "WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT (id, dt, v) VALUES (s.id, 'c', 70)")
+    assert _answer(answer) == [("num_affected_rows", 2), ("num_updated_rows", 0), ("num_deleted_rows", 1),
+                               ("num_inserted_rows", 1)]
+    assert _sql_rows(spark, name) == [(2, "a", 20), (3, "b", 30), (7, "c", 70)]
+    assert _paimon_rows(f"{tables}/{name}") == _sql_rows(spark, name)
 
 
 @pytest.mark.parametrize("name", ["keyed", "cross", "logs"])
