@@ -13,7 +13,8 @@ upserted on the key; the keys they delete, and a matched row's old key when an a
 new one, get -D records in the same snapshot (engine/writes/replace.py, `keys`). On an append table the
 files holding a row an action touched are written again with the actions applied (as
 engine/writes/rewrite.py does for DELETE and UPDATE), the inserted rows beside them. A table row matched by
-more than one source row is an error, as in Spark, and nothing is written.
+more than one source row is an error, as in Spark, and nothing is written (unless the one WHEN MATCHED
+action is an unconditional DELETE: the row goes, once).
 """
 
 from __future__ import annotations
@@ -198,10 +199,11 @@ def _joined(spark: SparkSession, table: FileStoreTable, plan, source: DataFrame,
                             *[values[f.name].alias(f.name) for f in schema.fields], *olds)
     if not schema.is_append:
         out = out.filter(F.col(_CHOICE).isNotNull())
-    if _deletes_every_match(actions):  # a table row matched twice is deleted once, as in Spark
+    deletes_every_match = _deletes_every_match(actions)
+    if deletes_every_match:  # a table row matched twice is deleted once, as in Spark
         out = out.filter(~F.col(_MATCHED)).unionByName(out.filter(F.col(_MATCHED)).dropDuplicates(olds))
     out = out.localCheckpoint(eager=True)
-    if not _deletes_every_match(actions):
+    if not deletes_every_match:
         _refuse_many_matches(out, olds, words)
     return out
 

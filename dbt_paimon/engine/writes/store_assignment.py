@@ -8,7 +8,7 @@ tables (spark.sql.storeAssignmentPolicy, ANSI by default):
 - the casts run in ANSI mode (a value that does not fit fails the statement) whatever
   spark.sql.ansi.enabled says, which dbt-spark's session turns off; under LEGACY in legacy mode (a
   null for what does not fit) whatever it says.
-The statement's own expressions keep the session's mode: only the casts are ANSI, as in Spark.
+The statement's own expressions keep the session's mode: only the casts take the policy's, as in Spark.
 """
 
 from __future__ import annotations
