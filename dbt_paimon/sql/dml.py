@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ..engine.writes import commit_loop, store_assignment
@@ -34,6 +34,7 @@ from ..engine.writes.append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_
 from ..engine.writes.append import write as append_write
 from ..engine.writes.delete import delete, update_append
 from ..engine.writes.replace import Replace
+from ..engine.writes.rewrite import resolved
 from ..engine.spark_types import check_nested_values, to_spark
 from ..engine.writes.upsert import upsert
 from ..store.common.errors import SchemaError
@@ -176,7 +177,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
     name = names(statement, target)
     rows = named(spark.read.format("paimon").options(**_branch_option(target)).load(target.path), name)
-    values = {n: _value(rows, n, e, words) for n, e in assigned.items()}
+    values = {n: resolved(rows, e, f"{words}: SET {n} =") for n, e in assigned.items()}
     check_nested_values(rows, values, schema, words)
     rule = store_assignment.policy(spark)
     for f in rows.select(*[v.alias(n) for n, v in values.items()]).schema.fields:
@@ -201,17 +202,6 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
     done = upsert(changed, target.path, primary_keys=list(schema.primary_keys),
                   partition_keys=list(schema.partition_keys), settings=target.settings)
     return done.inserted + done.updated + done.moved
-
-
-def _value(rows: DataFrame, column: str, text: str, words: str) -> Column:
-    """An UPDATE's value for `column`, checked to resolve over the table's rows."""
-    try:
-        value = F.expr(text)
-        rows.select(value)
-    except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
-        raise SchemaError(f"{words}: SET {column} = {text!r} is not valid Spark SQL over the table's columns: "
-                          f"{str(e).splitlines()[0]}") from None
-    return value
 
 
 def truncate(spark: SparkSession, statement: Statement, target: Target) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ...assign.rows import PAYLOAD, exchange_type
@@ -98,12 +98,14 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _expression(rows: DataFrame, text: str, what: str):
+def resolved(rows: DataFrame, text: str, what: str) -> Column:
+    """The Spark SQL expression `text` as a Column, checked to resolve over `rows`; else SchemaError,
+    `what` (e.g. "UPDATE t: SET v =") and the text first."""
     try:
         column = F.expr(text)
         rows.select(column)
     except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
-        raise SchemaError(f"{what}: {text!r} is not valid Spark SQL over the table's columns: "
+        raise SchemaError(f"{what} {text!r} is not valid Spark SQL over the table's columns: "
                           f"{str(e).splitlines()[0]}") from None
     return column
 
@@ -137,7 +139,7 @@ def rewrite_where(spark: SparkSession, table: FileStoreTable, plan: Plan, predic
         # the statement's values first, in the session's mode; then their casts (store_assignment.py)
         fields = table.schema.fields
         staged = kept.select(*[F.col(_quoted(f.name)) for f in fields], F.coalesce(condition, F.lit(False)).alias(_HIT),
-                             *[_expression(kept, update[f.name], what).alias(f"{_SET}{i}")
+                             *[resolved(kept, update[f.name], f"{what}:").alias(f"{_SET}{i}")
                                for i, f in enumerate(fields) if f.name in update])
         with store_assignment.casting(spark, store_assignment.policy(spark)):
             kept = staged.select(*[(F.when(F.col(_HIT), F.col(f"{_SET}{i}").cast(to_spark(f.type)))
