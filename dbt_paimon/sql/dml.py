@@ -8,6 +8,9 @@
                                       the partitions it names, rows or not; DYNAMIC the partitions
                                       the rows fall in (a PARTITION clause naming every partition
                                       column: that one, rows or not)
+    INSERT INTO t REPLACE WHERE c ... the rows c holds for replaced by the query's (a key table: their
+                                      keys the rows lack deleted, the rows upserted); REPLACE USING
+                                      the partition columns: the partitions the rows fall in
     DELETE FROM t [WHERE c]           -D records of the matching rows (a key table), the files
                                       holding them written again without them (an append table)
     UPDATE t SET c = e [WHERE ...]    a deduplicate key table: the matching rows, updated, upserted
@@ -24,8 +27,11 @@ partition columns, by the column list given, or BY NAME.
 
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Optional
 
+from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -34,7 +40,7 @@ from ..engine.writes.append import APPEND_MODE, OVERWRITE_PARTITIONS, OVERWRITE_
 from ..engine.writes.append import write as append_write
 from ..engine.writes.delete import delete, update_append
 from ..engine.writes.replace import Replace
-from ..engine.writes.rewrite import resolved
+from ..engine.writes.rewrite import matched, resolved
 from ..engine.spark_types import check_nested_values, to_spark
 from ..engine.writes.upsert import upsert
 from ..store.common.errors import SchemaError
@@ -46,7 +52,7 @@ from ..store.table import FileStoreTable
 from .catalog import quote, sql_string
 from ..engine.jvm import DATASET, jvm_class, scala_list, scala_map
 from ..engine.qualified import named
-from .statement import Statement, option
+from .statement import Statement, option, values_defaults
 from .target import Target, names
 
 KINDS = ("insert", "delete", "update", "truncate", "truncate partition")
@@ -55,6 +61,11 @@ KINDS = ("insert", "delete", "update", "truncate", "truncate partition")
 def run(spark: SparkSession, statement: Statement, target: Target) -> Optional[dict[str, int]]:
     """Carry out a statement (kind in KINDS) on the Paimon table `target`; DELETE and UPDATE answer
     the rows they changed, as Delta's commands do ({"num_affected_rows": n})."""
+    if statement.ctes is not None and statement.kind != "insert":
+        # a WITH clause's queries are in scope of INSERT's rows (and MERGE's source); a condition
+        # here is evaluated over the table's rows alone
+        raise SchemaError(f"a WITH clause before {statement.kind.upper()} is not supported on a Paimon table; write "
+                          f"its query into the statement's condition")
     if statement.kind == "insert":
         insert(spark, statement, target)
     elif statement.kind == "delete":
@@ -72,13 +83,55 @@ def run(spark: SparkSession, statement: Statement, target: Target) -> Optional[d
 _QUERY_COLUMN = "__dbt_paimon_q"
 
 
-def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static: dict) -> DataFrame:
+@dataclass(frozen=True)
+class _Insert:
+    """An INSERT's parts, whichever plan Spark's parser gave it: InsertIntoStatement, or (INSERT INTO
+    t REPLACE WHERE before Spark 4.3) OverwriteByExpression."""
+    query: Any  # the rows' plan
+    columns: list[str]  # the column list given, if any
+    by_name: bool
+    overwrite: bool  # OVERWRITE, or REPLACE
+    spec: dict  # PARTITION (k = v, k): the values (None: a dynamic one)
+    replace_where: Any = None  # REPLACE WHERE's condition (a parsed expression)
+    replace_using: Optional[list[str]] = None  # REPLACE USING's columns (Spark 4.3)
+    replace_on: bool = False  # REPLACE ON (Spark 4.3)
+
+
+def _insert_parts(spark: SparkSession, statement: Statement) -> _Insert:
+    plan = statement.plan
+    if str(plan.getClass().getSimpleName()) == "OverwriteByExpression":
+        return _Insert(plan.query(), [], bool(plan.isByName()), True, {}, replace_where=plan.deleteExpr())
+    if plan.ifPartitionNotExists():
+        raise SchemaError(f"INSERT OVERWRITE {statement.written_name} ... IF NOT EXISTS is not supported")
+    spec = {str(k): option(v) for k, v in scala_map(spark, plan.partitionSpec()).items()}
+    parts = _Insert(plan.query(), [str(c) for c in scala_list(plan.userSpecifiedCols())], bool(plan.byName()),
+                    bool(plan.overwrite()), spec)
+    try:
+        criteria = option(plan.replaceCriteriaOpt())  # REPLACE WHERE / USING / ON, from Spark 4.3
+    except Py4JError:  # Spark 4.0-4.2: no such field (REPLACE WHERE is OverwriteByExpression there)
+        criteria = None
+    if criteria is None:
+        return parts
+    kind = str(criteria.getClass().getSimpleName())
+    if kind == "InsertReplaceWhere":
+        return dataclasses.replace(parts, replace_where=criteria.cond())
+    if kind == "InsertReplaceUsing":
+        return dataclasses.replace(parts, replace_using=[str(c) for c in scala_list(criteria.cols())])
+    return dataclasses.replace(parts, replace_on=True)
+
+
+def _rows(spark: SparkSession, statement: Statement, parts: _Insert, schema: TableSchema,
+          static: dict) -> DataFrame:
     """The statement's query as a DataFrame of the table's columns (static partition values added)."""
-    jdf = jvm_class(spark, DATASET).ofRows(spark._jsparkSession, statement.plan.query())
+    jdf = jvm_class(spark, DATASET).ofRows(spark._jsparkSession,
+                                           statement.with_ctes(values_defaults(spark, parts.query)))
     query = DataFrame(jdf, spark)
     names = statement.written_name
-    given = [str(c) for c in scala_list(statement.plan.userSpecifiedCols())]
-    if statement.plan.byName():
+    given = parts.columns
+    repeated = sorted({c for c in given if [g.lower() for g in given].count(c.lower()) > 1})
+    if repeated:  # Spark's own INSERT refuses it (COLUMN_ALREADY_EXISTS)
+        raise SchemaError(f"INSERT into {names}: the column list names {repeated} more than once")
+    if parts.by_name:
         given = resolve_columns("column", query.columns, schema.field_names)
     elif given:
         given = resolve_columns("column", given, schema.field_names)
@@ -106,12 +159,20 @@ def _rows(spark: SparkSession, statement: Statement, schema: TableSchema, static
                               .alias(f.name) for f in schema.fields])
 
 
+def verb(spark: SparkSession, statement: Statement) -> str:
+    """The INSERT's own words, for messages."""
+    try:
+        parts = _insert_parts(spark, statement)
+    except SchemaError:  # IF NOT EXISTS, refused
+        return "INSERT OVERWRITE"
+    replaces = parts.replace_where is not None or parts.replace_using is not None or parts.replace_on
+    return "INSERT OVERWRITE" if parts.overwrite and not replaces else "INSERT INTO"
+
+
 def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
-    plan = statement.plan
-    if plan.ifPartitionNotExists():
-        raise SchemaError(f"INSERT OVERWRITE {statement.written_name} ... IF NOT EXISTS is not supported")
+    parts = _insert_parts(spark, statement)
     schema = SchemaManager(FileIO.get(target.path), target.path, target.branch).latest()
-    spec = {str(k): option(v) for k, v in scala_map(spark, plan.partitionSpec()).items()}
+    spec = parts.spec
     names = resolve_columns("partition column", list(spec), schema.field_names) if spec else []
     bad = [n for n in names if n not in schema.partition_keys]
     if bad:
@@ -119,16 +180,20 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
                           f"({list(schema.partition_keys)})")
     spec = dict(zip(names, spec.values()))
     static = {k: v for k, v in spec.items() if v is not None}
-    rows = _rows(spark, statement, schema, static)
-    overwrite = bool(plan.overwrite())
+    using = _replace_using(statement, parts, schema)
+    rows = _rows(spark, statement, parts, schema, static)
+    overwrite = parts.overwrite
     # what an OVERWRITE replaces, by Spark's rule (spark.sql.sources.partitionOverwriteMode, STATIC
     # by default, as Paimon's Spark connector reads it): in dynamic mode with a partition column the
     # PARTITION clause leaves open, the partitions the rows fall in; else the partitions the clause
-    # names, rows or not (no clause: the whole table)
+    # names, rows or not (no clause: the whole table). REPLACE WHERE: the rows its condition holds
+    # for; REPLACE USING the partition columns: the partitions the rows fall in.
     mode_conf = str(spark.conf.get(_OVERWRITE_MODE, "STATIC")).upper()
-    dynamic = overwrite and mode_conf == "DYNAMIC" and any(k not in static for k in schema.partition_keys)
+    dynamic = overwrite and (using or mode_conf == "DYNAMIC" and any(k not in static for k in schema.partition_keys))
     where = None
-    if overwrite and not dynamic:
+    if parts.replace_where is not None:
+        where = statement.source_text(parts.replace_where)
+    elif overwrite and not dynamic:
         where = " AND ".join(f"{quote(k)} = CAST({sql_string(v)} AS {to_spark(schema.field(k).type).simpleString()})"
                              for k, v in static.items()) or "true"
     keys = dict(partition_keys=list(schema.partition_keys))
@@ -148,6 +213,8 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
             replace = Replace(batch_partitions=True)
         elif where == "true":
             replace = Replace(where="true")
+        elif parts.replace_where is not None:
+            replace = Replace(where=where, what="REPLACE WHERE")
         elif schema.core.merge_engine != MergeEngine.DEDUPLICATE:
             # a table that merges rows is overwritten by the partitions its rows fall in (replace.py):
             # all in the named one(s) here, which a statement without rows leaves as they are
@@ -159,6 +226,22 @@ def insert(spark: SparkSession, statement: Statement, target: Target) -> None:
 
 
 _OVERWRITE_MODE = "spark.sql.sources.partitionOverwriteMode"
+
+
+def _replace_using(statement: Statement, parts: _Insert, schema: TableSchema) -> bool:
+    """Whether the INSERT replaces the partitions its rows fall in by REPLACE USING (the table's
+    partition columns: Spark's dynamic partition overwrite). REPLACE ON, and REPLACE USING other
+    columns, are refused: nothing here replaces rows by a join yet."""
+    words = f"INSERT INTO {statement.written_name} REPLACE"
+    if parts.replace_on:
+        raise SchemaError(f"{words} ON is not supported on a Paimon table; use REPLACE WHERE, or MERGE INTO")
+    if parts.replace_using is None:
+        return False
+    using = resolve_columns("column", parts.replace_using, schema.field_names)
+    if not schema.partition_keys or sorted(using) != sorted(schema.partition_keys):
+        raise SchemaError(f"{words} USING ({', '.join(parts.replace_using)}): only the table's partition columns "
+                          f"({list(schema.partition_keys)}) are supported; use REPLACE WHERE, or MERGE INTO")
+    return True
 
 
 def update(spark: SparkSession, statement: Statement, target: Target) -> int:
@@ -173,7 +256,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
         name = resolve_columns("column", [parts[-1]], schema.field_names)[0]
         if name in assigned:  # Spark's own UPDATE refuses it too
             raise SchemaError(f"{words}: SET gives column {name!r} two values")
-        assigned[name] = statement.source_text(assignment.value())
+        assigned[name] = statement.value_text(assignment.value(), schema.field_names)
     condition = statement.source_text(option(plan.condition())) if option(plan.condition()) is not None else None
     name = names(statement, target)
     rows = named(spark.read.format("paimon").options(**_branch_option(target)).load(target.path), name)
@@ -192,7 +275,7 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
         raise SchemaError(f"{words}: {keys} belong to the primary key, which UPDATE cannot change (DELETE the "
                           f"rows and INSERT them under the new key)")
     if condition is not None:
-        rows = rows.filter(F.expr(condition))
+        rows = rows.filter(matched(rows, condition, f"{words}: WHERE"))
     # the statement's values first (in the session's mode), then their casts (store_assignment.py)
     values = rows.select(*[(values[f.name] if f.name in values else F.col(quote(f.name))).alias(f.name)
                            for f in schema.fields])

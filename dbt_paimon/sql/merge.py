@@ -80,7 +80,7 @@ def _actions(statement: Statement, schema: TableSchema) -> list[Action]:
                     if column in assignments:  # Spark's own MERGE refuses it too
                         raise SchemaError(f"MERGE INTO {statement.written_name}: an action gives column {column!r} "
                                           f"two values")
-                    assignments[column] = statement.source_text(assignment.value())
+                    assignments[column] = statement.value_text(assignment.value(), schema.field_names)
             out.append(Action(when, kind, statement.source_text(condition) if condition is not None else None,
                               assignments))
     return out
@@ -108,7 +108,7 @@ def merge(spark: SparkSession, statement: Statement, target: Target) -> dict[str
                               f"INSERT it under the new key)")
     qualified = names(statement, target)
     source = DataFrame(jvm_class(spark, DATASET).ofRows(
-        spark._jsparkSession, statement.plan.sourceTable()), spark)
+        spark._jsparkSession, statement.with_ctes(statement.plan.sourceTable())), spark)
     on = statement.source_text(statement.plan.mergeCondition())
     writes = [i for i, a in enumerate(actions) if a.kind != "delete"]
     if schema.is_append:  # copy-on-write: on a lost race, the whole statement again on the new snapshot

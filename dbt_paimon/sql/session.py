@@ -34,8 +34,9 @@ from .target import resolve
 log = logging.getLogger(__name__)
 
 # a statement that may write a table starts with one of these words (after comments): only those
-# are given to the parser, so a query costs nothing more
-_WRITE_WORD = re.compile(r"(?:insert|delete|update|merge|truncate|alter)\b", re.IGNORECASE)
+# are given to the parser, so a query costs nothing more (WITH: `WITH x AS (...) INSERT ...`; a
+# query starting with WITH is parsed once more, ~1 ms)
+_WRITE_WORD = re.compile(r"(?:insert|delete|update|merge|truncate|alter|with)\b", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
 _INSTALLED = "dbt_paimon_sql"  # the attribute marking a session that has it
 
@@ -80,16 +81,16 @@ def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
             counts = dml.run(spark, statement, target)
     except PaimonError as e:  # the engine's words name the table's path: say which statement on which name
         if e.args and isinstance(e.args[0], str) and statement.written_name not in e.args[0]:
-            e.args = (f"{_verb(statement)} {statement.written_name}: {e.args[0]}",) + e.args[1:]
+            e.args = (f"{_verb(spark, statement)} {statement.written_name}: {e.args[0]}",) + e.args[1:]
         raise
     if counts:  # DELETE, UPDATE, MERGE: one row of the rows changed, as Delta's commands answer
         return spark.createDataFrame([tuple(counts.values())], ", ".join(f"{k} bigint" for k in counts))
     return DataFrame(spark._jsparkSession.emptyDataFrame(), spark)
 
 
-def _verb(statement: Statement) -> str:
+def _verb(spark: SparkSession, statement: Statement) -> str:
     if statement.kind == "insert":
-        return "INSERT OVERWRITE" if statement.plan.overwrite() else "INSERT INTO"
+        return dml.verb(spark, statement)
     return {"delete": "DELETE FROM", "update": "UPDATE", "merge": "MERGE INTO", "truncate": "TRUNCATE TABLE",
             "truncate partition": "TRUNCATE TABLE"}.get(statement.kind, "ALTER TABLE")
 

@@ -22,11 +22,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from ..store.common.errors import SchemaError
-from ..engine.jvm import scala_list
+from ..engine.jvm import jvm_class, scala_list
 
 # Spark's logical plan (class simple name) -> what the statement does to its table
 KINDS = {
     "InsertIntoStatement": "insert",
+    "OverwriteByExpression": "insert",  # INSERT INTO t REPLACE WHERE before Spark 4.3
     "DeleteFromTable": "delete",
     "UpdateTable": "update",
     "MergeIntoTable": "merge",
@@ -52,6 +53,21 @@ class Statement:
     plan: Any  # Spark's parsed (unresolved) logical plan, a py4j object
     text: str  # the statement as given
     spark: Any = field(default=None, compare=False, repr=False)  # the session whose parser read it
+    # `WITH x AS (...) INSERT ...`: Spark's node holding the statement's common table expressions
+    ctes: Any = field(default=None, compare=False, repr=False)
+
+    def with_ctes(self, query):
+        """A query of the statement (INSERT's rows, MERGE's source) in the scope of the statement's
+        WITH clause, as Spark plans it: the clause's node over the query instead of the statement."""
+        if self.ctes is None:
+            return query
+        return self.ctes.withNewChildren(self.ctes.children().updated(0, query))
+
+    def value_text(self, node, columns) -> str:
+        """An assigned value's text (UPDATE SET, MERGE's actions): `DEFAULT`, where no column of the
+        table (`columns`) has that name, is the column's default as Spark reads it, and a Paimon
+        column declares none: NULL."""
+        return "NULL" if is_default(node, columns) else self.source_text(node)
 
     @property
     def written_name(self) -> str:
@@ -118,6 +134,9 @@ def read(spark: SparkSession, text: str) -> Optional[Statement]:
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(text)
     except Exception:  # noqa: BLE001 - Spark reports its own parse errors when it runs the text
         return None
+    ctes = None
+    if str(plan.getClass().getSimpleName()) == "UnresolvedWith":  # WITH ... INSERT / MERGE / DELETE / UPDATE
+        ctes, plan = plan, plan.child()
     kind = KINDS.get(str(plan.getClass().getSimpleName()))
     if kind is None:
         return None
@@ -125,7 +144,7 @@ def read(spark: SparkSession, text: str) -> Optional[Statement]:
     target = _identifier(node)
     if target is None:
         return None
-    return Statement(kind, target, plan, text, spark)
+    return Statement(kind, target, plan, text, spark, ctes)
 
 
 _EXPR_ID = re.compile(r"#\d+")
@@ -166,6 +185,34 @@ def _identifier(node) -> Optional[list[str]]:
     if not hasattr(node, "multipartIdentifier"):
         return None
     return [str(p) for p in scala_list(node.multipartIdentifier())]
+
+
+def is_default(node, columns) -> bool:
+    """Whether a parsed expression is the DEFAULT keyword (an unresolved name `DEFAULT`) and no
+    column of `columns` takes the name first, as Spark resolves it."""
+    if str(node.getClass().getSimpleName()) != "UnresolvedAttribute":
+        return False
+    parts = [str(p) for p in scala_list(node.nameParts())]
+    return [p.lower() for p in parts] == ["default"] and "default" not in {c.lower() for c in columns}
+
+
+def values_defaults(spark: SparkSession, query):
+    """An INSERT's VALUES with each DEFAULT as NULL (the default of a column that declares none, as
+    every Paimon column here); any other query as it is."""
+    if str(query.getClass().getSimpleName()) != "UnresolvedInlineTable":
+        return query
+    rows = query.rows()
+    null = None
+    for i in range(rows.length()):
+        row = rows.apply(i)
+        for j in range(row.length()):
+            if is_default(row.apply(j), ()):
+                null = null or spark._jsparkSession.sessionState().sqlParser().parseExpression("NULL")
+                row = row.updated(j, null)
+        rows = rows.updated(i, row)
+    if null is None:
+        return query
+    return jvm_class(spark, "org.apache.spark.sql.catalyst.analysis.UnresolvedInlineTable")(query.names(), rows)
 
 
 def alias(statement: Statement) -> Optional[str]:

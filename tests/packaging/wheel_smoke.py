@@ -42,9 +42,10 @@ REQUIRED_FILES = ("dbt/adapters/paimon/__init__.py", "dbt/adapters/paimon/__vers
 # customers: a cross-partition table (the key lacks the partition field) written by the engine's
 # Spark job (the code most tied to pyspark's and pyarrow's APIs); customer 1 comes twice, the later
 # row wins. by_country reads it back through the `paimon` Python data source and is upserted in the
-# driver (execution auto on a local master). customer_snapshots reads a system table, rows Spark has no
-# size estimate of: the driver takes them through Spark's Arrow collect stream (engine/runtime/local.py,
-# pyspark APIs that changed within 4.x).
+# driver (execution auto on a local master); its post-hook's INSERT ... REPLACE WHERE is a plan of
+# its own before Spark 4.3 (OverwriteByExpression: sql/dml.py). customer_snapshots reads a system
+# table, rows Spark has no size estimate of: the driver takes them through Spark's Arrow collect
+# stream (engine/runtime/local.py, pyspark APIs that changed within 4.x).
 MODELS = {
     "customers": """\
 {{ config(materialized='paimon_upsert', unique_key='customer_id', partition_by='country',
@@ -58,7 +59,8 @@ select * from values
   as t(customer_id, name, country, updated_at)
 """,
     "by_country": """\
-{{ config(materialized='paimon_upsert', unique_key='country') }}
+{{ config(materialized='paimon_upsert', unique_key='country',
+          post_hook="insert into {{ this }} replace where country = 'DE' select 'DE', 7") }}
 select country, count(*) as customers from {{ ref('customers') }} group by country
 """,
     "customer_snapshots": """\
@@ -71,7 +73,7 @@ EXPECTED = {
     "customers": (("customer_id", "name", "country"),
                   [(1, "Ann", "BE"), (2, "Bob", "DE"), (3, "Cas", "NL"), (4, "Dan", "NL")],
                   "UPSERT 5: 4 inserted, 0 updated, 1 skipped"),
-    "by_country": (("country", "customers"), [("BE", 1), ("DE", 1), ("NL", 2)], "UPSERT 3: 3 inserted"),
+    "by_country": (("country", "customers"), [("BE", 1), ("DE", 7), ("NL", 2)], "UPSERT 3: 3 inserted"),
     "customer_snapshots": (("snapshot_id", "commit_kind"), [(1, "APPEND")], "UPSERT 1: 1 inserted"),
 }
 

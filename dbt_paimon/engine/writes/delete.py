@@ -34,7 +34,7 @@ from . import commit_loop
 from ..runtime import deploy, jobs, tasks
 from .post_commit import after_commit
 from ..qualified import Name, named
-from .rewrite import rewrite_where
+from .rewrite import require_deterministic, rewrite_where
 from ..settings import Execution, RunSettings
 from ..spark_types import struct_of
 
@@ -157,11 +157,12 @@ def delete_records(spark: SparkSession, table: FileStoreTable, plan, where: str 
         try:
             # analysed over the table's columns alone first: Spark's "did you mean" then names no
             # column of ours (the rows' bucket)
-            matched.drop(BUCKET).filter(F.expr(where))
+            selected = matched.drop(BUCKET).select(F.expr(where))
             matched = matched.filter(F.expr(where))
         except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
             raise SchemaError(f"{what} {where!r} is not valid Spark SQL over the table's columns: "
                               f"{str(e).splitlines()[0]}") from None
+        require_deterministic(selected, where, what)
     if narrow is not None:
         matched = narrow(matched)
     doomed = matched.withColumn(KIND, F.lit(DELETE).cast("tinyint")).withColumn(COUNT, F.lit(None).cast("bigint"))

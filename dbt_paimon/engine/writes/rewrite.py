@@ -87,11 +87,22 @@ def matched(rows: DataFrame, predicate: str, what: str):
     """The predicate as a Spark column over the rows; a clear error naming it when Spark cannot read it."""
     try:
         condition = F.expr(predicate)
-        rows.select(condition)  # analysed here: a bad predicate fails before any job runs
+        selected = rows.select(condition)  # analysed here: a bad predicate fails before any job runs
     except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
         raise SchemaError(f"{what} {predicate!r} is not valid Spark SQL over the table's columns: "
                           f"{str(e).splitlines()[0]}") from None
+    require_deterministic(selected, predicate, what)
     return condition
+
+
+def require_deterministic(selected: DataFrame, text: str, what: str) -> None:
+    """Refuse an expression (the one column of `selected`, analysed) whose value may differ between
+    evaluations (rand(), uuid()), as Spark refuses it in its own DELETE, UPDATE and MERGE: a write
+    evaluates its condition more than once (to find the files, then to rewrite them; a retried task
+    again), so the rows changed would not be one set."""
+    if not selected._jdf.queryExecution().analyzed().expressions().apply(0).deterministic():
+        raise SchemaError(f"{what} {text!r} is not deterministic (it may give another value each time it is "
+                          f"evaluated); Spark's own statements refuse it too")
 
 
 def _quoted(name: str) -> str:
@@ -103,10 +114,11 @@ def resolved(rows: DataFrame, text: str, what: str) -> Column:
     `what` (e.g. "UPDATE t: SET v =") and the text first."""
     try:
         column = F.expr(text)
-        rows.select(column)
+        selected = rows.select(column)
     except Exception as e:  # noqa: BLE001 - Spark's analysis error names the problem
         raise SchemaError(f"{what} {text!r} is not valid Spark SQL over the table's columns: "
                           f"{str(e).splitlines()[0]}") from None
+    require_deterministic(selected, text, what)
     return column
 
 
