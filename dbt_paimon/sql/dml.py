@@ -108,8 +108,12 @@ def _insert_parts(spark: SparkSession, statement: Statement) -> _Insert:
                     bool(plan.overwrite()), spec)
     try:
         criteria = option(plan.replaceCriteriaOpt())  # REPLACE WHERE / USING / ON, from Spark 4.3
-    except Py4JError:  # Spark 4.0-4.2: no such field (REPLACE WHERE is OverwriteByExpression there)
-        criteria = None
+        evolve = bool(plan.withSchemaEvolution())  # INSERT WITH SCHEMA EVOLUTION, from Spark 4.3
+    except Py4JError:  # Spark 4.0-4.2: no such fields (REPLACE WHERE is OverwriteByExpression there)
+        criteria, evolve = None, False
+    if evolve:
+        raise SchemaError(f"INSERT WITH SCHEMA EVOLUTION INTO {statement.written_name} is not supported (ALTER TABLE "
+                          f"ADD COLUMNS first)")
     if criteria is None:
         return parts
     kind = str(criteria.getClass().getSimpleName())

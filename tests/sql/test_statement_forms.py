@@ -80,6 +80,7 @@ def test_insert_replace_using_the_partition_columns_replaces_the_rows_partitions
     ("UPDATE db.keyed SET v = 1 WHERE rand() < 2", "is not deterministic"),
     ("UPDATE db.logs SET v = CAST(rand() * 0 AS INT) WHERE id = 1", "is not deterministic"),
     ("INSERT INTO db.logs (id, ID, dt) VALUES (9, 9, 'a')", r"the column list names \['ID', 'id'\] more than once"),
+    ("INSERT WITH SCHEMA EVOLUTION INTO db.keyed SELECT 9, 'a', 90, 1", "WITH SCHEMA EVOLUTION .* is not supported"),
 ])
 def test_what_sparks_own_statements_refuse_is_refused_before_anything_is_written(spark, tables, statement, words):
     name = statement.split("db.")[1].split()[0]
