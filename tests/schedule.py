@@ -46,7 +46,7 @@ SECONDS = {
     "integration_tests/functional/test_dbt_object_store.py": 17,
     "integration_tests/functional/test_dbt_python_models.py": 17,
     "cluster": 129,
-    "tests/packaging/test_wheel_smoke.py": 95,  # 60-240 s: how much of its install uv has cached
+    "tests/packaging/test_wheel_smoke.py": 120,  # 60-240 s: how much of its install uv has cached
     "paimon-spark-0.9": 150,
     "paimon-spark-2.0": 240,
     "tests/key_index/test_key_index.py": 55,
@@ -55,7 +55,8 @@ SECONDS = {
     "tests/merge_engines/test_upsert_merge.py": 50,
     "tests/engine/test_maintenance.py": 85,
     "tests/engine/test_other_writers.py": 63,
-    "tests/sql/test_statements.py": 75,
+    "tests/sql/test_statements.py": 137,
+    "tests/sql/test_statement_forms.py": 50,
     "tests/sql/test_branches_sql.py": 45,
     "tests/engine/read/test_read_paths.py": 70,
     "tests/java_paimon/test_read_paths_java.py": 20,

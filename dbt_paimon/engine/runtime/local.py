@@ -17,6 +17,7 @@ buckets. `execution="distributed"` forces the Spark job; a non-local master alwa
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
@@ -98,6 +99,13 @@ def may_run_here(spark: SparkSession, table_rows: int) -> bool:
     return not deploy.is_cluster(spark) and table_rows <= LOCAL_MAX_TABLE_ROWS
 
 
+@functools.cache
+def _utc_argument(to_arrow_schema) -> dict:
+    """to_arrow_schema's argument for UTC instants in the installed pyspark (read once)."""
+    takes_zone = "timezone" in inspect.signature(to_arrow_schema).parameters
+    return {"timezone": "UTC"} if takes_zone else {"timestamp_utc": True}
+
+
 def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Table | None:
     """The batch as one Arrow table if it holds at most `limit` bytes of Arrow, else None.
 
@@ -118,8 +126,7 @@ def collect_within(spark: SparkSession, batch: DataFrame, limit: int) -> pa.Tabl
     large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
     # as toArrow: timestamps as UTC instants (pyspark 4.3 says so with timezone=, 4.0-4.1 with
     # timestamp_utc=), strings as the conf says
-    utc = ({"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters
-           else {"timestamp_utc": True})
+    utc = _utc_argument(to_arrow_schema)
     schema = to_arrow_schema(batch.schema, error_on_duplicated_field_names_in_struct=True, prefers_large_types=large,
                              **utc)
     sc = spark.sparkContext
