@@ -122,18 +122,15 @@ def fits(source: T.DataType, target: DataType) -> bool:
     return target.root in _WIDENS.get(type(source), ())
 
 
-def check_nested_values(frame, values: dict, schema: TableSchema, words: str) -> None:
-    """SchemaError unless each value a statement gives a nested column (Column expressions over
-    `frame`, by column name) fits it as it is: a CAST to a struct type would match fields by
-    position where Spark's UPDATE and MERGE match them by name, and swap two of one type."""
-    nested = [f for f in schema.fields if f.type.is_nested and f.name in values]
-    if not nested:
-        return
-    given = frame.select(*[values[f.name].alias(f.name) for f in nested]).schema
-    for f, g in zip(nested, given.fields):
-        if not fits(g.dataType, f.type):
+def check_nested_values(given: dict, schema: TableSchema, words: str) -> None:
+    """SchemaError unless each value a statement gives a nested column (its Spark type, by column
+    name: the types of an analysis the caller made anyway) fits it as it is: a CAST to a struct type
+    would match fields by position where Spark's UPDATE and MERGE match them by name, and swap two
+    of one type."""
+    for f in schema.fields:
+        if f.type.is_nested and f.name in given and not fits(given[f.name], f.type):
             raise SchemaError(f"{words}: column {f.name!r} is {f.type.sql()}, and the statement gives it "
-                              f"{g.dataType.simpleString()} (a struct's fields by the column's names, in its order)")
+                              f"{given[f.name].simpleString()} (a struct's fields by the column's names, in its order)")
 
 
 def _same_shape(source: T.DataType, want: T.DataType) -> bool:

@@ -265,10 +265,11 @@ def update(spark: SparkSession, statement: Statement, target: Target) -> int:
     name = names(statement, target)
     rows = named(spark.read.format("paimon").options(**_branch_option(target)).load(target.path), name)
     values = {n: resolved(rows, e, f"{words}: SET {n} =") for n, e in assigned.items()}
-    check_nested_values(rows, values, schema, words)
+    given = {f.name: f.dataType for f in rows.select(*[v.alias(n) for n, v in values.items()]).schema.fields}
+    check_nested_values(given, schema, words)
     rule = store_assignment.policy(spark)
-    for f in rows.select(*[v.alias(n) for n, v in values.items()]).schema.fields:
-        store_assignment.check(spark, words, f.name, f.dataType, to_spark(schema.field(f.name).type), rule)
+    for n, kind in given.items():
+        store_assignment.check(spark, words, n, kind, to_spark(schema.field(n).type), rule)
     if schema.is_append:
         return update_append(spark, target.path, condition or "true", assigned, name, target.settings).updated
     if schema.core.merge_engine != MergeEngine.DEDUPLICATE:

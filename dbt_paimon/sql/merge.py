@@ -174,8 +174,6 @@ def _joined(spark: SparkSession, table: FileStoreTable, plan, source: DataFrame,
     # each action's value of each column, in a DataFrame of their own first (the statement's
     # expressions in the session's mode), then cast as Spark's store assignment does (store_assignment.py)
     branches = {f.name: _branches(actions, f.name, name, source, words) for f in schema.fields}
-    for i in range(len(actions)):
-        check_nested_values(joined, {n: b[i] for n, b in branches.items() if i in b}, schema, words)
     staged_name = {(n, i): f"{_VALUE}{j}_{i}" for j, (n, b) in enumerate(branches.items()) for i in b}
     kept = {f.name: f"{_VALUE}{j}_kept" for j, f in enumerate(schema.fields)}  # an append table's row without an action
     staged = joined.select(choice.alias(_CHOICE), matched.alias(_MATCHED), *extra,
@@ -185,6 +183,8 @@ def _joined(spark: SparkSession, table: FileStoreTable, plan, source: DataFrame,
                            *[F.col(f"{quote(name)}.{quote(k)}").alias(o) for k, o in zip(identity, olds)])
     rule = store_assignment.policy(spark)
     types = {c.name: c.dataType for c in staged.schema.fields}
+    for i in range(len(actions)):
+        check_nested_values({n: types[staged_name[n, i]] for n, b in branches.items() if i in b}, schema, words)
     for (n, _), c in staged_name.items():
         store_assignment.check(spark, words, n, types[c], to_spark(schema.field(n).type), rule)
     with store_assignment.casting(spark, rule):
@@ -194,7 +194,7 @@ def _joined(spark: SparkSession, table: FileStoreTable, plan, source: DataFrame,
             value = F.col(kept[f.name]) if schema.is_append else F.lit(None)
             for i in branches[f.name]:
                 value = F.when(F.col(_CHOICE) == i, F.col(staged_name[f.name, i]).cast(kind)).otherwise(value)
-            values[f.name] = value.cast(kind)
+            values[f.name] = value if branches[f.name] else value.cast(kind)  # each branch is cast already
         out = staged.select(_CHOICE, _MATCHED, *([FILE] if schema.is_append else []),
                             *[values[f.name].alias(f.name) for f in schema.fields], *olds)
     if not schema.is_append:
