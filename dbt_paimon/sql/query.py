@@ -29,7 +29,8 @@ import itertools
 import logging
 import re
 import threading
-from typing import Callable, Optional
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -152,6 +153,23 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         plan = plan.query()  # Spark runs the statement when spark.sql is called: the views are there
     elif _is_command(spark, plan):
         return None
+    with native_reads(spark, text, plan, spark_sql, depth) as rewritten:
+        if rewritten is None:
+            return None
+        try:
+            return spark_sql(rewritten)
+        except Exception as e:  # noqa: BLE001 - the query as written then decides (and words any error)
+            log.debug("the query on Paimon tables could not be read natively (%s); read as written", e)
+            return None
+
+
+@contextmanager
+def native_reads(spark: SparkSession, text: str, plan, spark_sql: Callable[[str], DataFrame],
+                 depth: int = 0) -> Iterator[Optional[str]]:
+    """`text` with each Paimon table that `plan` (a parsed part of it: a query, a statement's
+    source) reads put under a temporary view of its native read, the views there while the
+    context lasts; None when the part reads none of ours. A statement writing a Paimon table reads
+    its query this way too (session.py): the rows as a query of the session reads them."""
     relations, ctes, functions = _named(plan)
     edits = []  # (start, stop, replacement, view, path or DataFrame)
     for node, parent in relations:
@@ -186,7 +204,8 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         view = _next_view()
         edits.append((origin.startIndex().get(), origin.stopIndex().get(), view, view, rows))
     if not edits:
-        return None
+        yield None
+        return
     views = []
     try:
         planned = {}
@@ -202,12 +221,7 @@ def run(spark: SparkSession, text: str, spark_sql: Callable[[str], DataFrame], f
         for start, stop, replacement, _, _ in sorted(edits):
             out += [text[last:start], replacement]
             last = stop + 1
-        rewritten = "".join(out + [text[last:]])
-        try:
-            return spark_sql(rewritten)
-        except Exception as e:  # noqa: BLE001 - the query as written then decides (and words any error)
-            log.debug("the query on Paimon tables could not be read natively (%s); read as written", e)
-            return None
+        yield "".join(out + [text[last:]])
     finally:
         for view in views:
             spark.catalog.dropTempView(view)

@@ -16,13 +16,17 @@ JVM) do not pass here: Spark's own refusal answers them.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 from pyspark.sql import DataFrame, SparkSession
 
 from . import query
+from .branch import read_branch
+from ..engine.jvm import DATASET, jvm_class
 from ..engine.read.source import register as register_source
 from ..engine.settings import RunSettings
 from ..store.common.errors import PaimonError
@@ -60,8 +64,9 @@ def _first_word(text: str) -> int:
     return i
 
 
-def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
-    """Carry out `text` if it writes a Paimon table (its answer: a DataFrame), else None."""
+def run(spark: SparkSession, text: str, spark_sql: Optional[Callable[[str], DataFrame]] = None) -> Optional[DataFrame]:
+    """Carry out `text` if it writes a Paimon table (its answer: a DataFrame), else None.
+    `spark_sql`: Spark's own `sql`, for the views a statement's query may read."""
     if not _WRITE_WORD.match(text, _first_word(text)):
         return None
     statement = read(spark, text)
@@ -70,15 +75,24 @@ def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
     target = resolve(spark, statement.target)
     if target is None:
         return None
+    if target.branch is None:
+        # a dbt build writing on a branch (write-audit-publish): a statement writes where the
+        # session's queries read the table (branch.py), its hooks and run_query included; main is
+        # not written under a table that has the branch
+        target = dataclasses.replace(target, branch=read_branch(spark, target.path))
     log.info("%s %s: carried out on the Paimon table at %s", statement.kind, statement.written_name, target.path)
     counts = None
+    read_part = _read_part(statement)
     try:
-        if statement.kind in ddl.KINDS:
-            ddl.alter(spark, statement, target)
-        elif statement.kind == "merge":
-            counts = merge(spark, statement, target)
-        else:
-            counts = dml.run(spark, statement, target)
+        with (query.native_reads(spark, text, read_part, spark_sql or spark.sql) if read_part is not None
+              else contextlib.nullcontext()) as rewritten:
+            statement = _read_natively(spark, statement, rewritten)
+            if statement.kind in ddl.KINDS:
+                ddl.alter(spark, statement, target)
+            elif statement.kind == "merge":
+                counts = merge(spark, statement, target)
+            else:
+                counts = dml.run(spark, statement, target)
     except PaimonError as e:  # the engine's words name the table's path: say which statement on which name
         if e.args and isinstance(e.args[0], str) and statement.written_name not in e.args[0]:
             e.args = (f"{_verb(spark, statement)} {statement.written_name}: {e.args[0]}",) + e.args[1:]
@@ -86,6 +100,34 @@ def run(spark: SparkSession, text: str) -> Optional[DataFrame]:
     if counts:  # DELETE, UPDATE, MERGE: one row of the rows changed, as Delta's commands answer
         return spark.createDataFrame([tuple(counts.values())], ", ".join(f"{k} bigint" for k in counts))
     return DataFrame(spark._jsparkSession.emptyDataFrame(), spark)
+
+
+def _read_part(statement: Statement):
+    """The part of a statement whose Paimon tables are read as a query reads them (query.py:
+    natively, from the session's branch where the table has it): INSERT's rows, MERGE's source
+    when aliased (`USING t s`, `USING (...) s`: the statement names it by the alias alone). None:
+    the statement reads through the catalog (its own target by the engine)."""
+    if statement.kind == "insert":
+        return statement.with_ctes(statement.plan.query())
+    if statement.kind == "merge" and str(statement.plan.sourceTable().getClass().getSimpleName()) == "SubqueryAlias":
+        return statement.with_ctes(statement.plan.sourceTable())
+    return None
+
+
+def _read_natively(spark: SparkSession, statement: Statement, rewritten: Optional[str]) -> Statement:
+    """The statement read again from its text with its query's Paimon tables under their native
+    reads' views, when that text's query analyses (a name qualifying a column by the table's full
+    name, `db.t.c`, does not resolve under the view): else the statement as written."""
+    again = read(spark, rewritten) if rewritten is not None else None
+    if again is None or again.kind != statement.kind:
+        return statement
+    part = _read_part(again)
+    try:
+        jvm_class(spark, DATASET).ofRows(spark._jsparkSession, part)
+    except Exception as e:  # noqa: BLE001 - the statement as written then reads through the catalog
+        log.debug("%s: its query read through the catalog (%s)", statement.written_name, e)
+        return statement
+    return again
 
 
 def _verb(spark: SparkSession, statement: Statement) -> str:
@@ -103,7 +145,7 @@ def install(spark: SparkSession) -> None:
 
     def sql(sqlQuery: str, args=None, **kwargs) -> DataFrame:  # noqa: N803 - SparkSession.sql's own names
         if args is None and not kwargs and isinstance(sqlQuery, str):
-            done = run(spark, sqlQuery)
+            done = run(spark, sqlQuery, spark_sql)
             if done is None:
                 done = query.run(spark, sqlQuery, spark_sql, _first_word(sqlQuery))
             if done is not None:

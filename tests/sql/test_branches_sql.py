@@ -77,3 +77,30 @@ def test_alter_and_truncate_on_a_branch_and_what_is_refused(spark, tables):
     assert FileStoreTable.open(f"{tables}/new_one", branch="b").to_arrow().num_rows == 1
     new.fast_forward("b")
     assert FileStoreTable.open(f"{tables}/new_one").to_arrow().num_rows == 1
+
+
+def test_a_session_writing_on_a_branch_writes_and_reads_it_in_its_statements(spark, tables):
+    """A dbt build on a branch (write-audit-publish: set_session_branch) runs hooks and run_query
+    statements in its session: each writes the branch of a table that has it, and its query reads
+    the branch of the tables it names, as the session's queries do; main is not written."""
+    from dbt_paimon.sql import set_session_branch
+
+    for name in ("keyed", "cross", "logs"):
+        table = FileStoreTable.open(f"{tables}/{name}")
+        table.create_branch("wap", snapshot_id=table.snapshots.latest_id())
+    upsert(spark.createDataFrame([(1, "a", 111)], "id bigint, dt string, v int"), f"{tables}/cross",
+           primary_keys="id", partition_keys="dt", options={"branch": "wap"})
+    set_session_branch(spark, "wap")
+    try:
+        spark.sql("DELETE FROM db.logs WHERE id = 3")
+        spark.sql("INSERT INTO db.logs SELECT id + 100, dt, v FROM db.cross WHERE id = 1")
+        spark.sql("MERGE INTO db.keyed t USING db.cross s ON t.id = s.id AND t.dt = s.dt "
+                  "WHEN MATCHED THEN UPDATE SET v = s.v")
+        spark.sql("UPDATE db.keyed SET v = 0 WHERE id = 3")
+        assert _rows(spark.sql("SELECT * FROM db.keyed")) == [(1, "a", 111), (2, "a", 20), (3, "b", 0)]
+        assert _rows(spark.sql("SELECT * FROM db.logs")) == [(1, "a", 10), (2, "a", 20), (101, "a", 111)]
+    finally:
+        set_session_branch(spark, None)
+    for name in ("keyed", "cross", "logs"):
+        assert _rows(spark.sql(f"SELECT * FROM db.{name}")) == MAIN, name
+    assert _rows(spark.sql("SELECT * FROM db.`logs$branch_wap`")) == [(1, "a", 10), (2, "a", 20), (101, "a", 111)]

@@ -102,3 +102,14 @@ def test_default_is_the_columns_default_null(spark, tables, name):
         VALUES (s.id, s.dt, DEFAULT)""")
     assert _rows(spark, tables, name) == [(1, "a", None), (2, "a", None), (3, "b", 30), (6, "b", None),
                                           (8, "b", 80), (9, "a", None)]
+
+
+def test_an_inserts_query_reads_paimon_tables_however_it_names_their_columns(spark, tables):
+    """The query of an INSERT (and an aliased MERGE source) reads the Paimon tables it names as a
+    query does (natively, under a view); a column qualified by the table's full name, which the
+    view's name would not resolve, is read through Spark's catalog instead, with the same rows."""
+    spark.sql("INSERT INTO db.logs SELECT c.id + 100, c.dt, c.v FROM db.cross c WHERE c.id = 1")
+    spark.sql("INSERT INTO db.logs SELECT db.cross.id + 200, db.cross.dt, db.cross.v FROM db.cross "
+              "WHERE db.cross.id = 2")
+    spark.sql("INSERT INTO db.logs SELECT id + 300, dt, v FROM db.logs WHERE id = 3")  # itself, at its snapshot
+    assert _rows(spark, tables, "logs") == BASE + [(101, "a", 10), (202, "a", 20), (303, "b", 30)]
