@@ -75,7 +75,7 @@ def run(spark: SparkSession, text: str, spark_sql: Optional[Callable[[str], Data
     target = resolve(spark, statement.target)
     if target is None:
         return None
-    if target.branch is None:
+    if target.branch is None and statement.kind != "rename table":  # a rename moves every branch
         # a dbt build writing on a branch (write-audit-publish): a statement writes where the
         # session's queries read the table (branch.py), its hooks and run_query included; main is
         # not written under a table that has the branch
