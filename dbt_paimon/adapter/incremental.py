@@ -199,24 +199,34 @@ def merge_batch(name: str, batch: DataFrame, stored: DataFrame, keys: Sequence[s
     if not kept:  # every column takes the model's value: the predicates change nothing
         return batch
     matched = "__dbt_paimon_matched"
-    dest = stored.select(*[F.col(quoted(stored_cols[k.lower()])) for k in keys],
-                         *[F.col(quoted(stored_cols[c.lower()])) for c in kept]).alias("DBT_INTERNAL_DEST")
-    try:
-        for p in predicates:
+    # the predicates see every stored column (one the model overwrites too), as in dbt-spark's
+    # MERGE ON: those over the table alone narrow the stored rows first; those naming the model's
+    # rows (DBT_INTERNAL_SOURCE) as well are applied to each pair the join makes
+    dest = stored.alias("DBT_INTERNAL_DEST")
+    on_pairs = []
+    for p in predicates:
+        try:
+            dest.select(F.expr(p))  # analysed over the table alone
             dest = dest.where(F.expr(p))
-    except Exception as e:  # noqa: BLE001 - a predicate Spark cannot read: its words name the problem
-        raise DbtRuntimeError(f"{name}: incremental_predicates {predicates} are not valid Spark SQL over the "
-                              f"table (alias DBT_INTERNAL_DEST): {str(e).splitlines()[0]}") from None
-    dest = dest.select(*[F.col(quoted(stored_cols[k.lower()])).alias(f"__dbt_paimon_key{i}")
-                         for i, k in enumerate(keys)],
-                       *[F.col(quoted(stored_cols[c.lower()])).alias(f"__dbt_paimon_kept{i}")
-                         for i, c in enumerate(kept)],
-                       F.lit(True).alias(matched))
+        except Exception:  # noqa: BLE001 - it names the model's rows too (or nothing Spark reads: below)
+            on_pairs.append(p)
+    # each column aliased to itself: new attributes, so that a model reading its own table (the
+    # batch's plan holding the table's) joins two sides Spark tells apart
+    dest = dest.select(*[F.col(quoted(c)).alias(c) for c in stored.columns], F.lit(True).alias(matched)) \
+        .alias("DBT_INTERNAL_DEST")
     source = batch.alias("DBT_INTERNAL_SOURCE")
-    on = [source[quoted(k)] == dest[f"__dbt_paimon_key{i}"] for i, k in enumerate(keys)]
+    on = [source[quoted(k)] == dest[quoted(stored_cols[k.lower()])] for k in keys]
     joined = source.join(dest, on, "left")
     is_matched = F.coalesce(dest[matched], F.lit(False))
-    index = {c: i for i, c in enumerate(kept)}
-    return joined.select(*[F.when(is_matched,
-                                  dest[f"__dbt_paimon_kept{index[c]}"]).otherwise(source[quoted(c)]).alias(c)
-                           if c in index else source[quoted(c)].alias(c) for c in batch.columns])
+    try:
+        for p in on_pairs:
+            is_matched = is_matched & F.coalesce(F.expr(p), F.lit(False))
+        joined.select(is_matched)
+    except Exception as e:  # noqa: BLE001 - a predicate Spark cannot read: its words name the problem
+        raise DbtRuntimeError(f"{name}: incremental_predicates {predicates} are not valid Spark SQL over the "
+                              f"table (DBT_INTERNAL_DEST) and the model's rows (DBT_INTERNAL_SOURCE): "
+                              f"{str(e).splitlines()[0]}") from None
+    kept_set = {c.lower() for c in kept}
+    return joined.select(*[F.when(is_matched, dest[quoted(stored_cols[c.lower()])])
+                           .otherwise(source[quoted(c)]).alias(c)
+                           if c.lower() in kept_set else source[quoted(c)].alias(c) for c in batch.columns])

@@ -9,8 +9,9 @@ that branch of its table (store/snapshot/branches.py), made from main's latest s
 not exist; a table new in this build is made on main with its schema and no rows, its rows on the
 branch. Every query of the session reads a table that has the branch from it (sql/branch.py), so
 `ref()`, tests, `dbt show` and the model's own `{{ this }}` see what the build wrote, and every Spark
-SQL statement of it (hooks, run_query) writes that branch (sql/session.py); main is not written. A `table` model, a seed or a --full-refresh on the branch overwrites the branch's rows (its
-columns follow the model's; its keys cannot change there).
+SQL statement of it (hooks, run_query) writes that branch (sql/session.py); main is not written.
+A `table` model, a seed or a --full-refresh on the branch overwrites the branch's rows (its columns
+follow the model's; its keys cannot change there).
 
 `paimon_publish(results)` then fast-forwards main of every table the build wrote to its branch and
 deletes the branch, unless a node of the build erred, failed or was skipped: then nothing is

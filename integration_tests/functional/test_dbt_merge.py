@@ -67,6 +67,10 @@ MODELS = {
     "predicated.sql": _model("materialized='incremental', incremental_strategy='merge', unique_key='id', "
                              "partition_by='dt', merge_update_columns=['v'], "
                              "incremental_predicates=[\"DBT_INTERNAL_DEST.dt = 'a'\"]"),
+    # predicates on a column the run overwrites, and on the model's rows, as dbt-spark's MERGE ON takes them
+    "predicated_both.sql": _model("materialized='incremental', incremental_strategy='merge', unique_key='id', "
+                                  "partition_by='dt', merge_update_columns=['v'], incremental_predicates="
+                                  "[\"DBT_INTERNAL_DEST.v < 25\", \"DBT_INTERNAL_SOURCE.name <> 'BOB'\"]"),
 }
 
 
@@ -113,6 +117,12 @@ class TestPaimonFormatsAndMerge:
         # not matched, so its row is written whole (the primary key keeps it one row, in 'c').
         assert [(r["id"], r["dt"], r["name"], r["v"]) for r in _rows(project, "predicated")] == [
             (1, "a", "ann", 11), (2, "a", "bob", 21), (3, "c", "CID", 31), (4, "c", "dee", 40)]
+
+    def test_incremental_predicates_on_an_updated_column_and_on_the_models_rows(self, project, built):
+        # id 1: stored v 10 < 25 and the model's name is not BOB: matched, only v updates. id 2: its
+        # model row is BOB's, id 3: stored v 30: not matched, written whole
+        assert [(r["id"], r["dt"], r["name"], r["v"]) for r in _rows(project, "predicated_both")] == [
+            (1, "a", "ann", 11), (2, "b", "BOB", 21), (3, "c", "CID", 31), (4, "c", "dee", 40)]
 
 
 BAD = {
