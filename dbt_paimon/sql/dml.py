@@ -128,7 +128,7 @@ def _rows(spark: SparkSession, statement: Statement, parts: _Insert, schema: Tab
           static: dict) -> DataFrame:
     """The statement's query as a DataFrame of the table's columns (static partition values added)."""
     jdf = jvm_class(spark, DATASET).ofRows(spark._jsparkSession,
-                                           statement.with_ctes(values_defaults(spark, parts.query)))
+                                           statement.with_ctes(values_defaults(spark, statement, parts.query)))
     query = DataFrame(jdf, spark)
     names = statement.written_name
     given = parts.columns

@@ -196,10 +196,14 @@ def is_default(node, columns) -> bool:
     return [p.lower() for p in parts] == ["default"] and "default" not in {c.lower() for c in columns}
 
 
-def values_defaults(spark: SparkSession, query):
+_DEFAULT_WORD = re.compile(r"\bdefault\b", re.IGNORECASE)
+
+
+def values_defaults(spark: SparkSession, statement: Statement, query):
     """An INSERT's VALUES with each DEFAULT as NULL (the default of a column that declares none, as
-    every Paimon column here); any other query as it is."""
-    if str(query.getClass().getSimpleName()) != "UnresolvedInlineTable":
+    every Paimon column here); any other query as it is. Each cell is a call into the JVM: only a
+    statement whose text holds the word is walked."""
+    if not _DEFAULT_WORD.search(statement.text) or str(query.getClass().getSimpleName()) != "UnresolvedInlineTable":
         return query
     rows = query.rows()
     null = None
