@@ -62,10 +62,21 @@ READ_OPTIONS = ("snapshot-id", "scan.snapshot-id", "tag", "scan.tag-name", "bran
                 between.BETWEEN_TIMESTAMP, between.SCAN_MODE, between.TAG_TO_SNAPSHOT)
 
 
+# Paimon's scan options that choose other rows than the latest snapshot's, which this source does
+# not honour: refused, where ignoring them would give the latest rows as if they were those
+_UNHONOURED = ("scan.timestamp-millis", "scan.timestamp", "scan.watermark", "scan.file-creation-time-millis",
+               "scan.creation-time-millis")
+_LATEST_MODES = ("default", "latest-full", "latest", "full")
+
+
 def check_options(options) -> None:
-    """Refuse a misspelt read option, naming the option meant."""
+    """Refuse a misspelt read option, naming the option meant, and one of Paimon's that would read
+    other rows than the source gives."""
     for name in options:
         key = str(name).lower()
+        if key in _UNHONOURED or (key == "scan.mode" and str(options[name]).lower() not in _LATEST_MODES):
+            raise PaimonError(f"read option {name!r} is not supported: travel in time with 'scan.snapshot-id' "
+                              f"or 'scan.tag-name' (a tag), or read changes with 'incremental-between'")
         if key in READ_OPTIONS or key == "path" or key.startswith("dbt-paimon."):
             continue
         plain = re.sub(r"[\s_]+", "-", key.strip())
