@@ -13,7 +13,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from dbt_paimon.engine import compact, delete, upsert
+from dbt_paimon.engine import changes, compact, delete, upsert
+from dbt_paimon.engine.writes.delete import update_append
 from dbt_paimon.store import FileStoreTable, PaimonError
 from tests.engine.helpers import CHANGES_SCHEMA, change_records, random_history
 from tests.java_paimon.incremental_oracle import audit_logs_agree, compare_with_java, java_records, source_rows
@@ -44,6 +45,27 @@ def test_an_append_tables_rows_read_incrementally_as_java_reads_them(java, wareh
     assert audit_logs_agree(java, FileStoreTable.open(path)) == 8
     with pytest.raises(PaimonError, match="an append table has no changelog"):
         FileStoreTable.open(path).read_between(0, 2, "changelog")
+
+
+def test_an_append_tables_rewrites_are_overwrites_its_changes_skip(java, spark, warehouse):
+    """A DELETE and an UPDATE on an append table write the files holding their rows again: Paimon
+    commits that as OVERWRITE, which its incremental reads skip. Committed as APPEND (as we did), the
+    rewritten rows were read as new ones: Java refused the range, a changes reader doubled them."""
+    path = f"{warehouse}/db.db/log_rewritten"
+    FileStoreTable.create(path, SCHEMA, primary_keys=[], partition_keys=["dt"], options={"bucket": "-1"})
+    for s in range(3):
+        table = FileStoreTable.open(path)
+        write = table.new_write()
+        write.write(pa.table({"id": [s, s + 10], "v": [f"v{s}", f"w{s}"], "dt": ["a", "b"]}))
+        write.commit()
+    delete(spark, path, "id = 1")
+    update_append(spark, path, "id = 12", {"v": "'changed'"})
+    table = FileStoreTable.open(path)
+    assert [table.snapshots.snapshot(i).commit_kind for i in range(1, 6)] == ["APPEND"] * 3 + ["OVERWRITE"] * 2
+    # 2 modes x the rows the APPEND commits of the ranges (0,5) (1,5) (4,5) (1,2) (2,4) wrote
+    assert compare_with_java(java, table, modes=("auto", "delta"), spark=spark) == 2 * (6 + 4 + 0 + 2 + 2)
+    with pytest.raises(PaimonError, match="overwrote rows of an append table"):
+        changes(spark, path, 2, 5)
 
 
 def test_the_lookup_producers_changelog_from_our_upserts_and_deletes(java, spark, warehouse):

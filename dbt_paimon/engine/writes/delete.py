@@ -1,9 +1,10 @@
-"""delete(): Paimon's `DELETE FROM t WHERE <predicate>` as one Spark job and one APPEND snapshot.
+"""delete(): Paimon's `DELETE FROM t WHERE <predicate>` as one Spark job and one snapshot.
 
 Every live row matching the predicate gets a -D record written into its own (partition, bucket),
-in new data files; no file or partition is removed (a later compaction drops the deletes). An
-append table has no -D records: the files holding matching rows are written again without them
-(rewrite.py). The predicate is Spark SQL over the table's columns, evaluated by Spark on the executors.
+in new data files, an APPEND snapshot; no file or partition is removed (a later compaction drops
+the deletes). An append table has no -D records: the files holding matching rows are written again
+without them (rewrite.py), an OVERWRITE snapshot, as Paimon commits a write that removes files. The
+predicate is Spark SQL over the table's columns, evaluated by Spark on the executors.
 """
 
 from __future__ import annotations

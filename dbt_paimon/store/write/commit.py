@@ -81,6 +81,11 @@ class FileStoreCommit:
         delta_meta = self.manifests.write(list(entries)) if entries else None
         changelog_meta = self.manifests.write(changelog) if changelog else None
         deletes = [e for e in entries if e.kind == DELETE]
+        if kind == APPEND and deletes:
+            # Paimon's kind for a write that removes files (a copy-on-write DELETE, UPDATE or MERGE
+            # rewrote them): readers of changes read an APPEND's new files as new rows, and skip an
+            # OVERWRITE, which records no change per row
+            kind = OVERWRITE
         max_retries = self.schema.core.commit_max_retries
         attempt = 0
         while True:
