@@ -201,7 +201,7 @@ def schemas(table) -> pa.Table:
         s = manager.schema(sid)
         rows.append({"schema_id": s.id, "fields": _json([f.to_json() for f in s.fields]),
                      "partition_keys": _json(list(s.partition_keys)), "primary_keys": _json(list(s.primary_keys)),
-                     "options": _json(dict(s.options)), "comment": _json(s.comment),
+                     "options": _json(dict(s.options)), "comment": s.comment,
                      "update_time": _millis(s.time_millis)})
     return pa.Table.from_pylist(rows, TABLE_SCHEMAS)
 

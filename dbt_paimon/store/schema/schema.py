@@ -115,20 +115,20 @@ class TableSchema:
         return pa.schema([pa.field(f.name, f.type.to_arrow(), nullable or f.type.nullable) for f in self.fields])
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "version": self.version,
-                "id": self.id,
-                "fields": [f.to_json() for f in self.fields],
-                "highestFieldId": self.highest_field_id,
-                "partitionKeys": list(self.partition_keys),
-                "primaryKeys": list(self.primary_keys),
-                "options": dict(self.options),
-                "comment": self.comment,
-                "timeMillis": self.time_millis,
-            },
-            indent=2,
-        )
+        out = {
+            "version": self.version,
+            "id": self.id,
+            "fields": [f.to_json() for f in self.fields],
+            "highestFieldId": self.highest_field_id,
+            "partitionKeys": list(self.partition_keys),
+            "primaryKeys": list(self.primary_keys),
+            "options": dict(self.options),
+            "comment": self.comment,
+            "timeMillis": self.time_millis,
+        }
+        if self.comment is None:  # as Paimon writes it: a JSON null is read back as the text 'null'
+            del out["comment"]
+        return json.dumps(out, indent=2)
 
     @staticmethod
     def from_json(text: str, where: str = "schema") -> "TableSchema":
