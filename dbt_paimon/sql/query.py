@@ -17,9 +17,11 @@ its place, under the view's column names and types (dbt's `view` models over Pai
 
 A system table (`t$audit_log`), a table given options (`t WITH ('incremental-between' = '1,3')`)
 and Paimon's `paimon_incremental_query('t', 1, 3)` are read through the `paimon` source with those
-options, under a view likewise. A name under a time travel clause, shadowed by a CTE of the
-statement, or anything the parser refuses is left as written (the `paimon` source reads it); so is
-the whole query when the rewritten text fails where the original would not. A session writing on a
+options, under a view likewise. A time travel clause (`t VERSION AS OF 2`, `t TIMESTAMP AS OF
+'2026-01-01'`) reads the snapshot or tag it names, as Paimon's connector does (natively; Spark
+refuses time travel on a table of its session catalog). A name shadowed by a CTE of the statement,
+or anything the parser refuses, is left as written (the `paimon` source reads it); so is the whole
+query when the rewritten text fails where the original would not. A session writing on a
 branch (branch.py: a dbt build's write-audit-publish) reads each table that has the branch from it.
 """
 
@@ -43,6 +45,9 @@ from .target import SESSION_CATALOG, resolve
 from ..engine.read.native import frame
 from ..engine.read.source import SOURCE_NAME
 from ..store.common.errors import PaimonError
+from ..store.common.fileio import FileIO
+from ..store.read import travel
+from ..store.table import FileStoreTable
 from ..store.system_tables import split_name
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,8 @@ _VIEW_PREFIX = "__paimon_read_"
 INCREMENTAL_QUERY = "paimon_incremental_query"
 _WITH_OPTIONS = re.compile(r"\s*WITH\s*\(", re.IGNORECASE)
 _VIEW_DEPTH = 8   # views over views read natively up to this depth; deeper ones as Spark reads them
+_TIME_TRAVEL = "RelationTimeTravel"   # `t VERSION AS OF v`, `t TIMESTAMP AS OF e`
+_AS_OF = re.compile(r"^.*?\bAS\s+OF\s+", re.IGNORECASE | re.DOTALL)
 _counter = itertools.count()
 _lock = threading.Lock()
 
@@ -74,7 +81,7 @@ def _named(plan) -> tuple[list, set[str], list]:
 
     def walk(node, parent: str) -> None:
         kind = str(node.nodeName())  # a logical plan's class name (the fewest calls: one)
-        if kind == "UnresolvedRelation":
+        if kind in ("UnresolvedRelation", _TIME_TRAVEL):  # a time travel holds its relation, not as a child
             found.append((node, parent))
             return
         if kind == "UnresolvedTableValuedFunction":
@@ -173,6 +180,11 @@ def native_reads(spark: SparkSession, text: str, plan, spark_sql: Callable[[str]
     relations, ctes, functions = _named(plan)
     edits = []  # (start, stop, replacement, view, path or DataFrame)
     for node, parent in relations:
+        clause = None
+        if str(node.nodeName()) == _TIME_TRAVEL:
+            clause, node = node, node.relation()
+            if str(node.nodeName()) != "UnresolvedRelation" or not clause.origin().stopIndex().isDefined():
+                continue
         parts = [str(p) for p in scala_list(node.multipartIdentifier())]
         origin = node.origin()
         if node.isStreaming() or not origin.startIndex().isDefined():
@@ -182,8 +194,20 @@ def native_reads(spark: SparkSession, text: str, plan, spark_sql: Callable[[str]
         start, stop = origin.startIndex().get(), origin.stopIndex().get()
         bare = parent == "SubqueryAlias" or text[:start].rstrip().lower().endswith("table")
         given = {k: str(v) for k, v in java_dict(node.options()).items()}
+        if clause is not None:
+            target = resolve(spark, [p.partition("$")[0] for p in parts])
+            if target is None:
+                continue
+            stop = clause.origin().stopIndex().get()
+            if "$" not in parts[-1] and not given:  # a table's snapshot, read natively
+                view = _next_view()
+                read = _travelled(spark, target.path, _travel_options(text, clause, spark_sql),
+                                  text[start:stop + 1])
+                edits.append((start, stop, view if bare else f"{view} AS {quote(parts[-1])}", view, read))
+                continue
+            given.update(_travel_options(text, clause, spark_sql))
         read = _source_read(spark, parts, given)
-        if read is not None:  # `t$audit_log`, `t WITH (...)`: read with its options
+        if read is not None:  # `t$audit_log`, `t WITH (...)`, `t VERSION AS OF 2`: read with its options
             view = _next_view()
             name = parts[-1].partition("$")[0]
             edits.append((start, _options_end(text, stop), view if bare else f"{view} AS {quote(name)}", view, read))
@@ -225,6 +249,38 @@ def native_reads(spark: SparkSession, text: str, plan, spark_sql: Callable[[str]
     finally:
         for view in views:
             spark.catalog.dropTempView(view)
+
+
+def _travel_options(text: str, clause, spark_sql: Callable[[str], DataFrame]) -> dict:
+    """The `paimon` source's options for a time travel clause, as Paimon's connector takes it:
+    `VERSION AS OF v` a tag named v, else snapshot v (`scan.version`); `TIMESTAMP AS OF e` the last
+    snapshot committed at or before e, evaluated as Spark evaluates it (a time in the session's
+    zone, or an expression without a column or subquery)."""
+    version = clause.version()
+    if version.isDefined():
+        return {"scan.version": str(version.get())}
+    origin = clause.origin()
+    written = text[origin.startIndex().get():origin.stopIndex().get() + 1]
+    expression = _AS_OF.sub("", written, count=1)
+    try:
+        micros = spark_sql(f"SELECT unix_micros(CAST(({expression}) AS TIMESTAMP))").first()[0]
+    except Exception as e:  # noqa: BLE001 - Spark's words say what is wrong with the expression
+        raise PaimonError(f"{written}: not a time Spark can evaluate: {str(e).splitlines()[0]}") from None
+    if micros is None:
+        raise PaimonError(f"{written}: the time is NULL")
+    return {"scan.timestamp-millis": str(micros // 1000)}
+
+
+def _travelled(spark: SparkSession, path: str, options: dict, written: str) -> DataFrame:
+    """The table at the snapshot or tag the options name (store/read/travel.py), read natively;
+    an error names the relation as written."""
+    branch = read_branch(spark, path)
+    try:
+        table = FileStoreTable.open(path, FileIO.get(path), branch)
+        to = travel.resolve(options, table.snapshots, table.tags)
+        return frame(spark, path, snapshot_id=to.snapshot_id, tag=to.tag, branch=branch)
+    except PaimonError as e:
+        raise PaimonError(f"{written}: {e}") from None
 
 
 def _view_read(spark: SparkSession, parts: list[str], spark_sql: Callable[[str], DataFrame],

@@ -3,6 +3,7 @@
     spark.read.format("paimon").load(path)                             # latest snapshot
     spark.read.format("paimon").option("snapshot-id", 3).load(path)   # time travel
     spark.read.format("paimon").option("tag", "v1").load(path)         # ... to a tag
+    spark.read.format("paimon").option("scan.timestamp-millis", ms).load(path)  # ... to a time (travel.py)
     spark.read.format("paimon").load(path + "$files")                  # a system table
     spark.read.format("paimon").load(path + "$audit_log")              # rows with their row kinds
     spark.read.format("paimon").load(path + "$ro")                     # the top level only: no merge
@@ -16,8 +17,8 @@ The driver plans the snapshot (manifests only); each input partition carries a f
 split being one (partition, bucket), which an executor reads and merges with the table's merge
 engine (vectorised, store.read.TableRead) and hands to Spark as Arrow batches. An incremental read
 (Paimon's options `incremental-between`, `-timestamp`, `-scan-mode`, `-tag-to-snapshot`:
-store/read/between.py) hands Spark the inserted and updated records (+I, +U), as Paimon's Spark
-connector does; the audit log (`path$audit_log`) every record with its row kind.
+store/read/between.py) hands Spark the inserted and updated records (+I, +U), as Paimon's batch
+reads do; the audit log (`path$audit_log`) every record with its row kind.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 from ...store.common.errors import PaimonError
 from ...store.common import fileio
 from ...store.common.fileio import FileIO, is_storage_option
-from ...store.read import audit_log, between, fold, incremental, read_optimized
+from ...store.read import audit_log, between, fold, incremental, read_optimized, travel
 from ...store.read.read_optimized import READ_OPTIMIZED
 from ...store.read.read import TableRead
 from ...store import system_tables
@@ -58,15 +59,13 @@ _ROWS_PER_PARTITION = 1_000_000
 # The read options the source takes (Paimon's names): an option one character or a separator away
 # from one of them is a misspelling (`snapshot_id`), refused, where it would otherwise be ignored and
 # the read give the latest snapshot; other options pass as Spark's readers let them pass
-READ_OPTIONS = ("snapshot-id", "scan.snapshot-id", "tag", "scan.tag-name", "branch", between.BETWEEN,
-                between.BETWEEN_TIMESTAMP, between.SCAN_MODE, between.TAG_TO_SNAPSHOT)
+READ_OPTIONS = travel.OPTIONS + ("branch", between.BETWEEN, between.BETWEEN_TIMESTAMP, between.SCAN_MODE,
+                                  between.TAG_TO_SNAPSHOT)
 
 
 # Paimon's scan options that choose other rows than the latest snapshot's, which this source does
 # not honour: refused, where ignoring them would give the latest rows as if they were those
-_UNHONOURED = ("scan.timestamp-millis", "scan.timestamp", "scan.watermark", "scan.file-creation-time-millis",
-               "scan.creation-time-millis")
-_LATEST_MODES = ("default", "latest-full", "latest", "full")
+_UNHONOURED = ("scan.watermark", "scan.file-creation-time-millis", "scan.creation-time-millis")
 
 
 def check_options(options) -> None:
@@ -74,15 +73,17 @@ def check_options(options) -> None:
     other rows than the source gives."""
     for name in options:
         key = str(name).lower()
-        if key in _UNHONOURED or (key == "scan.mode" and str(options[name]).lower() not in _LATEST_MODES):
-            raise PaimonError(f"read option {name!r} is not supported: travel in time with 'scan.snapshot-id' "
-                              f"or 'scan.tag-name' (a tag), or read changes with 'incremental-between'")
+        if key in _UNHONOURED:
+            raise PaimonError(f"read option {name!r} is not supported: travel in time with 'scan.snapshot-id', "
+                              f"'scan.tag-name' or 'scan.timestamp-millis', or read changes with "
+                              f"'incremental-between'")
         if key in READ_OPTIONS or key == "path" or key.startswith("dbt-paimon."):
             continue
         plain = re.sub(r"[\s_]+", "-", key.strip())
         meant = [o for o in READ_OPTIONS if o == plain] or difflib.get_close_matches(plain, READ_OPTIONS, 1, 0.9)
         if meant:
             raise PaimonError(f"unknown read option {name!r} (did you mean {meant[0]!r}?)")
+    travel.check(options)
 
 
 def tasks_for(rows: int, units: int | None = None) -> int:
@@ -121,19 +122,9 @@ class PaimonDataSource(DataSource):
         given = {k: v for k, v in self.options.items() if is_storage_option(k)}
         return FileStoreTable.open(path, FileIO.get(path, given or None), self._branch())
 
-    def _snapshot_id(self) -> int | None:
-        value = self.options.get("snapshot-id") or self.options.get("scan.snapshot-id")
-        if value and self._tag():
-            raise PaimonError("give either snapshot-id or tag, not both")
-        if value in (None, ""):
-            return None
-        try:
-            return int(value)
-        except ValueError:
-            raise PaimonError(f"snapshot-id {value!r} is not a snapshot id (a whole number)") from None
-
-    def _tag(self) -> str | None:
-        return self.options.get("tag") or self.options.get("scan.tag-name") or None
+    def _travel(self, table: FileStoreTable) -> travel.Travel:
+        """The snapshot or tag the read's options name (store/read/travel.py)."""
+        return travel.resolve(self.options, table.snapshots, table.tags)
 
     def _frame_schema_id(self) -> int | None:
         """The schema a native frame's other part reads with (read/native.py): the frame's."""
@@ -143,10 +134,10 @@ class PaimonDataSource(DataSource):
     def _schema_id(self, table: FileStoreTable) -> int | None:
         if self._frame_schema_id() is not None:
             return self._frame_schema_id()
-        if self._tag():  # the tag holds its snapshot, which may have expired since
-            return table.tags.get_or_throw(self._tag()).snapshot.schema_id
-        sid = self._snapshot_id()
-        return table.snapshots.travelled(sid).schema_id if sid is not None else None
+        to = self._travel(table)
+        if to.tag is not None:  # the tag holds its snapshot, which may have expired since
+            return table.tags.get_or_throw(to.tag).snapshot.schema_id
+        return table.snapshots.travelled(to.snapshot_id).schema_id if to.snapshot_id is not None else None
 
     def schema(self) -> StructType:
         check_options(self.options)
@@ -191,7 +182,10 @@ class PaimonDataSource(DataSource):
         check_options(self.options)  # here too: a read given its schema never asks for one
         system = self._path()[1]
         if system not in (None, *system_tables.DATA_TABLES):
-            return SystemTableReader(system_tables.read(self._table(), system, self._snapshot_id()))
+            table = self._table()
+            to = self._travel(table)
+            at = table.tags.get_or_throw(to.tag).snapshot.id if to.tag is not None else to.snapshot_id
+            return SystemTableReader(system_tables.read(table, system, at))
         # the audit log: the table's rows, each with its row kind in a first column
         kinds = system in (audit_log.AUDIT_LOG, audit_log.BINLOG)
         binlog = system == audit_log.BINLOG
@@ -206,11 +200,13 @@ class PaimonDataSource(DataSource):
             if system == READ_OPTIMIZED:
                 raise PaimonError("the ro system table reads a snapshot's top level; read a table's changes from "
                                   "the table or its audit_log")
-            if self._snapshot_id() is not None or self._tag():
-                raise PaimonError("give either an incremental read or a snapshot-id / tag, not both")
+            if travel.given(self.options):
+                raise PaimonError("give either an incremental read or a snapshot-id / tag / timestamp, not both")
             return IncrementalReader(self._table(), dict(self.options), columns, kinds=kinds, order=ordered,
                                      binlog=binlog, folded=folded)
-        return PaimonReader(self._table(), self._snapshot_id(), columns, self._tag(),
+        table = self._table()
+        to = self._travel(table)
+        return PaimonReader(table, to.snapshot_id, columns, to.tag,
                             merged_only=self.options.get(SPLITS_OPTION) == MERGED, kinds=kinds,
                             schema_id=self._frame_schema_id(),
                             top_level=system == READ_OPTIMIZED, binlog=binlog)

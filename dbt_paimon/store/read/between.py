@@ -100,7 +100,7 @@ def plan(io: FileIO, table_path: str, schema: TableSchema, options: Mapping[str,
     first_snap, last_snap = snapshots.snapshot(earliest), snapshots.snapshot(latest)
     if low == high or low > last_snap.time_millis or high < first_snap.time_millis:
         return Between(diff=mode == "diff")
-    start, end = _at_or_before(snapshots, earliest, latest, low), _at_or_before(snapshots, earliest, latest, high)
+    start, end = snapshots.at_or_before(low), snapshots.at_or_before(high)
     end = end or last_snap
     if mode == "diff":
         # no snapshot at or before the start: from the first snapshot when it is still there (the
@@ -156,20 +156,6 @@ def _millis(value: str) -> int:
     except ValueError:
         raise PaimonError(f"{BETWEEN_TIMESTAMP} takes epoch milliseconds or 'yyyy-MM-dd HH:mm:ss', "
                           f"got {value!r}") from None
-
-
-def _at_or_before(snapshots: SnapshotManager, earliest: int, latest: int, millis: int) -> Snapshot | None:
-    """The last snapshot committed at or before `millis` (commit times only grow): a binary search."""
-    found = None
-    low, high = earliest, latest
-    while low <= high:
-        mid = (low + high) // 2
-        snap = snapshots.snapshot(mid)
-        if snap.time_millis <= millis:
-            found, low = snap, mid + 1
-        else:
-            high = mid - 1
-    return found
 
 
 def read_units(io: FileIO, table_path: str, schema: TableSchema, planned: Between, units: list,

@@ -146,6 +146,20 @@ class SnapshotManager:
             raise PaimonError(f"snapshot {snapshot_id} does not exist: the table has {there}")
         return found
 
+    def at_or_before(self, millis: int) -> Snapshot | None:
+        """The last snapshot committed at or before `millis` (commit times only grow): a binary search
+        over the retained snapshots; None when the earliest is later (or there is none)."""
+        found = None
+        low, high = self.earliest_id(), self.latest_id()
+        while low is not None and high is not None and low <= high:
+            mid = (low + high) // 2
+            snap = self.snapshot(mid)
+            if snap.time_millis <= millis:
+                found, low = snap, mid + 1
+            else:
+                high = mid - 1
+        return found
+
     def try_snapshot(self, snapshot_id: int) -> Snapshot | None:
         """The snapshot, or None when its file is gone (expired or rolled back meanwhile)."""
         try:

@@ -111,10 +111,15 @@ def test_a_time_travelled_dataframe_keeps_its_snapshot_however_reused(spark, tab
     ({"incremental-betwen": "1,2"}, r"did you mean 'incremental-between'\?"),
     ({"snapshot-id": "abc"}, r"snapshot-id 'abc' is not a snapshot id"),
     ({"snapshot-id": "99"}, r"snapshot 99 does not exist: the table has snapshots 1\.\.\d+"),
-    # Paimon's time travel by time, not honoured here: refused, not the latest rows instead
-    ({"scan.timestamp-millis": "1"}, r"read option 'scan.timestamp-millis' is not supported"),
-    ({"scan.timestamp": "2024-01-01 00:00:00"}, r"read option 'scan.timestamp' is not supported"),
-    ({"scan.mode": "from-timestamp"}, r"read option 'scan.mode' is not supported"),
+    # Paimon's scan options a read cannot follow: refused, not the latest rows instead
+    ({"scan.timestamp-millis": "1"}, r"no snapshot was committed at or before 1 \(epoch milliseconds"),
+    ({"scan.timestamp": "2024-01-01 00:00:00"}, r"no snapshot was committed at or before \d+ \(epoch milliseconds, "
+                                                r"scan.timestamp '2024-01-01 00:00:00'\)"),
+    ({"scan.timestamp": "yesterday"}, r"scan.timestamp takes 'yyyy-MM-dd HH:mm:ss', got 'yesterday'"),
+    ({"scan.mode": "from-timestamp"}, r"scan.mode 'from-timestamp' needs one of 'scan.timestamp-millis'"),
+    ({"scan.mode": "compacted-full"}, r"scan.mode 'compacted-full' is not supported"),
+    ({"scan.watermark": "5"}, r"read option 'scan.watermark' is not supported"),
+    ({"scan.version": "nope"}, r"version 'nope' is neither a tag of the table nor a snapshot id"),
 ])
 def test_a_read_option_the_source_cannot_honour_is_refused_as_written(spark, tables, options, words):
     """A misspelt option would otherwise be ignored and the read give the latest snapshot; a snapshot
