@@ -9,6 +9,10 @@ the end (each side's files merged, deletion vectors applied; which files: plan_d
 - a key alike at both: nothing.
 A plain read keeps only added records (+I/+U); the audit log keeps -D too. Buckets whose files are
 the same at both snapshots are not read: the cost follows the buckets the range changed.
+
+An append table has no key to hold rows against: as Paimon reads it, its diff is the rows of the
+files the end holds and the start does not, each +I (a file only the start holds gives nothing, so
+rows a DELETE or an overwrite removed do not come out, even in the audit log).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..common.errors import PaimonError
 from ..common.fileio import FileIO
 from ..format.datafile import VALUE_KIND
 from ..schema.schema import TableSchema
@@ -48,9 +51,6 @@ def plan_diff(io: FileIO, table_path: str, schema: TableSchema, start: Snapshot 
     such a file and that the range wrote again (even as it was) is read at the end only, and so
     comes out. whole: each side the bucket's every file, so the rows of the two snapshots are
     compared as a read of each gives them (what a change of the rows is: engine/read/changes.py)."""
-    if schema.is_append:
-        raise PaimonError("incremental-between-scan-mode 'diff' reads primary-key tables; read an append "
-                          "table's incremental-between in 'delta' mode")
     scan = FileStoreScan(io, table_path, schema)
     before = {(s.partition, s.bucket): s for s in scan.plan_snapshot(start).splits}
     after = {(s.partition, s.bucket): s for s in scan.plan_snapshot(end).splits}
@@ -60,13 +60,15 @@ def plan_diff(io: FileIO, table_path: str, schema: TableSchema, start: Snapshot 
         if b is not None and a is not None:
             if _same(b, a):
                 continue
-            if not whole:
+            if not whole or schema.is_append:
                 common = {f.file_name for f in b.files} & {f.file_name for f in a.files}
                 b = _without(b, common)
                 a = _without(a, common)
                 if b is None and a is None:  # only deletion vectors changed: Paimon reads nothing
                     continue
-        out.append(DiffSplit(b, a))
+        if schema.is_append and a is None:  # files gone, none new: nothing, as in Paimon
+            continue
+        out.append(DiffSplit(None if schema.is_append else b, a))
     return out
 
 
@@ -90,6 +92,11 @@ def read_diff(io: FileIO, table_path: str, schema: TableSchema, splits: Sequence
     out_schema = pa.schema([pa.field(ROW_KIND, pa.string(), False)] + list(out_reader.output_schema))
     parts = []
     for split in splits:  # per bucket, never per row
+        if schema.is_append:  # the end's new files, their rows as +I
+            rows = out_reader.read([split.after], threads=1)
+            parts.append(pa.Table.from_arrays([pa.repeat(pa.scalar("+I"), rows.num_rows)] + rows.columns,
+                                              schema=out_schema))
+            continue
         rows = _diff_bucket(full, split, keep_deletes)
         if rows.num_rows:
             parts.append(pa.Table.from_arrays([row_kinds(rows.column(VALUE_KIND))]
