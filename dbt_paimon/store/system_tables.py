@@ -4,7 +4,8 @@ tables. Built from snapshot, schema and consumer JSON and manifests only, never 
 `audit_log`, which reads rows, is read/audit_log.py).
 
 A partition is shown as Paimon shows it: `{v1, v2}` (partition values in key order), `{}` for an
-unpartitioned table.
+unpartitioned table; in `$partitions` as its path, `k1=v1/k2=v2` (stats_text.py). The columns are
+Paimon 2.0's; `$partitions` and `$buckets` sum every manifest entry of the snapshot as Paimon does.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from typing import Callable
 
 import pyarrow as pa
 
-from .compaction.compact_strategy import sorted_run_count
+from . import stats_text
 from .common import binary_row
 from .common.errors import PaimonError
+from .common.options import POSTPONE_BUCKET
 from .common.paths import data_file_path
 from .read.audit_log import AUDIT_LOG, BINLOG
 from .read.read_optimized import READ_OPTIMIZED
-from .manifest.manifest import ManifestList
+from .index.deletion_vectors import bucket_indexes, ranges
+from .manifest.manifest import ADD, ManifestFile, ManifestList
 from .schema.schema import SchemaManager
 from .snapshot.consumers import consumers
 from .snapshot.tags import TagManager
@@ -66,23 +69,28 @@ def _millis(ms: int | None) -> dt.datetime | None:
 SNAPSHOTS = pa.schema([
     ("snapshot_id", pa.int64()), ("schema_id", pa.int64()), ("commit_user", pa.string()),
     ("commit_identifier", pa.int64()), ("commit_kind", pa.string()), ("commit_time", pa.timestamp("us")),
-    ("base_manifest_list", pa.string()), ("delta_manifest_list", pa.string()), ("index_manifest", pa.string()),
-    ("total_record_count", pa.int64()), ("delta_record_count", pa.int64()),
+    ("base_manifest_list", pa.string()), ("delta_manifest_list", pa.string()), ("changelog_manifest_list", pa.string()),
+    ("total_record_count", pa.int64()), ("delta_record_count", pa.int64()), ("changelog_record_count", pa.int64()),
+    ("watermark", pa.int64()), ("next_row_id", pa.int64()), ("operation", pa.string()),
 ])
 FILES = pa.schema([
     ("partition", pa.string()), ("bucket", pa.int32()), ("file_path", pa.string()), ("file_format", pa.string()),
     ("schema_id", pa.int64()), ("level", pa.int32()), ("record_count", pa.int64()),
-    ("file_size_in_bytes", pa.int64()), ("min_sequence_number", pa.int64()), ("max_sequence_number", pa.int64()),
-    ("delete_row_count", pa.int64()), ("file_source", pa.string()), ("creation_time", pa.timestamp("us")),
+    ("file_size_in_bytes", pa.int64()), ("min_key", pa.string()), ("max_key", pa.string()),
+    ("null_value_counts", pa.string()), ("min_value_stats", pa.string()), ("max_value_stats", pa.string()),
+    ("min_sequence_number", pa.int64()), ("max_sequence_number", pa.int64()), ("creation_time", pa.timestamp("us")),
+    ("deleteRowCount", pa.int64()), ("file_source", pa.string()), ("first_row_id", pa.int64()),
+    ("write_cols", pa.list_(pa.string())),
 ])
 BUCKETS = pa.schema([
     ("partition", pa.string()), ("bucket", pa.int32()), ("record_count", pa.int64()),
-    ("file_size_in_bytes", pa.int64()), ("file_count", pa.int64()), ("sorted_runs", pa.int64()),
-    ("last_update_time", pa.timestamp("us")),
+    ("file_size_in_bytes", pa.int64()), ("file_count", pa.int64()), ("last_update_time", pa.timestamp("us")),
 ])
 PARTITIONS = pa.schema([
     ("partition", pa.string()), ("record_count", pa.int64()), ("file_size_in_bytes", pa.int64()),
-    ("file_count", pa.int64()), ("bucket_count", pa.int64()), ("last_update_time", pa.timestamp("us")),
+    ("file_count", pa.int64()), ("last_update_time", pa.timestamp("us")), ("created_at", pa.timestamp("us")),
+    ("created_by", pa.string()), ("updated_by", pa.string()), ("options", pa.string()),
+    ("total_buckets", pa.int32()), ("done", pa.bool_()), ("deleted_record_count", pa.int64()),
 ])
 TAGS = pa.schema([
     ("tag_name", pa.string()), ("snapshot_id", pa.int64()), ("schema_id", pa.int64()),
@@ -121,8 +129,11 @@ def snapshots(table) -> pa.Table:
             rows.append({"snapshot_id": s.id, "schema_id": s.schema_id, "commit_user": s.commit_user,
                          "commit_identifier": s.commit_identifier, "commit_kind": s.commit_kind,
                          "commit_time": _millis(s.time_millis), "base_manifest_list": s.base_manifest_list,
-                         "delta_manifest_list": s.delta_manifest_list, "index_manifest": s.index_manifest,
-                         "total_record_count": s.total_record_count, "delta_record_count": s.delta_record_count})
+                         "delta_manifest_list": s.delta_manifest_list,
+                         "changelog_manifest_list": s.changelog_manifest_list,
+                         "total_record_count": s.total_record_count, "delta_record_count": s.delta_record_count,
+                         "changelog_record_count": s.changelog_record_count, "watermark": s.watermark,
+                         "next_row_id": s.next_row_id, "operation": s.operation})
     return pa.Table.from_pylist(rows, SNAPSHOTS)
 
 
@@ -131,46 +142,87 @@ def _splits(table, snapshot_id):
 
 
 def files(table, snapshot_id: int | None = None) -> pa.Table:
+    """The data files of a snapshot, each with its keys and statistics as Paimon prints them (stats_text.py)."""
     rows = []
+    schemas = SchemaManager(table.io, table.path, table.branch)
     for s in _splits(table, snapshot_id):
         part = _partition_text(s.partition_values)
         for f in s.files:
+            then = table.schema if f.schema_id == table.schema.id else schemas.schema(f.schema_id)
+            nulls, lows, highs = stats_text.value_stats_text(f, then, table.schema)
             rows.append({"partition": part, "bucket": s.bucket, "file_path": data_file_path(s.bucket_path, f),
                          "file_format": f.file_name.rsplit(".", 1)[-1], "schema_id": f.schema_id, "level": f.level,
                          "record_count": f.row_count, "file_size_in_bytes": f.file_size,
+                         "min_key": stats_text.key_text(f, then, f.min_key),
+                         "max_key": stats_text.key_text(f, then, f.max_key),
+                         "null_value_counts": nulls, "min_value_stats": lows, "max_value_stats": highs,
                          "min_sequence_number": f.min_sequence_number, "max_sequence_number": f.max_sequence_number,
-                         "delete_row_count": f.delete_row_count,
+                         "creation_time": f.creation_time.replace(tzinfo=None) if f.creation_time else None,
+                         "deleteRowCount": f.delete_row_count,
                          "file_source": {0: "APPEND", 1: "COMPACT"}.get(f.file_source, None),
-                         "creation_time": f.creation_time.replace(tzinfo=None) if f.creation_time else None})
+                         "first_row_id": f.first_row_id,
+                         "write_cols": list(f.write_cols) if f.write_cols is not None else None})
     return pa.Table.from_pylist(rows, FILES)
 
 
+def _entries_by(table, snapshot_id: int | None, real_buckets_only: bool, by) -> dict:
+    """Every manifest entry of the snapshot summed per by(entry), as Paimon's PartitionEntry /
+    BucketEntry do: a DELETE entry takes its file's rows, bytes and count away, and its creation
+    time still counts (the last update is the latest file's, removed or not, until a manifest merge
+    drops both entries)."""
+    snapshot = table.snapshots.travelled(snapshot_id) if snapshot_id is not None else table.snapshots.latest()
+    out: dict = {}
+    if snapshot is None:
+        return out
+    lists = ManifestList(table.io, table.path)
+    manifests = ManifestFile(table.io, table.path, table.schema.partition_types, table.schema.id)
+    for meta in lists.read(snapshot.base_manifest_list) + lists.read(snapshot.delta_manifest_list):
+        for e in manifests.read(meta.file_name, meta.file_size):
+            if real_buckets_only and e.bucket == POSTPONE_BUCKET:
+                continue  # bucket -2 (postpone): read by no batch reader, not counted as Paimon's scan counts
+            sign = 1 if e.kind == ADD else -1
+            total = out.setdefault(by(e), {"records": 0, "bytes": 0, "files": 0, "last": None, "buckets": 0})
+            total["records"] += sign * e.file.row_count
+            total["bytes"] += sign * e.file.file_size
+            total["files"] += sign
+            total["buckets"] = e.total_buckets
+            made = e.file.creation_time.replace(tzinfo=None) if e.file.creation_time else None
+            if made is not None and (total["last"] is None or made > total["last"]):
+                total["last"] = made
+    return {k: v for k, v in out.items() if v["files"] > 0}
+
+
 def buckets(table, snapshot_id: int | None = None) -> pa.Table:
-    rows = []
-    for s in _splits(table, snapshot_id):
-        times = [f.creation_time for f in s.files if f.creation_time]
-        rows.append({"partition": _partition_text(s.partition_values), "bucket": s.bucket,
-                     "record_count": sum(f.row_count for f in s.files),
-                     "file_size_in_bytes": sum(f.file_size for f in s.files), "file_count": len(s.files),
-                     "sorted_runs": sorted_run_count(s.files),
-                     "last_update_time": max(times).replace(tzinfo=None) if times else None})
-    return pa.Table.from_pylist(rows, BUCKETS)
+    types = table.schema.partition_types
+    per = _entries_by(table, snapshot_id, False, lambda e: (e.partition, e.bucket))
+    rows = [{"partition": _partition_text(binary_row.deserialize(p, types)), "bucket": b, "record_count": t["records"],
+             "file_size_in_bytes": t["bytes"], "file_count": t["files"], "last_update_time": t["last"]}
+            for (p, b), t in per.items()]
+    return pa.Table.from_pylist(sorted(rows, key=lambda r: (r["partition"], r["bucket"])), BUCKETS)
 
 
 def partitions(table, snapshot_id: int | None = None) -> pa.Table:
-    per: dict[str, dict] = {}
-    for s in _splits(table, snapshot_id):
-        key = _partition_text(s.partition_values)
-        p = per.setdefault(key, {"partition": key, "record_count": 0, "file_size_in_bytes": 0, "file_count": 0,
-                                 "bucket_count": 0, "last_update_time": None})
-        p["record_count"] += sum(f.row_count for f in s.files)
-        p["file_size_in_bytes"] += sum(f.file_size for f in s.files)
-        p["file_count"] += len(s.files)
-        p["bucket_count"] += 1
-        times = [f.creation_time.replace(tzinfo=None) for f in s.files if f.creation_time]
-        if times and (p["last_update_time"] is None or max(times) > p["last_update_time"]):
-            p["last_update_time"] = max(times)
-    return pa.Table.from_pylist(sorted(per.values(), key=lambda r: r["partition"]), PARTITIONS)
+    """Paimon's PartitionsTable from a filesystem catalog: a catalog's own metadata (created_at, ...)
+    NULL, `done` false; deleted_record_count the rows its deletion vectors mark."""
+    schema = table.schema
+    per = _entries_by(table, snapshot_id, True, lambda e: e.partition)
+    marked: dict[bytes, int | None] = {}
+    if schema.core.deletion_vectors:
+        snapshot = table.snapshots.travelled(snapshot_id) if snapshot_id is not None else table.snapshots.latest()
+        for (partition, _), meta in bucket_indexes(table.io, table.path, snapshot).items():
+            for r in ranges(meta).values():
+                known = marked.get(partition, 0)
+                marked[partition] = None if known is None or r.cardinality is None else known + r.cardinality
+    rows = []
+    for p, t in per.items():
+        text = stats_text.partition_path_text(binary_row.deserialize(p, schema.partition_types),
+                                              schema.partition_types, schema.partition_keys,
+                                              schema.core.partition_default_name)
+        rows.append({"partition": text, "record_count": t["records"], "file_size_in_bytes": t["bytes"],
+                     "file_count": t["files"], "last_update_time": t["last"], "created_at": None,
+                     "created_by": None, "updated_by": None, "options": None, "total_buckets": t["buckets"],
+                     "done": False, "deleted_record_count": marked.get(p, 0)})
+    return pa.Table.from_pylist(sorted(rows, key=lambda r: r["partition"]), PARTITIONS)
 
 
 def tags(table) -> pa.Table:

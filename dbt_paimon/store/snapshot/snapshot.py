@@ -30,8 +30,10 @@ class Snapshot:
     changelog_manifest_list: str | None = None
     changelog_manifest_list_size: int | None = None
     index_manifest: str | None = None
-    changelog_record_count: int | None = 0
+    changelog_record_count: int | None = None
     watermark: int | None = None
+    next_row_id: int | None = None  # row tracking's (Paimon 1.1+), which we keep when read, never write
+    operation: str | None = None  # Paimon 2.0's (WRITE, DELETE, MERGE, ...): as above
     version: int = 3
 
     _JSON = {
@@ -42,7 +44,7 @@ class Snapshot:
         "indexManifest": "index_manifest", "commitUser": "commit_user", "commitIdentifier": "commit_identifier",
         "commitKind": "commit_kind", "timeMillis": "time_millis", "totalRecordCount": "total_record_count",
         "deltaRecordCount": "delta_record_count", "changelogRecordCount": "changelog_record_count",
-        "watermark": "watermark",
+        "watermark": "watermark", "nextRowId": "next_row_id", "operation": "operation",
     }
 
     def same_as(self, other: "Snapshot | None") -> bool:
