@@ -144,11 +144,14 @@ def _splits(table, snapshot_id):
 def files(table, snapshot_id: int | None = None) -> pa.Table:
     """The data files of a snapshot, each with its keys and statistics as Paimon prints them (stats_text.py)."""
     rows = []
-    schemas = SchemaManager(table.io, table.path, table.branch)
+    manager = SchemaManager(table.io, table.path, table.branch)
+    schemas = {table.schema.id: table.schema}  # each file's schema read once, not once per file
     for s in _splits(table, snapshot_id):
         part = _partition_text(s.partition_values)
         for f in s.files:
-            then = table.schema if f.schema_id == table.schema.id else schemas.schema(f.schema_id)
+            if f.schema_id not in schemas:
+                schemas[f.schema_id] = manager.schema(f.schema_id)
+            then = schemas[f.schema_id]
             nulls, lows, highs = stats_text.value_stats_text(f, then, table.schema)
             rows.append({"partition": part, "bucket": s.bucket, "file_path": data_file_path(s.bucket_path, f),
                          "file_format": f.file_name.rsplit(".", 1)[-1], "schema_id": f.schema_id, "level": f.level,
