@@ -32,14 +32,18 @@ def test_store_written_histories_read_incrementally_as_java_reads_them(java, war
     assert audit_logs_agree(java, FileStoreTable.open(path)) > 0
 
 
-def test_an_append_tables_rows_read_incrementally_as_java_reads_them(java, warehouse):
-    path = f"{warehouse}/db.db/log"
+def _append_table(path: str, commits: int) -> None:
+    """An append table partitioned by dt, of `commits` commits of two rows (one per partition)."""
     FileStoreTable.create(path, SCHEMA, primary_keys=[], partition_keys=["dt"], options={"bucket": "-1"})
-    for s in range(4):
-        table = FileStoreTable.open(path)
-        write = table.new_write()
+    for s in range(commits):
+        write = FileStoreTable.open(path).new_write()
         write.write(pa.table({"id": [s, s + 10], "v": [f"v{s}", f"w{s}"], "dt": ["a", "b"]}))
         write.commit()
+
+
+def test_an_append_tables_rows_read_incrementally_as_java_reads_them(java, warehouse):
+    path = f"{warehouse}/db.db/log"
+    _append_table(path, 4)
     # 2 modes x 2 rows per snapshot x the snapshots of the ranges (0,4) (1,4) (3,4) (1,2) (2,3); the
     # changelog mode reads none: an append table has no changelog files, as a key table without a producer
     assert compare_with_java(java, FileStoreTable.open(path)) == 2 * 2 * (4 + 3 + 1 + 1 + 1)
@@ -52,12 +56,7 @@ def test_an_append_tables_rewrites_are_overwrites_its_changes_skip(java, spark, 
     commits that as OVERWRITE, which its incremental reads skip. Committed as APPEND (as we did), the
     rewritten rows were read as new ones: Java refused the range, a changes reader doubled them."""
     path = f"{warehouse}/db.db/log_rewritten"
-    FileStoreTable.create(path, SCHEMA, primary_keys=[], partition_keys=["dt"], options={"bucket": "-1"})
-    for s in range(3):
-        table = FileStoreTable.open(path)
-        write = table.new_write()
-        write.write(pa.table({"id": [s, s + 10], "v": [f"v{s}", f"w{s}"], "dt": ["a", "b"]}))
-        write.commit()
+    _append_table(path, 3)
     delete(spark, path, "id = 1")
     update_append(spark, path, "id = 12", {"v": "'changed'"})
     table = FileStoreTable.open(path)
