@@ -138,8 +138,9 @@ SQL_RESULTS = [  # after each of engine_scenarios.SQL_STATEMENTS: the table's ro
     ([[1, "b", 11], [3, "b", 33], [4, "a", 140], [5, "b", 50]], "APPEND"),
     ([[1, "b", 11], [3, "b", 33], [5, "b", 50]], "APPEND"),
     ([[1, "a", 10], [2, "a", 20], [3, "b", 30], [4, "b", 40]], "APPEND"),  # the append table
-    ([[1, "a", 10], [2, "a", -20], [3, "b", 30], [4, "b", 40]], "APPEND"),  # its files rewritten
-    ([[1, "a", 10], [2, "a", -20]], "APPEND"),
+    # an append table's UPDATE and DELETE rewrite its files: OVERWRITE, as Paimon's commit names it
+    ([[1, "a", 10], [2, "a", -20], [3, "b", 30], [4, "b", 40]], "OVERWRITE"),
+    ([[1, "a", 10], [2, "a", -20]], "OVERWRITE"),
 ]
 
 
